@@ -1,0 +1,95 @@
+"""Recompute `metrics.json` and `report.md` of a run directory from its stored tables.
+
+    python -m probe.analyze runs/demo/smollm2-135m/2026-11-30_12-00-00 [analysis.temperature=0.7]
+
+Needs no model: everything is read from `prompts.parquet`, `scores.parquet` and the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probe.benches import get_bench
+from probe.errors import ProbeInputError
+from probe.results import read_table, write_json
+
+
+def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Compute metrics from the stored tables, write `metrics.json` and `report.md`, return metrics.
+
+    `analysis` overrides the analysis options recorded in the manifest (e.g. a temperature);
+    the results then go to `metrics-<key>=<value>.json` and `report-….md` beside the originals.
+    """
+    t0 = time.perf_counter()
+    manifest_path = run_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise ProbeInputError(f"{run_dir}: no manifest.json; not a probe run directory")
+    manifest = json.loads(manifest_path.read_text())
+    opts = {**manifest.get("analysis", {}), **dict(analysis or {})}
+    bench = get_bench(manifest["bench"]["kind"])
+    table = read_table(run_dir)
+    mass = np.exp(table.logprobs.astype(np.float64)).sum(axis=1)
+    metrics: dict[str, Any] = {
+        "bench": manifest["bench"]["name"],
+        "model": manifest["model"]["name"],
+        "n_items": int(len(np.unique(table.item_id.astype(str)))),
+        "n_prompts": int(len(table.prompt_id)),
+        "letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},
+        "greedy_valid_rate": float(table.greedy_valid.mean()),
+        "temperature": float(opts.get("temperature", 1.0)),
+        "bootstrap": {"n_boot": int(opts.get("n_boot", 5000)), "seed": int(opts.get("seed", 0)),
+                      "unit": "item"},
+    }
+    metrics.update(bench.metrics(table, opts))
+    # Overrides are a re-analysis: written beside the run's own metrics, never over them.
+    suffix = "".join(f"-{k}={v}" for k, v in sorted((analysis or {}).items()))
+    write_json(run_dir / f"metrics{suffix}.json", metrics)
+    (run_dir / f"report{suffix}.md").write_text(bench.report(metrics))
+    if not suffix:
+        manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
+        write_json(manifest_path, manifest)
+    return metrics
+
+
+def _parse_overrides(args: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or not key.startswith("analysis."):
+            raise ProbeInputError(f"expected overrides like analysis.temperature=0.5, got {arg!r}")
+        out[key.removeprefix("analysis.")] = json.loads(value) if value[:1] in "[{" else _number(value)
+    return out
+
+
+def _number(value: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0 if argv else 2
+    try:
+        metrics = analyze_run(Path(argv[0]), _parse_overrides(argv[1:]))
+    except ProbeInputError as e:
+        print(f"probe.analyze: error: {e}", file=sys.stderr)
+        return 2
+    print(f"analysed {metrics['n_prompts']} prompts of {argv[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Scoring backends: rendered token ids in, full-vocabulary letter log-probs out.
+
+Every backend implements `LetterBackend`; the runner streams its batches to disk. Backends
+are chosen by name (`backend=hf`); heavy optional ones import their library only when chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+from probe.config import build
+from probe.errors import ProbeInputError
+from probe.types import LetterIds, LetterScore, RenderedPrompt
+
+
+class LetterBackend(Protocol):
+    stats: Any
+    """Has `forward_s` (seconds in model forward passes), `n_batches`, `batch_sizes`."""
+
+    def score(self, prompts: Sequence[RenderedPrompt], letters: LetterIds) -> Iterator[list[LetterScore]]:
+        """Yield scores batch by batch, in any order; every prompt exactly once."""
+        ...
+
+
+def make_backend(cfg: Mapping[str, Any], model: Any) -> LetterBackend:
+    """Build the backend named by `cfg["name"]` around a loaded model."""
+    cfg = dict(cfg)
+    name = cfg.pop("name", "hf")
+    if name == "hf":
+        from probe.backends.hf import HFBackendSpec, HFScorer
+
+        return HFScorer(model, build(HFBackendSpec, cfg, "backend"))
+    raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: ['hf']")

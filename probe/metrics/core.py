@@ -1,0 +1,114 @@
+"""Bench-independent metric primitives, vectorised over leading (bootstrap) axes.
+
+Conventions: every function takes arrays whose *last* axis is the distribution or vector and
+broadcasts over the others; `0 · log 0 = 0`; a NaN entry means "not defined in this resample"
+and makes the result NaN rather than being silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def choice_probs(logprobs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """`softmax(lp / T)` over the K letters: the choice distribution at temperature T.
+
+    `logprobs` is `[prompt, letter]` full-vocabulary log-probs; renormalising over the letters
+    conditions on the model answering with a valid letter. T → 0 is `greedy_onehot`.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}; use greedy_onehot for T=0")
+    z = logprobs.astype(np.float64) / temperature
+    z -= z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def greedy_onehot(logprobs: np.ndarray) -> np.ndarray:
+    """One-hot of the argmax letter (first letter on ties), `[prompt, letter]`."""
+    out = np.zeros(logprobs.shape, dtype=np.float64)
+    np.put_along_axis(out, logprobs.argmax(axis=-1)[..., None], 1.0, axis=-1)
+    return out
+
+
+def kl_to_uniform(p: np.ndarray) -> np.ndarray:
+    """KL(p ‖ uniform) in nats over the last axis (length n): `Σ p ln(p n)`."""
+    n = p.shape[-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log(p * n), 0.0)
+    return np.where(np.isnan(p).any(axis=-1), np.nan, terms.sum(axis=-1))
+
+
+def gini(x: np.ndarray) -> np.ndarray:
+    """Gini of non-negative values on the last axis (CCD-Bench eq. 4).
+
+    `G = (n + 1 − 2 Σ_i (n + 1 − i) x_(i) / Σ x) / n` with x ascending, i = 1..n;
+    0 for equal values, (n − 1)/n when one value holds everything; NaN if the sum is 0.
+    """
+    n = x.shape[-1]
+    xs = np.sort(x, axis=-1)
+    ranks = np.arange(n, 0, -1, dtype=np.float64)  # n + 1 − i for i = 1..n
+    total = xs.sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = (n + 1 - 2 * (xs * ranks).sum(axis=-1) / total) / n
+    return np.where(np.isnan(x).any(axis=-1) | (total == 0), np.nan, g)
+
+
+def jsd_bits(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Jensen–Shannon divergence in bits (the divergence, not scipy's distance = its sqrt)."""
+    m = 0.5 * (p + q)
+
+    def kl(a: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(a > 0, a * np.log2(a / m), 0.0).sum(axis=-1)
+
+    out = 0.5 * kl(p) + 0.5 * kl(q)
+    return np.where(np.isnan(p).any(axis=-1) | np.isnan(q).any(axis=-1), np.nan, out)
+
+
+def normalized_entropy(p: np.ndarray) -> np.ndarray:
+    """`H(p) / ln n` on the last axis: 1 for uniform, 0 for a point mass."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=-1)
+    return h / np.log(p.shape[-1])
+
+
+def bootstrap_weights(n_items: int, n_boot: int, seed: int) -> np.ndarray:
+    """`[n_boot, n_items]` multiplicities of a with-replacement resample of items.
+
+    A metric written as sums over items with weight 1 becomes its bootstrap replicate when
+    the weights are these counts, so all B replicates are one matrix product.
+    """
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_items, size=(n_boot, n_items))
+    w = np.zeros((n_boot, n_items), dtype=np.float64)
+    np.add.at(w, (np.arange(n_boot)[:, None], draws), 1.0)
+    return w
+
+
+def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    """Apply `fn` to every leaf of nested dicts."""
+    if isinstance(tree, dict):
+        return {k: tree_map(fn, v) for k, v in tree.items()}
+    return fn(tree)
+
+
+def to_scalars(tree: Any) -> Any:
+    """Point-estimate tree (0-d arrays) → plain floats."""
+    return tree_map(lambda a: float(np.asarray(a)), tree)
+
+
+def percentile_ci(tree: Any, level: float = 0.95) -> Any:
+    """Bootstrap tree (leaves `[B]`) → `[lo, hi]` percentile intervals, NaN replicates ignored."""
+    lo, hi = 100 * (1 - level) / 2, 100 * (1 + level) / 2
+
+    def ci(a: Any) -> list[float]:
+        a = np.asarray(a, dtype=np.float64)
+        if np.isnan(a).all():
+            return [float("nan"), float("nan")]
+        return [float(np.nanpercentile(a, lo)), float(np.nanpercentile(a, hi))]
+
+    return tree_map(ci, tree)

