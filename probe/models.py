@@ -11,10 +11,12 @@ import importlib.util
 import logging
 import os
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlparse
 
 from probe.errors import ProbeInputError
 from probe.render import RenderSettings
@@ -46,10 +48,14 @@ class ModelSpec:
     pair: str | None = None
     """Name of the base/instruct counterpart's config, for base-vs-instruct comparisons."""
     source: Source = "auto"
-    """`auto`: the hub (or its local cache), falling back to `gguf` when it cannot be reached."""
+    """`auto`: the hub; when unreachable, its local cache, else the `gguf` fallback."""
     gguf: GGUFFallback | None = None
     tiny: TinySpec | None = None
     dtype: str = "float32"
+    tokenizer_loader: Literal["auto", "tokenizer_json"] = "auto"
+    """`tokenizer_json`: use the shipped tokenizer.json as is. transformers 5 rebuilds some
+    tokenizer classes (OLMo 2's GPT2Tokenizer, Phi-3's LlamaTokenizer) with a different
+    pre-tokenizer, which changes prompt tokens (`_choice` → `_` `choice`, `\n\n` → 2 tokens)."""
     trust_remote_code: bool = False
     system_prompt: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -86,22 +92,43 @@ def load_model(spec: ModelSpec, device: str = "auto") -> LoadedModel:
         raise ProbeInputError(f"model {spec.name!r}: `hub_id` is required for source {spec.source!r}")
     if spec.source == "path":
         return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id})
-    try:
-        return _from_dir(spec, spec.hub_id, device, {"source": "hub", "hub_id": spec.hub_id})
-    except OSError as e:  # transformers' "cannot reach the hub and not cached" is an OSError
-        if spec.source == "hub" or spec.gguf is None:
-            raise
-        log.warning("hub unavailable for %s (%s); using the GGUF fallback from %s",
-                    spec.hub_id, str(e).splitlines()[0], spec.gguf.package)
+    info = {"source": "hub", "hub_id": spec.hub_id}
+    if spec.source == "hub" or spec.gguf is None:
+        return _from_dir(spec, spec.hub_id, device, info)
+    if hub_reachable():
+        return _from_dir(spec, spec.hub_id, device, info)
+    try:  # offline: a copy in the local hub cache still beats the quantised fallback
+        return _from_dir(spec, spec.hub_id, device, info, local_files_only=True)
+    except OSError:  # transformers' "not in the local cache" is an OSError
+        log.warning("hub unreachable and %s not cached; using the GGUF shipped by %s",
+                    spec.hub_id, spec.gguf.package)
         return _from_gguf(spec, device)
 
 
-def _from_dir(spec: ModelSpec, ref: str, device: str, info: dict[str, Any]) -> LoadedModel:
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub endpoint answers a TCP connect; False at once under HF_HUB_OFFLINE.
+
+    Asking transformers instead costs ~25 s of retries before it gives up on a closed network.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def _from_dir(
+    spec: ModelSpec, ref: str, device: str, info: dict[str, Any], local_files_only: bool = False
+) -> LoadedModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    kw: dict[str, Any] = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code)
-    tokenizer = AutoTokenizer.from_pretrained(ref, **kw)
+    kw: dict[str, Any] = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code,
+                              local_files_only=local_files_only)
+    tokenizer = load_tokenizer(spec, ref, **kw)
     model = AutoModelForCausalLM.from_pretrained(
         ref, dtype=_dtype(spec), device_map=_device_map(device), **kw
     )
@@ -110,6 +137,15 @@ def _from_dir(spec: ModelSpec, ref: str, device: str, info: dict[str, Any]) -> L
     info = {**info, "revision": spec.revision, "commit": getattr(model.config, "_commit_hash", None),
             "class": type(model).__name__, "dtype": str(model.dtype)}
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
+
+
+def load_tokenizer(spec: ModelSpec, ref: str, **kw: Any) -> Any:
+    """The tokenizer per `spec.tokenizer_loader` (see there)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    if spec.tokenizer_loader == "tokenizer_json":
+        return PreTrainedTokenizerFast.from_pretrained(ref, **kw)
+    return AutoTokenizer.from_pretrained(ref, **kw)
 
 
 def _from_gguf(spec: ModelSpec, device: str) -> LoadedModel:
@@ -144,7 +180,13 @@ def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
     try:
         d, f = str(gguf_path.parent), gguf_path.name
         AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(tmp)
-        model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype="float32")
+        quantized = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype="float32")
+        # The weights are already dequantised to float32, but transformers refuses to save a
+        # model it still marks as GGUF-quantised; copy them into a plain model of that config.
+        config = quantized.config
+        del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype="float32")
+        model.load_state_dict(quantized.state_dict())
         model.save_pretrained(tmp, safe_serialization=True)
         os.replace(tmp, out)
     finally:

@@ -88,7 +88,16 @@ def load_items(path: Path, cultures: Sequence[str] = DEFAULT_CULTURES) -> list[I
     Every problem stops the run with a `ProbeInputError` naming the file, the row (its `ID`
     when readable, else the line) and the field. Unknown extra columns are kept on the item.
     """
-    with open(path, newline="", encoding="utf-8") as f:
+    try:
+        return _read_items(path, set(cultures))
+    except UnicodeDecodeError as e:
+        raise ProbeInputError(f"{path}: not valid UTF-8 (byte {e.start}: {e.reason})") from None
+    except csv.Error as e:
+        raise ProbeInputError(f"{path}: unreadable CSV ({e})") from None
+
+
+def _read_items(path: Path, cultures: set[str]) -> list[Item]:
+    with open(path, newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames
         if not header:
@@ -100,7 +109,7 @@ def load_items(path: Path, cultures: Sequence[str] = DEFAULT_CULTURES) -> list[I
         seen: dict[str, int] = {}
         for row in reader:
             where = f"{path}: line {reader.line_num}"
-            item = _parse_row(row, where, set(cultures))
+            item = _parse_row(row, where, cultures)
             if item.item_id in seen:
                 raise ProbeInputError(
                     f"{where} (ID {item.item_id!r}), field 'ID': duplicate ID, first seen at line {seen[item.item_id]}"
@@ -157,9 +166,11 @@ def _parse_row(row: dict[str, str | None], where: str, cultures: set[str]) -> It
 
 def _letter_object(cell: str | None, where: str, field: str) -> dict[str, str]:
     try:
-        value = json.loads(cell or "")
+        value = json.loads(cell or "", object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as e:
         raise ProbeInputError(f"{where}, field {field!r}: invalid JSON ({e.msg} at char {e.pos}): {cell!r}") from None
+    except ValueError as e:  # a key repeated inside the object
+        raise ProbeInputError(f"{where}, field {field!r}: {e}") from None
     if not isinstance(value, dict):
         raise ProbeInputError(f"{where}, field {field!r}: expected a JSON object A-D, got {type(value).__name__}")
     if len(value) != K:
@@ -174,6 +185,14 @@ def _letter_object(cell: str | None, where: str, field: str) -> dict[str, str]:
         if field == "Options" and not out[k]:
             raise ProbeInputError(f"{where}, field 'Options' key {k!r}: empty option text")
     return out
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [k for k, _ in pairs]
+    dups = sorted({k for k in keys if keys.count(k) > 1})
+    if dups:
+        raise ValueError(f"duplicate key(s) {dups}")
+    return dict(pairs)
 
 
 def build_prompts(items: Sequence[Item], design: DiscoDesign = DiscoDesign()) -> list[Prompt]:

@@ -1,8 +1,9 @@
 """Bench-independent metric primitives, vectorised over leading (bootstrap) axes.
 
 Conventions: every function takes arrays whose *last* axis is the distribution or vector and
-broadcasts over the others; `0 · log 0 = 0`; a NaN entry means "not defined in this resample"
-and makes the result NaN rather than being silently dropped.
+broadcasts over the others; `0 · log 0 = 0`; a NaN entry marks a category absent from this
+(re)sample, e.g. a culture no resampled item shows, and is left out, exactly as if the data had
+never contained it.
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ def greedy_onehot(logprobs: np.ndarray) -> np.ndarray:
 
 
 def kl_to_uniform(p: np.ndarray) -> np.ndarray:
-    """KL(p ‖ uniform) in nats over the last axis (length n): `Σ p ln(p n)`."""
-    n = p.shape[-1]
+    """KL(p ‖ uniform) in nats: `Σ p ln(p n)`, n = number of present (non-NaN) categories."""
+    n = (~np.isnan(p)).sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(p > 0, p * np.log(p * n), 0.0)
-    return np.where(np.isnan(p).any(axis=-1), np.nan, terms.sum(axis=-1))
+    return terms.sum(axis=-1)
 
 
 def gini(x: np.ndarray) -> np.ndarray:
@@ -47,26 +48,32 @@ def gini(x: np.ndarray) -> np.ndarray:
 
     `G = (n + 1 − 2 Σ_i (n + 1 − i) x_(i) / Σ x) / n` with x ascending, i = 1..n;
     0 for equal values, (n − 1)/n when one value holds everything; NaN if the sum is 0.
+    n counts present (non-NaN) values only.
     """
-    n = x.shape[-1]
-    xs = np.sort(x, axis=-1)
-    ranks = np.arange(n, 0, -1, dtype=np.float64)  # n + 1 − i for i = 1..n
+    n = (~np.isnan(x)).sum(axis=-1, keepdims=True)
+    xs = np.sort(np.where(np.isnan(x), np.inf, x), axis=-1)  # absent values sort last...
+    i = np.arange(1, x.shape[-1] + 1)
+    ranks = np.where(i <= n, n + 1 - i, 0)  # ...and get rank weight 0
+    xs = np.where(np.isinf(xs), 0.0, xs)
     total = xs.sum(axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        g = (n + 1 - 2 * (xs * ranks).sum(axis=-1) / total) / n
-    return np.where(np.isnan(x).any(axis=-1) | (total == 0), np.nan, g)
+        g = (n[..., 0] + 1 - 2 * (xs * ranks).sum(axis=-1) / total) / n[..., 0]
+    return np.where(total == 0, np.nan, g)
 
 
 def jsd_bits(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Jensen–Shannon divergence in bits (the divergence, not scipy's distance = its sqrt)."""
+    """Jensen–Shannon divergence in bits (the divergence, not scipy's distance = its sqrt).
+
+    An absent (NaN) category has probability 0 in that distribution.
+    """
+    p, q = np.nan_to_num(p), np.nan_to_num(q)
     m = 0.5 * (p + q)
 
     def kl(a: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(a > 0, a * np.log2(a / m), 0.0).sum(axis=-1)
 
-    out = 0.5 * kl(p) + 0.5 * kl(q)
-    return np.where(np.isnan(p).any(axis=-1) | np.isnan(q).any(axis=-1), np.nan, out)
+    return 0.5 * kl(p) + 0.5 * kl(q)
 
 
 def normalized_entropy(p: np.ndarray) -> np.ndarray:

@@ -113,6 +113,12 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
+def _nanmean(a: np.ndarray) -> np.ndarray:
+    """Macro average over the cultures present (NaN = not targeted in this resample)."""
+    with np.errstate(invalid="ignore"):
+        return np.nanmean(a, axis=-1)
+
+
 def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
     """All DiSCo metrics for item weights `w` (`[n_items]` or `[B, n_items]`).
 
@@ -124,7 +130,7 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
     for name in ("C0", "C2", "C3", "C3_aligned"):
         present = s.app[name].sum(axis=0) > 0
         rate[name] = _ratio(_wsum(w, s.sel[name]), _wsum(w, s.app[name]))[..., present]
-        csd[name] = (rate[name] / rate[name].sum(axis=-1, keepdims=True), np.array(s.cultures)[present])
+        csd[name] = (rate[name] / np.nansum(rate[name], axis=-1, keepdims=True), np.array(s.cultures)[present])
     cr = {}
     for name in ("C1", "C2"):
         present = s.target_n[name].sum(axis=0) > 0
@@ -141,7 +147,8 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
         lo = [d[c] for c in opts.low if c in d]
         if not hi or not lo:
             return np.full(w.shape[:-1], np.nan)
-        return np.mean(hi, axis=0) - np.mean(lo, axis=0)
+        with np.errstate(invalid="ignore"):
+            return np.nanmean(hi, axis=0) - np.nanmean(lo, axis=0)
 
     def letters(name: str) -> dict[str, np.ndarray]:
         p = _ratio(_wsum(w, s.letters[name]), _wsum(w, s.count[name])[..., None])
@@ -152,15 +159,15 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
                    "Gini": gini(csd["C0"][0]), "SPD": spd("C0"), "letter_probs": letters("C0")}
     if s.target_n["C1"].sum() > 0:
         cr1 = as_dict(cr["C1"])
-        m["C1"] = {"CR": np.mean(cr["C1"][0], axis=-1), "CR_by_culture": cr1}
+        m["C1"] = {"CR": _nanmean(cr["C1"][0]), "CR_by_culture": cr1}
         if "C0" in m:
             c0, r0 = m["C0"]["CSD"], as_dict((rate["C0"], csd["C0"][1]))
             m["C1"]["SL"] = {c: v - c0[c] for c, v in cr1.items() if c in c0}
             m["C1"]["SL_rate"] = {c: v - r0[c] for c, v in cr1.items() if c in r0}
     if s.target_n["C2"].sum() > 0:
         cr2 = as_dict(cr["C2"])
-        m["C2"] = {"CR": np.mean(cr["C2"][0], axis=-1), "CR_by_culture": cr2,
-                   "PSI": 1 - np.mean(cr["C2"][0], axis=-1),
+        m["C2"] = {"CR": _nanmean(cr["C2"][0]), "CR_by_culture": cr2,
+                   "PSI": 1 - _nanmean(cr["C2"][0]),
                    "PSI_by_culture": {c: 1 - v for c, v in cr2.items()}}
         if "C1" in m:
             m["C2"]["gain_by_culture"] = {c: v - m["C1"]["CR_by_culture"][c]

