@@ -23,6 +23,8 @@ CHAT_TEMPLATE = (
     "{% if not (loop.last and message['role'] == 'assistant') %}{{ '<|im_end|>\n' }}{% endif %}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
+BUILD_VERSION = 2
+"""Bump when the builder changes, so cached tiny models are rebuilt."""
 _SPECIALS = ["<|endoftext|>", "<|bos|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
 _CORPUS = """Question: What do people usually eat for breakfast with the family on a holiday?
 Options: A. rice B. bread C. porridge D. noodles E. eggs F. soup G. tea H. coffee I. fruit J. milk
@@ -55,7 +57,7 @@ class TinySpec:
 
 def build_tokenizer(spec: TinySpec):
     """Train the byte-level BPE tokenizer (deterministic for a fixed corpus and vocab size)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -66,6 +68,9 @@ def build_tokenizer(spec: TinySpec):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
     tok.train_from_iterator([_CORPUS] * 4, trainer=trainer)
+    # Like Llama/Gemma tokenizers, plain encoding adds BOS (base-model prompts rely on it).
+    bos = tok.token_to_id("<|bos|>")
+    tok.post_processor = processors.TemplateProcessing(single="<|bos|> $A", special_tokens=[("<|bos|>", bos)])
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|im_end|>", pad_token="<|pad|>",
         unk_token="<|endoftext|>", chat_template=CHAT_TEMPLATE,
@@ -107,7 +112,7 @@ def tiny_model_dir(spec: TinySpec, cache_root: Path) -> Path:
     The directory name hashes the spec, so a changed spec never reuses stale files; the build
     goes to a temporary directory renamed into place, so a killed build is never read.
     """
-    key = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps({**asdict(spec), "v": BUILD_VERSION}, sort_keys=True).encode()).hexdigest()[:12]
     out = cache_root / f"tiny-{spec.arch}-{key}"
     if (out / "config.json").exists():
         return out

