@@ -138,7 +138,7 @@ def render_prompts(
                 f"model {model_name!r}, prompt {p.prompt_id} (item {p.item_id!r}, {p.condition}): "
                 f"{len(ids)} tokens, longer than the model allows ({max_positions} positions)"
             )
-        rendered.append(RenderedPrompt(prompt=p, text=text, token_ids=tuple(ids)))
+        rendered.append(RenderedPrompt(prompt=p, text=text, token_ids=ids))
     return rendered, letter_ids
 
 

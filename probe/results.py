@@ -152,16 +152,10 @@ def read_table(run_dir: Path) -> ScoreTable:
 
 def shared_prefix_lengths(rendered: Sequence[RenderedPrompt]) -> list[int]:
     """Per prompt, the number of leading tokens it shares with every prompt of its prefix group."""
-    first: dict[str, tuple[int, ...]] = {}
-    common: dict[str, int] = {}
+    from probe.backends.prefix import common_prefix_len
+
+    members: dict[str, list[np.ndarray]] = {}
     for r in rendered:
-        key, ids = r.prompt.prefix_key, r.token_ids
-        if key not in first:
-            first[key], common[key] = ids, len(ids)
-            continue
-        ref, n = first[key], common[key]
-        i = 0
-        while i < n and i < len(ids) and ids[i] == ref[i]:
-            i += 1
-        common[key] = i
+        members.setdefault(r.prompt.prefix_key, []).append(r.token_ids)
+    common = {key: common_prefix_len(seqs) for key, seqs in members.items()}
     return [common[r.prompt.prefix_key] for r in rendered]

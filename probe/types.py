@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 LETTERS: tuple[str, ...] = tuple("ABCDEFGHIJ")
 """Option letters in display order; a K-option bench uses the first K."""
 
@@ -73,7 +75,14 @@ class RenderedPrompt:
     prompt: Prompt
     text: str
     """The rendered text including the answer cue."""
-    token_ids: tuple[int, ...]
+    token_ids: np.ndarray
+    """`[n_tokens]` int32, read-only: a tuple of Python ints would cost ~9× the memory, and a
+    full DiSCo run holds 15,808 of these."""
+
+    def __post_init__(self) -> None:
+        ids = np.array(self.token_ids, dtype=np.int32)
+        ids.flags.writeable = False
+        object.__setattr__(self, "token_ids", ids)
 
 
 @dataclass(frozen=True)

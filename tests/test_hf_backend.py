@@ -45,10 +45,12 @@ def _score(loaded: LoadedModel, rendered: list[RenderedPrompt], letters: LetterI
     return out, scorer
 
 
-def test_batched_equals_one_at_a_time(tiny) -> None:
+@pytest.mark.parametrize("prefix_reuse", [True, False], ids=["prefix", "plain"])
+def test_batched_equals_one_at_a_time(tiny, prefix_reuse: bool) -> None:
     loaded, rendered, letters = tiny
-    batched, scorer = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=64)
-    single, _ = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=1)
+    batched, scorer = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=64,
+                             prefix_reuse=prefix_reuse)
+    single, _ = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=1, prefix_reuse=False)
     assert max(scorer.stats.batch_sizes) > 1  # really batched, with padding of mixed lengths
     a = np.array([batched[i].letter_logprobs for i in sorted(batched)])
     b = np.array([single[i].letter_logprobs for i in sorted(single)])
@@ -56,6 +58,37 @@ def test_batched_equals_one_at_a_time(tiny) -> None:
     assert [batched[i].greedy_valid for i in sorted(batched)] == [single[i].greedy_valid for i in sorted(single)]
     # letters are far from uniform, so agreement is not trivial
     assert np.ptp(a, axis=1).mean() > 0.05
+    if prefix_reuse:  # the shared prefixes really were computed once per group
+        assert scorer.stats.tokens_computed < 0.8 * sum(len(r.token_ids) for r in rendered)
+
+
+def test_prefix_groups_of_mixed_prefix_lengths_in_one_batch(tiny) -> None:
+    """Small batches mix groups of different prefix lengths and split groups into chunks."""
+    loaded, rendered, letters = tiny
+    mixed, scorer = _score(loaded, rendered, letters, batch_tokens=3000, max_batch_size=6)
+    single, _ = _score(loaded, rendered, letters, max_batch_size=1, prefix_reuse=False)
+    assert scorer.stats.n_batches > 10
+    for i in single:
+        assert np.abs(np.array(mixed[i].letter_logprobs) - np.array(single[i].letter_logprobs)).max() <= TOL
+
+
+def test_out_of_memory_halves_the_batch_with_identical_results(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded, rendered, letters = tiny
+    reference, _ = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=64)
+    scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", batch_tokens=1 << 20, max_batch_size=64))
+    real_forward = scorer._forward
+
+    def tight_memory(batch, letter_ids):  # pretend anything above 10 rows does not fit
+        if sum(len(g.rows) for g in batch) > 10:
+            raise torch.OutOfMemoryError("fake: CUDA out of memory")
+        return real_forward(batch, letter_ids)
+
+    monkeypatch.setattr(scorer, "_forward", tight_memory)
+    got = {s.prompt_id: s.letter_logprobs for b in scorer.score(rendered, letters) for s in b}
+    assert got.keys() == reference.keys()
+    for i in got:
+        assert np.abs(np.array(got[i]) - np.array(reference[i].letter_logprobs)).max() <= TOL
+    assert scorer.stats.oom_splits >= 1 and max(scorer.stats.batch_sizes) <= 10
 
 
 @torch.inference_mode()
@@ -64,7 +97,7 @@ def test_matches_the_models_own_forward(tiny) -> None:
     loaded, rendered, letters = tiny
     scores, _ = _score(loaded, rendered, letters, batch_tokens=4096, max_batch_size=16)
     for r in rendered[::13]:
-        logits = loaded.model(input_ids=torch.tensor([r.token_ids])).logits[0, -1].float()
+        logits = loaded.model(input_ids=torch.tensor([r.token_ids.tolist()])).logits[0, -1].float()
         ref = torch.log_softmax(logits, -1)[list(letters.ids)].numpy()
         assert np.abs(np.array(scores[r.prompt.prompt_id].letter_logprobs) - ref).max() <= TOL
         assert scores[r.prompt.prompt_id].greedy_valid == (int(logits.argmax()) in letters.ids)
@@ -77,6 +110,9 @@ def test_gemma3_fixture_exercises_sliding_window_and_softcap(tiny) -> None:
         pytest.skip("llama fixture")
     assert "sliding_attention" in config.layer_types and config.final_logit_softcapping == 30.0
     assert min(len(r.token_ids) for r in rendered) > 4 * config.sliding_window
+    from probe.backends.prefix import group_by_prefix
+
+    assert min(g.prefix_len for g in group_by_prefix(rendered)) > config.sliding_window
 
 
 def test_plan_batches_respects_budget_and_covers_all(tiny) -> None:
@@ -131,5 +167,5 @@ def test_gemma3_multimodal_wrapper() -> None:
     scorer = HFScorer(model, HFBackendSpec(device="cpu"))
     got = {s.prompt_id: s.letter_logprobs for b in scorer.score(rendered, letters) for s in b}
     for r in rendered:
-        ref = torch.log_softmax(model(input_ids=torch.tensor([r.token_ids])).logits[0, -1].float(), -1)[[5, 6]]
+        ref = torch.log_softmax(model(input_ids=torch.tensor([r.token_ids.tolist()])).logits[0, -1].float(), -1)[[5, 6]]
         assert np.abs(np.array(got[r.prompt.prompt_id]) - ref.numpy()).max() <= TOL

@@ -82,4 +82,4 @@ def test_instruct_prompt_has_exactly_one_bos() -> None:
     prompts = disco.build_prompts(disco.load_items(disco.resolve_source(disco.DiscoSpec(packaged="demo_disco.csv"))))
     rendered, _ = render_prompts(tok, prompts[:2], "ABCD", RenderSettings(kind="instruct"), "tiny")
     for r in rendered:
-        assert r.token_ids[0] == tok.bos_token_id and r.token_ids.count(tok.bos_token_id) == 1
+        assert r.token_ids[0] == tok.bos_token_id and list(r.token_ids).count(tok.bos_token_id) == 1

@@ -163,7 +163,7 @@ def test_render_prompts(case: Case, kind: ModelKind) -> None:
         assert list(r.token_ids[-len(cue):]) == cue
         # The letter is one token right after the prompt, for every prompt, not only the first.
         with_letter = encode(tok, r.text + "C\"", settings)
-        assert with_letter[:len(r.token_ids) + 1] == [*r.token_ids, letter_ids.ids[2]]
+        assert with_letter[:len(r.token_ids) + 1] == [*r.token_ids.tolist(), letter_ids.ids[2]]
 
 
 RAW_DIFFERS = {  # seen under transformers 5.24; both match the file under 4.57 (README caveats)

@@ -1,32 +1,44 @@
 """Hugging Face transformers backend: batched letter log-probs at the last prompt position.
 
-Design: right-pad a length-sorted batch, run the decoder once, gather each row's last real
-hidden state, and apply the LM head there only, in float32. Right padding keeps every real
-token at its natural position, so a batched row sees exactly what it would see alone; the
-head on gathered rows avoids a `[batch, seq, vocab]` logits tensor (262k vocab for Gemma 3).
+Two passes per batch when `prefix_reuse` is on (the default):
+1. the shared prefix of each group, once per group (right-padded, natural positions);
+2. the rotated suffixes of all rows, on top of that KV cache expanded over the rows.
+Between them each group's prefix K/V are moved to the right end of the prefix block, so every
+row reads `[pad… prefix | suffix …pad]`: distances between real tokens are the same as in the
+unpadded prompt, which keeps sliding-window layers (Gemma 3) exact, and explicit position ids
+keep RoPE exact. Without prefix reuse a batch is plainly right-padded.
+
+Either way only each row's last real hidden state goes through the LM head, in float32: bf16
+logits are too coarse for letter margins, and a `[batch, seq, vocab]` tensor (262k vocab for
+Gemma 3) would dwarf the model's activations.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from probe.backends.prefix import PrefixGroup, group_by_prefix, plan_prefix_batches
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
 
 @dataclass(frozen=True)
 class HFBackendSpec:
-    """Batching limits. A batch holds at most `max_batch_size` prompts and `batch_tokens` padded tokens."""
+    """Batching limits: a batch holds ≤ `max_batch_size` prompts and ≤ `batch_tokens` padded tokens."""
 
     batch_tokens: int = 8192
     max_batch_size: int = 32
     device: str = "auto"
+    prefix_reuse: bool = True
+    """Run each group's shared prefix once and reuse its KV cache for the rotated suffixes."""
 
 
 @dataclass
@@ -36,7 +48,10 @@ class BackendStats:
     forward_s: float = 0.0
     n_batches: int = 0
     batch_sizes: dict[int, int] = field(default_factory=dict)
-    """batch size → how many batches had it."""
+    """rows per batch → how many batches had it (after any out-of-memory splits)."""
+    oom_splits: int = 0
+    tokens_computed: int = 0
+    """Tokens actually run through the model (shared prefixes once per group)."""
 
 
 class HFScorer:
@@ -48,48 +63,103 @@ class HFScorer:
         self.stats = BackendStats()
         self.decoder = model.get_decoder()
         head = model.get_output_embeddings()
-        # Keep an fp32 copy of only the head: bf16 logits are too coarse for letter margins.
-        self.head_weight = head.weight.detach().float()
+        self.head_weight = head.weight.detach().float()  # fp32 copy of the head only
         self.head_bias = None if head.bias is None else head.bias.detach().float()
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.softcap = getattr(config, "final_logit_softcapping", None)
         self.device = self.decoder.get_input_embeddings().weight.device
         self._head_checked = False
+        self._row_cap: int | None = None  # set after an out-of-memory: never retry that many rows
+        # transformers renamed `past_key_values` to `cache` (5.2x); use whichever this one takes
+        params = inspect.signature(self.decoder.forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
 
     def score(self, prompts: Sequence[RenderedPrompt], letters: LetterIds) -> Iterator[list[LetterScore]]:
         """Yield scores batch by batch (length-sorted order); callers key them by `prompt_id`."""
         letter_ids = torch.tensor(letters.ids, device=self.head_weight.device)
-        for batch in plan_batches(prompts, self.spec.batch_tokens, self.spec.max_batch_size):
+        if self.spec.prefix_reuse:
+            batches = plan_prefix_batches(group_by_prefix(prompts), self.spec.batch_tokens, self.spec.max_batch_size)
+        else:
+            batches = [[PrefixGroup(rows=tuple(b), prefix_len=0)]
+                       for b in plan_batches(prompts, self.spec.batch_tokens, self.spec.max_batch_size)]
+        for batch in batches:
             if not self._head_checked:
-                self._check_head(batch[0])
-            t0 = time.perf_counter()
-            logprobs, argmax = self._letter_logprobs(batch, letter_ids)
+                self._check_head(batch[0].rows[0])
+            yield from self._run(batch, letter_ids)
+
+    def _run(self, batch: list[PrefixGroup], letter_ids: torch.Tensor) -> Iterator[list[LetterScore]]:
+        """Score one batch; on out-of-memory split it in half and retry (results unchanged)."""
+        n_rows = sum(len(g.rows) for g in batch)
+        if n_rows > 1 and self._row_cap is not None and n_rows > self._row_cap:
+            for half in _halves(batch):
+                yield from self._run(half, letter_ids)
+            return
+        t0 = time.perf_counter()
+        try:
+            logprobs, argmax = self._forward(batch, letter_ids)
+        except torch.OutOfMemoryError:
+            if n_rows == 1:
+                raise
             if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            self.stats.forward_s += time.perf_counter() - t0
-            self.stats.n_batches += 1
-            self.stats.batch_sizes[len(batch)] = self.stats.batch_sizes.get(len(batch), 0) + 1
-            is_letter = (argmax[:, None] == letter_ids[None, :]).any(dim=1)
-            yield [
-                LetterScore(prompt_id=r.prompt.prompt_id, letter_logprobs=tuple(lp), greedy_valid=bool(v))
-                for r, lp, v in zip(batch, logprobs.tolist(), is_letter.tolist())
-            ]
+                torch.cuda.empty_cache()
+            self.stats.oom_splits += 1
+            self._row_cap = max(1, n_rows // 2)
+            for half in _halves(batch):
+                yield from self._run(half, letter_ids)
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.stats.forward_s += time.perf_counter() - t0
+        self.stats.n_batches += 1
+        self.stats.batch_sizes[n_rows] = self.stats.batch_sizes.get(n_rows, 0) + 1
+        rows = [r for g in batch for r in g.rows]
+        is_letter = (argmax[:, None] == letter_ids[None, :]).any(dim=1)
+        yield [LetterScore(prompt_id=r.prompt.prompt_id, letter_logprobs=tuple(lp), greedy_valid=bool(v))
+               for r, lp, v in zip(rows, logprobs.tolist(), is_letter.tolist())]
 
     @torch.inference_mode()
-    def _letter_logprobs(self, batch: Sequence[RenderedPrompt], letter_ids: torch.Tensor):
-        lengths = torch.tensor([len(r.token_ids) for r in batch])
-        width = int(lengths.max())
-        ids = torch.zeros((len(batch), width), dtype=torch.long)
-        mask = torch.zeros((len(batch), width), dtype=torch.long)
-        for i, r in enumerate(batch):
-            ids[i, : len(r.token_ids)] = torch.tensor(r.token_ids)
-            mask[i, : len(r.token_ids)] = 1
-        out = self.decoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), use_cache=False)
-        hidden = out.last_hidden_state  # [batch, seq, d_model], final norm applied
-        last = hidden[torch.arange(len(batch), device=hidden.device), (lengths - 1).to(hidden.device)]
-        logits = self._head(last)  # [batch, vocab] float32
+    def _forward(self, batch: list[PrefixGroup], letter_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`([rows, letters] log-probs on CPU, [rows] full-vocabulary argmax)` for a batch."""
+        rows = [r for g in batch for r in g.rows]
+        plens = [g.prefix_len for g in batch for _ in g.rows]
+        if max(plens) == 0:
+            hidden, last = self._plain(rows)
+        else:
+            hidden, last = self._with_prefix(batch)
+        self.stats.tokens_computed += sum(g.prefix_len + sum(len(r.token_ids) - g.prefix_len for r in g.rows)
+                                          for g in batch)
+        logits = self._head(hidden[torch.arange(len(rows), device=hidden.device), last.to(hidden.device)])
         logprobs = F.log_softmax(logits, dim=-1)
         return logprobs[:, letter_ids].cpu(), logits.argmax(dim=-1)
+
+    def _plain(self, rows: Sequence[RenderedPrompt]) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, mask, lengths = _right_pad([r.token_ids for r in rows])
+        out = self.decoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), use_cache=False)
+        return out.last_hidden_state, lengths - 1
+
+    def _with_prefix(self, batch: list[PrefixGroup]) -> tuple[torch.Tensor, torch.Tensor]:
+        from transformers import DynamicCache
+
+        dev = self.device
+        pids, pmask, plens = _right_pad([g.rows[0].token_ids[:g.prefix_len] for g in batch])
+        out = self.decoder(input_ids=pids.to(dev), attention_mask=pmask.to(dev),
+                           **{self._cache_kw: DynamicCache()}, use_cache=True)
+        p_max = pids.shape[1]
+        row_group = torch.tensor([i for i, g in enumerate(batch) for _ in g.rows], device=dev)
+        prefix_cache = out.cache if hasattr(out, "cache") else out.past_key_values
+        layers = []
+        for layer in prefix_cache.layers:
+            layers.append((_right_align(layer.keys, plens, row_group), _right_align(layer.values, plens, row_group)))
+        cache = DynamicCache(ddp_cache_data=layers)
+        suffixes = [r.token_ids[g.prefix_len:] for g in batch for r in g.rows]
+        sids, smask, slens = _right_pad(suffixes)
+        row_plen = plens.to(dev)[row_group]
+        prefix_mask = (torch.arange(p_max, device=dev)[None, :] >= (p_max - row_plen)[:, None]).long()
+        mask = torch.cat([prefix_mask, smask.to(dev)], dim=1)
+        positions = row_plen[:, None] + torch.arange(sids.shape[1], device=dev)[None, :]
+        out = self.decoder(input_ids=sids.to(dev), attention_mask=mask, position_ids=positions,
+                           **{self._cache_kw: cache}, use_cache=True)
+        return out.last_hidden_state, slens - 1
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head in float32, with Gemma-style final logit softcapping where configured."""
@@ -100,16 +170,16 @@ class HFScorer:
 
     @torch.inference_mode()
     def _check_head(self, prompt: RenderedPrompt) -> None:
-        """Once per run: our decoder+head path must match the model's own forward.
+        """Once per run: our decoder + head path must match the model's own forward.
 
         Guards against architectures whose `forward` does more after the decoder than the
-        head and softcapping we replicate (then letter log-probs would silently be wrong).
+        head and softcapping replicated here (letter log-probs would silently be wrong).
         """
         self._head_checked = True
-        ids = torch.tensor([prompt.token_ids], device=self.device)
+        ids = torch.from_numpy(prompt.token_ids.astype(np.int64))[None].to(self.device)
         ours = self._head(self.decoder(input_ids=ids).last_hidden_state[0, -1:])
         theirs = self.model(input_ids=ids).logits[0, -1:].float().to(ours.device)
-        tol = 1e-3 if self.head_weight.dtype == torch.float32 and self.model.dtype == torch.float32 else 0.5
+        tol = 1e-3 if self.model.dtype == torch.float32 else 0.5
         err = (F.log_softmax(ours, -1) - F.log_softmax(theirs, -1)).abs().max().item()
         if err > tol:
             raise ProbeInputError(
@@ -118,11 +188,43 @@ class HFScorer:
             )
 
 
+def _right_pad(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`(ids [n, width], mask [n, width], lengths [n])`, zeros after each sequence."""
+    lengths = torch.tensor([len(s) for s in seqs])
+    ids = torch.zeros((len(seqs), int(lengths.max())), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.from_numpy(np.asarray(s, dtype=np.int64))
+    mask = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()
+    return ids, mask, lengths
+
+
+def _right_align(kv: torch.Tensor, plens: torch.Tensor, row_group: torch.Tensor) -> torch.Tensor:
+    """`[groups, heads, P, d]` right-padded K or V → `[rows, heads, P, d]` right-aligned per row.
+
+    Padding slots become zeros; the attention mask hides them, and finite zeros (unlike the
+    NaNs a fully masked query can produce) cannot leak into a softmax.
+    """
+    p_max = kv.shape[2]
+    aligned = torch.zeros_like(kv)
+    for g, n in enumerate(plens.tolist()):
+        aligned[g, :, p_max - n:] = kv[g, :, :n]
+    return aligned.index_select(0, row_group)
+
+
+def _halves(batch: list[PrefixGroup]) -> list[list[PrefixGroup]]:
+    if len(batch) > 1:
+        return [batch[: len(batch) // 2], batch[len(batch) // 2:]]
+    g = batch[0]
+    mid = len(g.rows) // 2
+    return [[PrefixGroup(rows=g.rows[:mid], prefix_len=g.prefix_len)],
+            [PrefixGroup(rows=g.rows[mid:], prefix_len=g.prefix_len)]]
+
+
 def plan_batches(
     prompts: Sequence[RenderedPrompt], batch_tokens: int, max_batch_size: int
 ) -> list[list[RenderedPrompt]]:
-    """Sort by length (longest first, so an out-of-memory shows up at once) and cut batches
-    whose padded size `rows × longest` stays within the token budget."""
+    """Sort by length (longest first, so an out-of-memory shows at once) and cut batches whose
+    padded size `rows × longest` stays within the token budget."""
     if batch_tokens < 1 or max_batch_size < 1:
         raise ProbeInputError(f"backend: batch_tokens and max_batch_size must be ≥ 1, got {batch_tokens}, {max_batch_size}")
     ordered = sorted(prompts, key=lambda r: (-len(r.token_ids), r.prompt.prompt_id))
