@@ -106,23 +106,73 @@ def write_prompts(run_dir: Path, rendered: Sequence[RenderedPrompt], prefix_lens
     _write_table(run_dir / "prompts.parquet", pa.table(cols, schema=PROMPTS_SCHEMA))
 
 
-def write_scores(run_dir: Path, scores: Sequence[LetterScore], letters: Sequence[str]) -> None:
+class ScoreWriter:
+    """Streams scores to `scores.parts/` in bounded chunks, then merges them into the final
+    `scores.parquet` and `scores.safetensors` sorted by `prompt_id`.
+
+    Memory during scoring stays at one chunk; each part is renamed into place only when
+    complete, so a killed run never leaves a part that reads as whole.
+    """
+
+    def __init__(self, run_dir: Path, letters: Sequence[str], chunk: int = 4096) -> None:
+        self.run_dir, self.letters, self.chunk = run_dir, tuple(letters), chunk
+        self.parts = run_dir / "scores.parts"
+        self.parts.mkdir(parents=True, exist_ok=True)
+        self._buffer: list[LetterScore] = []
+        self._n_parts = 0
+
+    def add(self, scores: Sequence[LetterScore]) -> None:
+        self._buffer.extend(scores)
+        if len(self._buffer) >= self.chunk:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        lp = np.array([s.letter_logprobs for s in self._buffer], dtype=np.float32).reshape(-1, len(self.letters))
+        ids = np.array([s.prompt_id for s in self._buffer], dtype=np.int64)
+        valid = np.array([s.greedy_valid for s in self._buffer], dtype=bool)
+        _write_table(self.parts / f"part-{self._n_parts:05d}.parquet", _scores_table(ids, lp, valid, self.letters))
+        self._n_parts += 1
+        self._buffer = []
+
+    def close(self) -> None:
+        """Merge the parts into the final files and remove them."""
+        import shutil
+
+        self._flush()
+        files = sorted(self.parts.glob("part-*.parquet"))
+        table = pa.concat_tables([pq.read_table(f) for f in files]) if files else \
+            _scores_table(np.zeros(0, np.int64), np.zeros((0, len(self.letters)), np.float32),
+                          np.zeros(0, bool), self.letters)
+        table = table.sort_by("prompt_id")
+        lp = np.asarray(table.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(-1, len(self.letters))
+        write_scores_arrays(self.run_dir, table.column("prompt_id").to_numpy(), lp,
+                            table.column("greedy_valid").to_numpy(zero_copy_only=False), self.letters)
+        shutil.rmtree(self.parts)
+
+
+def _scores_table(ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str]) -> pa.Table:
+    return pa.table({
+        "prompt_id": ids,
+        "letter_logprobs": pa.FixedSizeListArray.from_arrays(pa.array(lp.ravel(), pa.float32()), len(letters))
+        .cast(pa.list_(pa.float32())),
+        "letter_mass": np.exp(lp.astype(np.float64)).sum(axis=1),
+        "greedy_letter": [letters[i] for i in lp.argmax(axis=1)] if len(ids) else pa.array([], pa.string()),
+        "greedy_valid": valid,
+    }, schema=SCORES_SCHEMA)
+
+
+def write_scores_arrays(
+    run_dir: Path, ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str]
+) -> None:
     """`scores.parquet` and `scores.safetensors` (`letter_logprobs` `[prompt, letter]` float32)."""
     from safetensors.numpy import save_file
 
-    ordered = sorted(scores, key=lambda s: s.prompt_id)
-    lp = np.array([s.letter_logprobs for s in ordered], dtype=np.float32).reshape(len(ordered), len(letters))
-    ids = np.array([s.prompt_id for s in ordered], dtype=np.int64)
-    table = pa.table({
-        "prompt_id": ids,
-        "letter_logprobs": [row.tolist() for row in lp],
-        "letter_mass": np.exp(lp.astype(np.float64)).sum(axis=1),
-        "greedy_letter": [letters[i] for i in lp.argmax(axis=1)] if len(ordered) else [],
-        "greedy_valid": [s.greedy_valid for s in ordered],
-    }, schema=SCORES_SCHEMA)
-    _write_table(run_dir / "scores.parquet", table)
+    _write_table(run_dir / "scores.parquet", _scores_table(ids, lp, valid, letters))
     tmp = run_dir / ".scores.safetensors.tmp"
-    save_file({"letter_logprobs": lp, "prompt_id": ids}, str(tmp), metadata={"letters": "".join(letters)})
+    save_file({"letter_logprobs": np.ascontiguousarray(lp), "prompt_id": np.ascontiguousarray(ids, dtype=np.int64)},
+              str(tmp), metadata={"letters": "".join(letters)})
     os.replace(tmp, run_dir / "scores.safetensors")
 
 

@@ -11,7 +11,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -20,13 +20,13 @@ from typing import Any
 
 from probe import __version__
 from probe.analyze import analyze_run
-from probe.backends import make_backend
+from probe.backends import LetterBackend, make_backend
 from probe.benches import get_bench
 from probe.errors import ProbeInputError
 from probe.models import ModelSpec, load_model, max_positions
 from probe.render import render_prompts, template_hash, tokenizer_hash
-from probe.results import shared_prefix_lengths, write_json, write_prompts, write_scores
-from probe.types import LetterScore
+from probe.results import ScoreWriter, shared_prefix_lengths, write_json, write_prompts
+from probe.types import LetterIds, RenderedPrompt
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,8 @@ def run(cfg: RunConfig) -> Path:
 
     backend = make_backend(cfg.backend, loaded.model)
     t0 = time.perf_counter()
-    scores = _score_all(backend, rendered, letter_ids, cfg.progress)
+    _score_all(backend, rendered, letter_ids, ScoreWriter(out, bench.letters), cfg.progress)
     wall_s = time.perf_counter() - t0
-    write_scores(out, scores, bench.letters)
 
     manifest = {
         "probe_version": __version__,
@@ -88,7 +87,9 @@ def run(cfg: RunConfig) -> Path:
         "bench": {"name": bench.name, "kind": bench.kind, **bench.source,
                   "n_items": len(bench.items), "n_prompts": len(bench.prompts), "config": dict(cfg.bench)},
         "backend": {**dict(cfg.backend), "n_batches": backend.stats.n_batches,
-                    "batch_sizes": {str(k): v for k, v in sorted(backend.stats.batch_sizes.items())}},
+                    "batch_sizes": {str(k): v for k, v in sorted(backend.stats.batch_sizes.items())},
+                    "oom_splits": backend.stats.oom_splits, "tokens_computed": backend.stats.tokens_computed,
+                    "prompt_tokens": int(sum(len(r.token_ids) for r in rendered))},
         "analysis": dict(cfg.analysis),
         "timings": {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": wall_s,
                     "prompts_per_s": len(rendered) / wall_s if wall_s > 0 else None},
@@ -98,19 +99,23 @@ def run(cfg: RunConfig) -> Path:
     return out
 
 
-def _score_all(backend, rendered, letter_ids, progress: bool) -> list[LetterScore]:
+def _score_all(
+    backend: LetterBackend, rendered: Sequence[RenderedPrompt], letter_ids: LetterIds, writer: ScoreWriter,
+    progress: bool,
+) -> None:
+    """Stream every prompt's scores from the backend to disk, with a prompts/s progress bar."""
     from tqdm import tqdm
 
-    expected = {r.prompt.prompt_id for r in rendered}
-    scores: list[LetterScore] = []
+    expected = {int(r.prompt.prompt_id) for r in rendered}
+    seen: set[int] = set()
     with tqdm(total=len(rendered), unit="prompt", desc="scoring", disable=not progress,
               dynamic_ncols=True) as bar:
         for batch in backend.score(rendered, letter_ids):
-            scores.extend(batch)
+            writer.add(batch)
+            seen.update(s.prompt_id for s in batch)
             bar.update(len(batch))
-    got = [s.prompt_id for s in scores]
-    assert len(got) == len(expected) and set(got) == expected, "backend must score every prompt once"
-    return scores
+    assert seen == expected, "backend must score every prompt exactly once"
+    writer.close()
 
 
 def _git_commit() -> str | None:

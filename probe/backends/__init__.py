@@ -16,7 +16,8 @@ from probe.types import LetterIds, LetterScore, RenderedPrompt
 
 class LetterBackend(Protocol):
     stats: Any
-    """Has `forward_s` (seconds in model forward passes), `n_batches`, `batch_sizes`."""
+    """Has `forward_s` (seconds in model forward passes), `n_batches`, `batch_sizes` (rows →
+    count), `oom_splits` and `tokens_computed`."""
 
     def score(self, prompts: Sequence[RenderedPrompt], letters: LetterIds) -> Iterator[list[LetterScore]]:
         """Yield scores batch by batch, in any order; every prompt exactly once."""

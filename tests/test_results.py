@@ -1,0 +1,37 @@
+"""Run-directory writing: streamed score parts merge into the contract files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+from safetensors.numpy import load_file
+
+from probe.results import ScoreWriter, write_json
+from probe.types import LetterScore
+
+
+def test_score_writer_streams_parts_and_merges_sorted(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    order = rng.permutation(23)
+    lp = np.log(rng.dirichlet(np.ones(5), size=23) * 0.8).astype(np.float32)[:, :4]
+    writer = ScoreWriter(tmp_path, "ABCD", chunk=5)
+    for start in range(0, 23, 3):  # batches arrive in backend (length-sorted) order
+        writer.add([LetterScore(int(i), tuple(lp[i]), bool(i % 2)) for i in order[start:start + 3]])
+    assert len(list((tmp_path / "scores.parts").glob("part-*.parquet"))) == 4  # buffers of 6, 6, 6 and 5 reach the chunk of 5
+    writer.close()
+    assert not (tmp_path / "scores.parts").exists()
+    table = pq.read_table(tmp_path / "scores.parquet")
+    assert table.column("prompt_id").to_pylist() == list(range(23))
+    got = np.array(table.column("letter_logprobs").to_pylist(), dtype=np.float32)
+    assert np.array_equal(got, lp)
+    assert table.column("greedy_valid").to_pylist() == [bool(i % 2) for i in range(23)]
+    assert np.allclose(table.column("letter_mass").to_numpy(), np.exp(lp.astype(np.float64)).sum(axis=1))
+    assert np.array_equal(load_file(str(tmp_path / "scores.safetensors"))["letter_logprobs"], lp)
+
+
+def test_json_writes_null_for_undefined(tmp_path: Path) -> None:
+    write_json(tmp_path / "m.json", {"a": float("nan"), "b": [1.0, float("inf")], "c": {"d": 2}})
+    assert (tmp_path / "m.json").read_text().split() == ['{', '"a":', 'null,', '"b":', '[', '1.0,', 'null', '],',
+                                                         '"c":', '{', '"d":', '2', '}', '}']
