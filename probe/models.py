@@ -56,6 +56,8 @@ class ModelSpec:
     """`tokenizer_json`: use the shipped tokenizer.json as is. transformers 5 rebuilds some
     tokenizer classes (OLMo 2's GPT2Tokenizer, Phi-3's LlamaTokenizer) with a different
     pre-tokenizer, which changes prompt tokens (`_choice` → `_` `choice`, `\n\n` → 2 tokens)."""
+    attn_implementation: str | None = None
+    """`sdpa`, `eager`, `flash_attention_2`, …; None lets transformers choose (sdpa)."""
     trust_remote_code: bool = False
     system_prompt: str | None = None
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -129,13 +131,16 @@ def _from_dir(
     kw: dict[str, Any] = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code,
                               local_files_only=local_files_only)
     tokenizer = load_tokenizer(spec, ref, **kw)
+    if spec.attn_implementation:
+        kw["attn_implementation"] = spec.attn_implementation
     model = AutoModelForCausalLM.from_pretrained(
         ref, dtype=_dtype(spec), device_map=_device_map(device), **kw
     )
     model.eval()
     torch.set_grad_enabled(False)
     info = {**info, "revision": spec.revision, "commit": getattr(model.config, "_commit_hash", None),
-            "class": type(model).__name__, "dtype": str(model.dtype)}
+            "class": type(model).__name__, "dtype": str(model.dtype),
+            "attn_implementation": getattr(model.config, "_attn_implementation", None)}
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
 
 

@@ -103,6 +103,20 @@ def test_matches_the_models_own_forward(tiny) -> None:
         assert scores[r.prompt.prompt_id].greedy_valid == (int(logits.argmax()) in letters.ids)
 
 
+def test_eager_attention_matches(tiny, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`attn_implementation` is selectable; eager attention with prefix reuse gives the same scores."""
+    loaded, rendered, letters = tiny
+    arch = loaded.model.config.model_type
+    spec = ModelSpec(name="eager", kind="instruct", source="tiny", attn_implementation="eager",
+                     tiny=TinySpec(arch="gemma3" if arch == "gemma3_text" else "llama",
+                                   num_layers=4 if arch == "gemma3_text" else 2))
+    eager = load_model(spec, device="cpu")
+    assert eager.info["attn_implementation"] == "eager"
+    a, _ = _score(eager, rendered, letters, batch_tokens=1 << 20, max_batch_size=64)
+    b, _ = _score(loaded, rendered, letters, max_batch_size=1, prefix_reuse=False)
+    assert max(np.abs(np.array(a[i].letter_logprobs) - np.array(b[i].letter_logprobs)).max() for i in b) <= TOL
+
+
 def test_gemma3_fixture_exercises_sliding_window_and_softcap(tiny) -> None:
     loaded, rendered, _ = tiny
     config = loaded.model.config

@@ -46,17 +46,21 @@ def test_offline_load_uses_the_converted_gguf(smollm2) -> None:
 def test_letters_and_batched_exactness(smollm2) -> None:
     spec, loaded = smollm2
     bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
-    prompts = [p for p in bench.prompts if p.item_id == "demo-01"][::4]  # 13 prompts, all conditions
+    # 16 prompts: the 4 rotations of the first C0 group (a shared prefix), then every 4th
+    # prompt of the item (all conditions)
+    prompts = [p for p in bench.prompts if p.item_id == "demo-01"]
+    prompts = prompts[:4] + prompts[4::4]
     rendered, letters = render_prompts(loaded.tokenizer, prompts, bench.letters, spec.render_settings(), spec.name)
     assert letters.ids == tuple(loaded.tokenizer.convert_tokens_to_ids(list("ABCD")))
     assert rendered[0].text.startswith("<|im_start|>system\n")
 
-    def scores(batch: int) -> np.ndarray:
-        scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=batch, batch_tokens=1 << 20))
+    def scores(batch: int, prefix_reuse: bool) -> np.ndarray:
+        scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=batch, batch_tokens=1 << 20,
+                                                      prefix_reuse=prefix_reuse))
         out = {s.prompt_id: s.letter_logprobs for b in scorer.score(rendered, letters) for s in b}
         return np.array([out[p.prompt_id] for p in prompts])
 
-    batched, single = scores(13), scores(1)
+    batched, single = scores(16, prefix_reuse=True), scores(1, prefix_reuse=False)
     assert np.abs(batched - single).max() <= 1e-4
     # A real instruct model puts most of its next-token mass on the option letters.
     assert np.exp(batched).sum(axis=1).mean() > 0.5
