@@ -29,6 +29,7 @@ PROMPTS_SCHEMA = pa.schema([
     ("target", pa.string()),
     ("rotation", pa.int64()),
     ("ctx_rotation", pa.int64()),
+    ("category", pa.string()),
     ("order", pa.list_(pa.int64())),
     ("groups", pa.list_(pa.string())),
     ("n_tokens", pa.int64()),
@@ -62,6 +63,10 @@ class ScoreTable:
     """`[prompt, letter]` array of group labels shown at each letter."""
     logprobs: np.ndarray
     greedy_valid: np.ndarray
+    category: np.ndarray | None = None
+    """Per-prompt item category (CCD-Bench domain), None-filled object array when absent."""
+    order: np.ndarray | None = None
+    """`[prompt, letter]` source-option index shown at each letter."""
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -99,6 +104,7 @@ def write_prompts(run_dir: Path, rendered: Sequence[RenderedPrompt], prefix_lens
         for name, value in (
             ("prompt_id", p.prompt_id), ("item_id", p.item_id), ("condition", p.condition),
             ("target", p.target), ("rotation", p.rotation), ("ctx_rotation", p.ctx_rotation),
+            ("category", p.category),
             ("order", list(p.order)), ("groups", list(p.groups)), ("n_tokens", len(r.token_ids)),
             ("prefix_len", plen), ("text", r.text),
         ):
@@ -197,6 +203,8 @@ def read_table(run_dir: Path) -> ScoreTable:
         groups=np.asarray(prompts.column("groups").to_pylist(), dtype=object),
         logprobs=np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32),
         greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False),
+        category=np.asarray(prompts.column("category").to_pylist(), dtype=object),
+        order=np.asarray(prompts.column("order").to_pylist(), dtype=np.int64),
     )
 
 

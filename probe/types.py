@@ -66,6 +66,8 @@ class Prompt:
     """The user-facing prompt body (what goes into the user turn)."""
     prefix_key: str
     """Prompts with the same key share everything before the options block."""
+    category: str | None = None
+    """The item's category (DiSCo `Category`, CCD-Bench `Domain`), for per-category metrics."""
 
 
 @dataclass(frozen=True)

@@ -221,6 +221,7 @@ def build_prompts(items: Sequence[Item], design: DiscoDesign = DiscoDesign()) ->
                     groups=tuple(item.options[o].group for o in order),
                     message=render_message(item, condition, target, order, j),
                     prefix_key=f"{item.item_id}|{condition}|{target}",
+                    category=item.category,
                 ))
     return prompts
 
