@@ -32,6 +32,8 @@ def main(cfg: DictConfig) -> None:
             bench=values["bench"],
             backend=values["backend"],
             analysis=values["analysis"],
+            judge=values["judge"],
+            judge_model=_judge_model(values["judge"]),
             out_dir=Path(HydraConfig.get().runtime.output_dir),
             progress=bool(values.get("progress", True)),
         ))
@@ -40,6 +42,19 @@ def main(cfg: DictConfig) -> None:
         print(f"probe: error: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"probe: run written to {out}")
+
+
+def _judge_model(judge: dict) -> ModelSpec | None:
+    """`judge.model` names a config in conf/model (loaded here, where the config tree lives)."""
+    name = judge.get("model")
+    if not name:
+        return None
+    path = Path(__file__).resolve().parent.parent / "conf" / "model" / f"{name}.yaml"
+    if not path.is_file():
+        raise ProbeInputError(f"judge.model: no model config {name!r} in conf/model")
+    values = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    assert isinstance(values, dict)
+    return build(ModelSpec, values, f"judge.model ({name})")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ import numpy as np
 
 from probe.benches import get_bench
 from probe.errors import ProbeInputError
-from probe.results import read_table, write_json
+from probe.generation import pluralism, read_generation_table
+from probe.results import read_prompts, read_table, write_json
 
 
 def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -34,28 +35,59 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     manifest = json.loads(manifest_path.read_text())
     opts = {**manifest.get("analysis", {}), **dict(analysis or {})}
     bench = get_bench(manifest["bench"]["kind"])
-    table = read_table(run_dir)
-    mass = np.exp(table.logprobs.astype(np.float64)).sum(axis=1)
-    metrics: dict[str, Any] = {
-        "bench": manifest["bench"]["name"],
-        "model": manifest["model"]["name"],
-        "n_items": int(len(np.unique(table.item_id.astype(str)))),
-        "n_prompts": int(len(table.prompt_id)),
-        "letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},
-        "greedy_valid_rate": float(table.greedy_valid.mean()),
+    generated = manifest["backend"].get("mode") == "generate"
+    metrics: dict[str, Any] = {"bench": manifest["bench"]["name"], "model": manifest["model"]["name"]}
+    if generated:
+        table, invalid = read_generation_table(run_dir, manifest["letters"])
+        n_prompts = len(table.prompt_id) + len(invalid)
+        metrics.update({"n_items": int(len(np.unique(read_prompts(run_dir).item_id.astype(str)))),
+                        "n_prompts": n_prompts, "mode": "generate",
+                        "invalid_rate": len(invalid) / n_prompts if n_prompts else float("nan"),
+                        "n_invalid": len(invalid)})
+    else:
+        table = read_table(run_dir)
+        mass = np.exp(table.logprobs.astype(np.float64)).sum(axis=1)
+        metrics.update({
+            "n_items": int(len(np.unique(table.item_id.astype(str)))),
+            "n_prompts": int(len(table.prompt_id)),
+            "letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},
+            "greedy_valid_rate": float(table.greedy_valid.mean()),
+        })
+    metrics.update({
         "temperature": float(opts.get("temperature", 1.0)),
-        "bootstrap": {"n_boot": int(opts.get("n_boot", 5000)), "seed": int(opts.get("seed", 0)),
-                      "unit": "item"},
-    }
-    metrics.update(bench.metrics(table, opts))
+        "bootstrap": {"n_boot": int(opts.get("n_boot", 5000)), "seed": int(opts.get("seed", 0)), "unit": "item"},
+    })
+    if len(table.prompt_id):
+        metrics.update(bench.metrics(table, opts, manifest["bench"].get("config", {})))
+    else:  # every generation invalid: nothing to aggregate, which the report says
+        metrics.update({"expected": None, "greedy": None, "ci95": {}})
+    if generated:
+        plural = pluralism(run_dir)
+        if plural is not None:
+            metrics["pluralism"] = plural
+    report = bench.report(metrics) if metrics["expected"] is not None else (
+        f"# {metrics['bench']} — {metrics['model']}\n\nNo valid answers: all {metrics['n_prompts']} "
+        "generations were unparseable, so no metric is defined.\n")
+    if generated:
+        report += invalid_section(invalid)
     # Overrides are a re-analysis: written beside the run's own metrics, never over them.
     suffix = "".join(f"-{k}={v}" for k, v in sorted((analysis or {}).items()))
     write_json(run_dir / f"metrics{suffix}.json", metrics)
-    (run_dir / f"report{suffix}.md").write_text(bench.report(metrics))
+    (run_dir / f"report{suffix}.md").write_text(report)
     if not suffix:
         manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
         write_json(manifest_path, manifest)
     return metrics
+
+
+def invalid_section(invalid: list[dict[str, Any]], show: int = 20) -> str:
+    """Markdown list of unparseable generations (never dropped silently)."""
+    lines = ["", f"## Invalid generations ({len(invalid)})", ""]
+    for g in invalid[:show]:
+        lines.append(f"- prompt {g['prompt_id']}: `{g['text'][:120].replace(chr(10), ' ').replace('`', chr(39))}`")
+    if len(invalid) > show:
+        lines.append(f"- … {len(invalid) - show} more in generations.parquet (parsed_letter is null)")
+    return "\n".join(lines) + "\n"
 
 
 def _parse_overrides(args: list[str]) -> dict[str, Any]:

@@ -102,16 +102,20 @@ def derive_letter_ids(
 def render_prompts(
     tokenizer: Any,
     prompts: Sequence[Prompt],
-    letters: Sequence[str],
+    letters: Sequence[str] | None,
     settings: RenderSettings,
     model_name: str,
     max_positions: int | None = None,
-) -> tuple[list[RenderedPrompt], LetterIds]:
+) -> tuple[list[RenderedPrompt], LetterIds | None]:
     """Render and tokenize every prompt; derive letter ids and check every prompt against them.
 
     Letter ids are derived on the first prompt of each condition; all must agree, and every
     prompt must end in the same cue tokens, so one set of ids is valid for the whole run.
+    With `letters=None` (generation mode) no letter ids are derived or checked.
     """
+    if letters is None:
+        return [_checked(p, t, ids, None, model_name, max_positions)
+                for p, t, ids in _encoded(tokenizer, prompts, settings)], None
     letter_ids: LetterIds | None = None
     checked: set[str] = set()
     for p in prompts:
@@ -126,23 +130,27 @@ def render_prompts(
         letter_ids = ids
     assert letter_ids is not None, "render_prompts needs at least one prompt"
     cue = np.array(letter_ids.cue_token_ids)
-    rendered = []
-    # Tokenise in chunks: the tokenizer returns Python int lists, ~9× the size of the int32
-    # arrays kept, so encoding all prompts at once would set the run's peak memory.
+    rendered = [_checked(p, t, ids, cue, model_name, max_positions)
+                for p, t, ids in _encoded(tokenizer, prompts, settings)]
+    return rendered, letter_ids
+
+
+def _encoded(tokenizer: Any, prompts: Sequence[Prompt], settings: RenderSettings):
+    """`(prompt, text, int32 ids)` per prompt, tokenised in chunks: the tokenizer returns Python
+    int lists, ~9× the size of the arrays kept, so one call for all prompts would set the run's
+    peak memory."""
     for start in range(0, len(prompts), 256):
         chunk = prompts[start:start + 256]
         texts = [render_text(tokenizer, p.message, settings) for p in chunk]
         encoded = tokenizer(texts, add_special_tokens=settings.kind == "base")["input_ids"]
-        rendered += [_checked(p, t, np.asarray(ids, dtype=np.int32), cue, model_name, max_positions)
-                     for p, t, ids in zip(chunk, texts, encoded)]
-    return rendered, letter_ids
+        yield from ((p, t, np.asarray(ids, dtype=np.int32)) for p, t, ids in zip(chunk, texts, encoded))
 
 
 def _checked(
-    p: Prompt, text: str, ids: np.ndarray, cue: np.ndarray, model_name: str, max_positions: int | None
+    p: Prompt, text: str, ids: np.ndarray, cue: np.ndarray | None, model_name: str, max_positions: int | None
 ) -> RenderedPrompt:
-    """The rendered prompt, after checking it ends in the cue and fits the model."""
-    if not np.array_equal(ids[-len(cue):], cue):
+    """The rendered prompt, after checking it ends in the cue tokens and fits the model."""
+    if cue is not None and not np.array_equal(ids[-len(cue):], cue):
         raise ProbeInputError(
             f"model {model_name!r}, prompt {p.prompt_id} (item {p.item_id!r}, {p.condition}): the "
             f"rendered prompt does not end in the answer-cue tokens {cue.tolist()}"

@@ -46,11 +46,15 @@ def disco_report(m: dict[str, Any]) -> str:
         f"# DiSCo — {m['model']} on `{m['bench']}`", "",
         f"{m['n_items']} items, {m['n_prompts']} prompts. Expected = probability-weighted selections "
         f"(temperature {m.get('temperature', 1.0)}); greedy = argmax letter (temperature-0 protocol).", "",
-        f"Letter mass: mean {_fmt(m['letter_mass']['mean'])}, share of prompts below 0.5: "
-        f"{_fmt(m['letter_mass']['share_below_half'])}; full-vocabulary argmax is a letter in "
-        f"{_fmt(m.get('greedy_valid_rate'))} of prompts.", "",
-        "| metric | condition | expected | 95% CI | greedy |", "|---|---|---|---|---|",
     ]
+    if "letter_mass" in m:
+        lines += [f"Letter mass: mean {_fmt(m['letter_mass']['mean'])}, share of prompts below 0.5: "
+                  f"{_fmt(m['letter_mass']['share_below_half'])}; full-vocabulary argmax is a letter in "
+                  f"{_fmt(m.get('greedy_valid_rate'))} of prompts.", ""]
+    if "invalid_rate" in m:
+        lines += [f"Generation mode: {m['n_invalid']} of {m['n_prompts']} outputs invalid "
+                  f"({_fmt(m['invalid_rate'])}), excluded from the metrics and listed at the end.", ""]
+    lines += ["| metric | condition | expected | 95% CI | greedy |", "|---|---|---|---|---|"]
     for path, label, cond in HEADLINE:
         if _get(exp, path) is not None:
             lines.append(f"| {label} | {cond} | {_fmt(_get(exp, path))} | {_ci(_get(ci, path))} | "
@@ -74,4 +78,45 @@ def disco_report(m: dict[str, Any]) -> str:
         lines.append("| PPR by context rotation j | " + " | ".join(_fmt(ppr[j]) for j in sorted(ppr)) + " |")
         ent = _get(exp, "C3.entropy_by_ctx_rotation")
         lines.append("| H/ln 4 by j | " + " | ".join(_fmt(ent[j]) for j in sorted(ent)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def ccd_report(m: dict[str, Any]) -> str:
+    """CCD-Bench report: cluster shares with CIs, position bias, domain residuals, pluralism."""
+    exp, gr, ci = m["expected"], m["greedy"], m.get("ci95", {}).get("expected", {})
+    lines = [f"# CCD-Bench — {m['model']} on `{m['bench']}`", "",
+             f"{m['n_items']} items, {m['n_prompts']} prompts."]
+    if "letter_mass" in m:
+        lines.append(f"Letter mass: mean {_fmt(m['letter_mass']['mean'])}, share below 0.5: "
+                     f"{_fmt(m['letter_mass']['share_below_half'])}.")
+    if "invalid_rate" in m:
+        lines.append(f"Generation mode: {m['n_invalid']} invalid outputs ({_fmt(m['invalid_rate'])}), "
+                     "excluded from the shares below and listed at the end.")
+    if "balance_score" in m:
+        lines.append(f"Latin-square balance score: {m['balance_score']:.2f}%.")
+    lines += ["", "| cluster | share (expected) | 95% CI | share (greedy) | position V_c |",
+              "|---|---|---|---|---|"]
+    for c, v in sorted(exp["shares"].items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {c} | {_fmt(v)} | {_ci(_get(ci, f'shares.{c}'))} | {_fmt(gr['shares'].get(c))} | "
+                     f"{_fmt(exp['cluster_position_V'].get(c))} |")
+    lines += ["", "| metric | expected | 95% CI | greedy |", "|---|---|---|---|"]
+    for key, label in (("entropy_bits", "Shannon entropy (bits, max 3.32)"), ("gini", "Gini of cluster counts"),
+                       ("position_V", "Cramér's V, position (<.10 negligible)"),
+                       ("mean_cluster_position_V", "mean per-cluster position V"),
+                       ("position_chi2", "χ² over positions"), ("domain_chi2", "χ² domain × cluster")):
+        lines.append(f"| {label} | {_fmt(exp.get(key))} | {_ci(ci.get(key))} | {_fmt(gr.get(key))} |")
+    lines += ["", "Position shares A–J (expected): " + ", ".join(_fmt(v) for v in exp["position_shares"])]
+    residuals = exp.get("domain_residuals", {})
+    if residuals:
+        clusters = list(exp["shares"])
+        lines += ["", "## Standardized residuals, domain × cluster (expected)", "",
+                  "| domain | " + " | ".join(clusters) + " |", "|---" * (len(clusters) + 1) + "|"]
+        for d, row in residuals.items():
+            lines.append(f"| {d} | " + " | ".join(_fmt(row.get(c), 2) for c in clusters) + " |")
+    if "pluralism" in m:
+        p = m["pluralism"]
+        lines += ["", "## Rationale pluralism", "",
+                  f"{p['n_rationales']} rationales judged ({p['n_judge_errors']} judge errors); "
+                  f"share citing ≥ 2 GLOBE dimensions: {_fmt(p['rate'])}.", ""]
+        lines += [f"- {a} + {b}: {n}" for a, b, n in p["top_pairs"]]
     return "\n".join(lines) + "\n"

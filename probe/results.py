@@ -7,6 +7,7 @@ in-memory state of the scoring pass.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -68,6 +69,11 @@ class ScoreTable:
     order: np.ndarray | None = None
     """`[prompt, letter]` source-option index shown at each letter."""
 
+    def subset(self, mask: np.ndarray) -> ScoreTable:
+        """The rows where `mask` is true."""
+        return ScoreTable(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[mask]
+                             for f in dataclasses.fields(self)})
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
@@ -90,7 +96,7 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def _write_table(path: Path, table: pa.Table) -> None:
+def write_table(path: Path, table: pa.Table) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp)
     os.replace(tmp, path)
@@ -109,7 +115,7 @@ def write_prompts(run_dir: Path, rendered: Sequence[RenderedPrompt], prefix_lens
             ("prefix_len", plen), ("text", r.text),
         ):
             cols[name].append(value)
-    _write_table(run_dir / "prompts.parquet", pa.table(cols, schema=PROMPTS_SCHEMA))
+    write_table(run_dir / "prompts.parquet", pa.table(cols, schema=PROMPTS_SCHEMA))
 
 
 class ScoreWriter:
@@ -138,7 +144,7 @@ class ScoreWriter:
         lp = np.array([s.letter_logprobs for s in self._buffer], dtype=np.float32).reshape(-1, len(self.letters))
         ids = np.array([s.prompt_id for s in self._buffer], dtype=np.int64)
         valid = np.array([s.greedy_valid for s in self._buffer], dtype=bool)
-        _write_table(self.parts / f"part-{self._n_parts:05d}.parquet", _scores_table(ids, lp, valid, self.letters))
+        write_table(self.parts / f"part-{self._n_parts:05d}.parquet", _scores_table(ids, lp, valid, self.letters))
         self._n_parts += 1
         self._buffer = []
 
@@ -175,36 +181,61 @@ def write_scores_arrays(
     """`scores.parquet` and `scores.safetensors` (`letter_logprobs` `[prompt, letter]` float32)."""
     from safetensors.numpy import save_file
 
-    _write_table(run_dir / "scores.parquet", _scores_table(ids, lp, valid, letters))
+    write_table(run_dir / "scores.parquet", _scores_table(ids, lp, valid, letters))
     tmp = run_dir / ".scores.safetensors.tmp"
     save_file({"letter_logprobs": np.ascontiguousarray(lp), "prompt_id": np.ascontiguousarray(ids, dtype=np.int64)},
               str(tmp), metadata={"letters": "".join(letters)})
     os.replace(tmp, run_dir / "scores.safetensors")
 
 
-def read_table(run_dir: Path) -> ScoreTable:
-    """Join `prompts.parquet` and `scores.parquet`; fails if either is missing or they disagree."""
-    for name in ("prompts.parquet", "scores.parquet"):
-        if not (run_dir / name).is_file():
-            raise ProbeInputError(f"{run_dir}: missing {name}; is this a finished probe run directory?")
+@dataclass(frozen=True)
+class PromptTable:
+    """`prompts.parquet` as arrays, sorted by `prompt_id` (see `ScoreTable` for the fields)."""
+
+    prompt_id: np.ndarray
+    item_id: np.ndarray
+    condition: np.ndarray
+    target: np.ndarray
+    rotation: np.ndarray
+    ctx_rotation: np.ndarray
+    groups: np.ndarray
+    category: np.ndarray
+    order: np.ndarray
+
+    def with_scores(self, logprobs: np.ndarray, greedy_valid: np.ndarray) -> ScoreTable:
+        return ScoreTable(logprobs=logprobs, greedy_valid=greedy_valid,
+                          **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+
+def read_prompts(run_dir: Path) -> PromptTable:
+    if not (run_dir / "prompts.parquet").is_file():
+        raise ProbeInputError(f"{run_dir}: missing prompts.parquet; is this a probe run directory?")
     prompts = pq.read_table(run_dir / "prompts.parquet").sort_by("prompt_id")
-    scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id")
-    pid = prompts.column("prompt_id").to_numpy()
-    if not np.array_equal(pid, scores.column("prompt_id").to_numpy()):
-        raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
     ctx = prompts.column("ctx_rotation").to_numpy(zero_copy_only=False)
-    return ScoreTable(
-        prompt_id=pid,
+    return PromptTable(
+        prompt_id=prompts.column("prompt_id").to_numpy(),
         item_id=np.asarray(prompts.column("item_id").to_pylist(), dtype=object),
         condition=np.asarray(prompts.column("condition").to_pylist(), dtype=object),
         target=np.asarray(prompts.column("target").to_pylist(), dtype=object),
         rotation=prompts.column("rotation").to_numpy(),
         ctx_rotation=np.nan_to_num(ctx.astype(np.float64), nan=-1).astype(np.int64),
         groups=np.asarray(prompts.column("groups").to_pylist(), dtype=object),
-        logprobs=np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32),
-        greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False),
         category=np.asarray(prompts.column("category").to_pylist(), dtype=object),
         order=np.asarray(prompts.column("order").to_pylist(), dtype=np.int64),
+    )
+
+
+def read_table(run_dir: Path) -> ScoreTable:
+    """Join `prompts.parquet` and `scores.parquet`; fails if either is missing or they disagree."""
+    prompts = read_prompts(run_dir)
+    if not (run_dir / "scores.parquet").is_file():
+        raise ProbeInputError(f"{run_dir}: missing scores.parquet; is this a finished probe run directory?")
+    scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id")
+    if not np.array_equal(prompts.prompt_id, scores.column("prompt_id").to_numpy()):
+        raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
+    return prompts.with_scores(
+        logprobs=np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32),
+        greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False),
     )
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -23,7 +23,9 @@ from probe.analyze import analyze_run
 from probe.backends import LetterBackend, make_backend
 from probe.benches import get_bench
 from probe.errors import ProbeInputError
-from probe.models import ModelSpec, load_model, max_positions
+from probe.generation import generate_and_store, judge_rationales
+from probe.judges import Judge, make_judge
+from probe.models import LoadedModel, ModelSpec, load_model, max_positions
 from probe.render import render_prompts, template_hash, tokenizer_hash
 from probe.results import ScoreWriter, shared_prefix_lengths, write_json, write_prompts
 from probe.types import LetterIds, RenderedPrompt
@@ -41,6 +43,9 @@ class RunConfig:
     out_dir: Path
     backend: Mapping[str, Any] = field(default_factory=lambda: {"name": "hf"})
     analysis: Mapping[str, Any] = field(default_factory=dict)
+    judge: Mapping[str, Any] = field(default_factory=lambda: {"name": "keyword"})
+    judge_model: ModelSpec | None = None
+    """The LLM judge's model; None = the run's own model."""
     progress: bool = True
 
 
@@ -50,23 +55,28 @@ def run(cfg: RunConfig) -> Path:
     check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     bench_def = get_bench(str(cfg.bench.get("kind", "")))
-    bench = bench_def.prepare(cfg.bench)
+    generate = cfg.backend.get("mode", "letters") == "generate"
+    bench = bench_def.prepare(cfg.bench, generate)
     log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
 
     t0 = time.perf_counter()
     loaded = load_model(cfg.model, device=str(cfg.backend.get("device", "auto")))
     load_s = time.perf_counter() - t0
 
-    settings = cfg.model.render_settings()
+    settings = replace(cfg.model.render_settings(), cue=bench.cue)
     rendered, letter_ids = render_prompts(
-        loaded.tokenizer, bench.prompts, bench.letters, settings, cfg.model.name,
+        loaded.tokenizer, bench.prompts, None if generate else bench.letters, settings, cfg.model.name,
         max_positions=max_positions(loaded.model),
     )
     write_prompts(out, rendered, shared_prefix_lengths(rendered))
 
-    backend = make_backend(cfg.backend, loaded.model)
+    backend = make_backend(cfg.backend, loaded.model, loaded.tokenizer)
     t0 = time.perf_counter()
-    _score_all(backend, rendered, letter_ids, ScoreWriter(out, bench.letters), cfg.progress)
+    if generate:
+        rows = generate_and_store(backend, rendered, bench.cue, bench.letters, out, cfg.progress)
+        judge_rationales(_judge(cfg, loaded, backend), rows, out)
+    else:
+        _score_all(backend, rendered, letter_ids, ScoreWriter(out, bench.letters), cfg.progress)
     wall_s = time.perf_counter() - t0
 
     manifest = {
@@ -80,8 +90,8 @@ def run(cfg: RunConfig) -> Path:
         "model": {**asdict(cfg.model), **loaded.info},
         "tokenizer": {"class": type(loaded.tokenizer).__name__, "name_or_path": loaded.tokenizer.name_or_path,
                       "sha256": tokenizer_hash(loaded.tokenizer)},
-        "letters": list(letter_ids.letters),
-        "letter_token_ids": list(letter_ids.ids),
+        "letters": list(bench.letters),
+        "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
         "answer_cue": settings.cue,
         "template_sha256": template_hash(loaded.tokenizer, settings),
         "bench": {"name": bench.name, "kind": bench.kind, **bench.source,
@@ -97,6 +107,20 @@ def run(cfg: RunConfig) -> Path:
     write_json(out / "manifest.json", manifest)
     analyze_run(out)
     return out
+
+
+def _judge(cfg: RunConfig, loaded: LoadedModel, generator: Any) -> Judge:
+    """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model."""
+    if cfg.judge.get("name", "keyword") != "llm":
+        return make_judge(cfg.judge)
+    if cfg.judge_model is None:
+        return make_judge(cfg.judge, chat=generator)
+    from probe.backends.generate import HFGenerator
+    from probe.backends.hf import HFBackendSpec
+
+    judge_loaded = load_model(cfg.judge_model, device=str(cfg.backend.get("device", "auto")))
+    spec = HFBackendSpec(max_new_tokens=int(cfg.judge.get("max_new_tokens", 128)))
+    return make_judge(cfg.judge, chat=HFGenerator(judge_loaded.model, judge_loaded.tokenizer, spec))
 
 
 def _score_all(

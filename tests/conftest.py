@@ -64,3 +64,19 @@ def shared_dir() -> Path | None:
     """The reference folder (tokenizers, LocQA data) named by $PROBE_SHARED_DIR, if present."""
     value = os.environ.get("PROBE_SHARED_DIR")
     return Path(value) if value and Path(value).is_dir() else None
+
+
+CCD_CLUSTERS = ["anglo", "eastern_europe", "latin-america", "latin_europe", "confucian_asia",
+                "nordic_europe", "sub-saharan_africa", "southern-asia", "germanic_europe", "middle_east"]
+CCD_DOMAINS = ["Arts", "Education", "Family", "Wellness", "Work", "Scientific", "Lifestyle"]
+
+
+def ccd_items(n: int) -> list[dict[str, str]]:
+    """n valid CCD-Bench objects, domains cycling through the seven."""
+    return [{"Question": f"Dilemma {i}: how should the group decide?", "Domain": CCD_DOMAINS[i % 7],
+             **{c: f"Approach {j} for dilemma {i}" for j, c in enumerate(CCD_CLUSTERS)}} for i in range(n)]
+
+
+def write_json_file(path: Path, obj: object) -> Path:
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    return path

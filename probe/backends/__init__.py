@@ -24,12 +24,18 @@ class LetterBackend(Protocol):
         ...
 
 
-def make_backend(cfg: Mapping[str, Any], model: Any) -> LetterBackend:
-    """Build the backend named by `cfg["name"]` around a loaded model."""
+def make_backend(cfg: Mapping[str, Any], model: Any, tokenizer: Any = None) -> Any:
+    """Build the backend named by `cfg["name"]` around a loaded model: a `LetterBackend`, or in
+    `mode: generate` a generator with `.generate(prompts)` and `.chat(messages)`."""
     cfg = dict(cfg)
     name = cfg.pop("name", "hf")
     if name == "hf":
         from probe.backends.hf import HFBackendSpec, HFScorer
 
-        return HFScorer(model, build(HFBackendSpec, cfg, "backend"))
+        spec = build(HFBackendSpec, cfg, "backend")
+        if spec.mode == "generate":
+            from probe.backends.generate import HFGenerator
+
+            return HFGenerator(model, tokenizer, spec)
+        return HFScorer(model, spec)
     raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: ['hf']")

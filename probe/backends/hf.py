@@ -19,7 +19,7 @@ import inspect
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -39,6 +39,13 @@ class HFBackendSpec:
     device: str = "auto"
     prefix_reuse: bool = True
     """Run each group's shared prefix once and reuse its KV cache for the rotated suffixes."""
+    mode: Literal["letters", "generate"] = "letters"
+    """`letters`: exact letter log-probs; `generate`: decode text and parse the answer."""
+    max_new_tokens: int = 64
+    do_sample: bool = False
+    """Generation: greedy by default; sampled with `temperature` and `seed` otherwise."""
+    temperature: float = 1.0
+    seed: int = 0
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Any
 
 from probe.config import build
 from probe.errors import ProbeInputError
+from probe.render import ANSWER_CUE
 from probe.results import ScoreTable
 from probe.types import Item, Prompt
 
@@ -30,14 +31,18 @@ class PreparedBench:
     items: Sequence[Item]
     prompts: Sequence[Prompt]
     source: dict[str, Any]
-    """Provenance for the manifest: file path and sha256."""
+    """Provenance for the manifest: file path, sha256, design facts."""
+    cue: str = ANSWER_CUE
+    """What the answer starts with; pre-filled so the next token is the letter (or the answer)."""
 
 
 @dataclass(frozen=True)
 class BenchDef:
     kind: str
-    prepare: Callable[[Mapping[str, Any]], PreparedBench]
-    metrics: Callable[[ScoreTable, Mapping[str, Any]], dict[str, Any]]
+    prepare: Callable[[Mapping[str, Any], bool], PreparedBench]
+    """`(bench config, generate mode?) → PreparedBench`."""
+    metrics: Callable[[ScoreTable, Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+    """`(table, analysis options, bench config) → {"expected", "greedy", "ci95", …}`."""
     report: Callable[[dict[str, Any]], str]
 
 
@@ -49,7 +54,7 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def _disco_prepare(cfg: Mapping[str, Any]) -> PreparedBench:
+def _disco_prepare(cfg: Mapping[str, Any], generate: bool = False) -> PreparedBench:
     from probe.benches import disco
 
     spec = build(disco.DiscoSpec, cfg, "bench")
@@ -60,7 +65,7 @@ def _disco_prepare(cfg: Mapping[str, Any]) -> PreparedBench:
                          prompts=prompts, source={"path": str(path), "sha256": sha256_file(path)})
 
 
-def _disco_metrics(table: ScoreTable, analysis: Mapping[str, Any]) -> dict[str, Any]:
+def _disco_metrics(table: ScoreTable, analysis: Mapping[str, Any], bench: Mapping[str, Any]) -> dict[str, Any]:
     from probe.metrics import disco
 
     return disco.compute(table, build(disco.DiscoAnalysis, analysis, "analysis"))
@@ -72,8 +77,43 @@ def _disco_report(metrics: dict[str, Any]) -> str:
     return disco_report(metrics)
 
 
+def _ccd_prepare(cfg: Mapping[str, Any], generate: bool = False) -> PreparedBench:
+    from probe.benches import ccd
+    from probe.models import cache_root
+
+    spec = build(ccd.CCDSpec, cfg, "bench")
+    path = ccd.resolve_source(spec, cache_root() / "data")
+    items = ccd.load_items(path)[: spec.limit]
+    prompts = ccd.build_prompts(items, spec, generate)
+    source: dict[str, Any] = {"path": str(path), "sha256": sha256_file(path), "design": spec.design}
+    if spec.design == "latin_square":
+        from probe.designs import balance_score
+
+        source["balance_score"] = balance_score([p.order for p in prompts], ccd.K)
+    return PreparedBench(name=spec.name, kind="ccd", letters=tuple("ABCDEFGHIJ"), items=items, prompts=prompts,
+                         source=source, cue=ccd.RATIONALE_CUE if generate else ANSWER_CUE)
+
+
+def _ccd_metrics(table: ScoreTable, analysis: Mapping[str, Any], bench: Mapping[str, Any]) -> dict[str, Any]:
+    from probe.metrics import ccd
+
+    out = ccd.compute(table, build(ccd.CCDAnalysis, analysis, "analysis"))
+    if bench.get("design") == "latin_square":
+        from probe.designs import balance_score
+
+        out["balance_score"] = balance_score(list(table.order), 10)
+    return out
+
+
+def _ccd_report(metrics: dict[str, Any]) -> str:
+    from probe.report import ccd_report
+
+    return ccd_report(metrics)
+
+
 REGISTRY: dict[str, BenchDef] = {
     "disco": BenchDef(kind="disco", prepare=_disco_prepare, metrics=_disco_metrics, report=_disco_report),
+    "ccd": BenchDef(kind="ccd", prepare=_ccd_prepare, metrics=_ccd_metrics, report=_ccd_report),
 }
 
 

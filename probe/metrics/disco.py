@@ -7,6 +7,7 @@ point estimate, bootstrap multiplicities `[B, n_items]` give all B replicates at
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +116,8 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 def _nanmean(a: np.ndarray) -> np.ndarray:
     """Macro average over the cultures present (NaN = not targeted in this resample)."""
-    with np.errstate(invalid="ignore"):
+    with warnings.catch_warnings():  # all-NaN replicate → NaN, not a warning
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmean(a, axis=-1)
 
 
@@ -147,7 +149,8 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
         lo = [d[c] for c in opts.low if c in d]
         if not hi or not lo:
             return np.full(w.shape[:-1], np.nan)
-        with np.errstate(invalid="ignore"):
+        with warnings.catch_warnings():  # a resample may lack every high (or low) culture: NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
             return np.nanmean(hi, axis=0) - np.nanmean(lo, axis=0)
 
     def letters(name: str) -> dict[str, np.ndarray]:

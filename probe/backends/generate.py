@@ -1,0 +1,79 @@
+"""Text generation on the HF backend: the forced-choice fallback and the LLM judge.
+
+Prompts are the same rendered token ids as in letter mode (answer cue pre-filled), so with
+greedy decoding the first generated token is exactly the letter-mode argmax token. Batches are
+left-padded for `generate`, which derives position ids from the attention mask.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from probe.backends.hf import BackendStats, HFBackendSpec, plan_batches
+from probe.types import RenderedPrompt
+
+
+@dataclass(frozen=True)
+class Generation:
+    prompt_id: int
+    text: str
+    """The decoded continuation after the prompt (the pre-filled cue is not repeated)."""
+
+
+class HFGenerator:
+    """Batched greedy (or seeded sampled) decoding of rendered prompts."""
+
+    def __init__(self, model: Any, tokenizer: Any, spec: HFBackendSpec) -> None:
+        self.model, self.tokenizer, self.spec = model, tokenizer, spec
+        self.stats = BackendStats()
+        self.device = model.get_input_embeddings().weight.device
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def generate(self, prompts: Sequence[RenderedPrompt]) -> Iterator[list[Generation]]:
+        """Yield generations batch by batch (length-sorted order)."""
+        for i, batch in enumerate(plan_batches(prompts, self.spec.batch_tokens, self.spec.max_batch_size)):
+            texts = self._generate_ids([r.token_ids for r in batch], seed=self.spec.seed + i)
+            yield [Generation(prompt_id=r.prompt.prompt_id, text=t) for r, t in zip(batch, texts)]
+
+    @torch.inference_mode()
+    def _generate_ids(self, seqs: Sequence[np.ndarray], seed: int) -> list[str]:
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s):] = torch.from_numpy(np.asarray(s, dtype=np.int64))
+            mask[i, width - len(s):] = 1
+        kwargs: dict[str, Any] = {"max_new_tokens": self.spec.max_new_tokens, "pad_token_id": self.pad_id}
+        if self.spec.do_sample:
+            torch.manual_seed(seed)  # per batch, so a rerun of the same plan samples the same text
+            kwargs.update(do_sample=True, temperature=self.spec.temperature, top_p=1.0, top_k=0)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        t0 = time.perf_counter()
+        out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        self.stats.forward_s += time.perf_counter() - t0
+        self.stats.n_batches += 1
+        self.stats.batch_sizes[len(seqs)] = self.stats.batch_sizes.get(len(seqs), 0) + 1
+        return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
+
+    def chat(self, messages: Sequence[str], template_kwargs: dict[str, Any] | None = None) -> list[str]:
+        """Answer plain user messages (chat template, generation prompt); used by the LLM judge."""
+        seqs = []
+        for m in messages:
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": m}], tokenize=False,
+                                                      add_generation_prompt=True, **(template_kwargs or {}))
+            seqs.append(np.asarray(self.tokenizer(text, add_special_tokens=False)["input_ids"]))
+        order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
+        out: list[str] = [""] * len(seqs)
+        step = max(1, self.spec.max_batch_size)
+        for start in range(0, len(order), step):
+            idx = order[start:start + step]
+            for i, text in zip(idx, self._generate_ids([seqs[i] for i in idx], seed=self.spec.seed + start)):
+                out[i] = text
+        return out

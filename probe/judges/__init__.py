@@ -1,0 +1,69 @@
+"""Judges: turn free text into validated, structured verdicts (rationale dimensions now; the
+LocQA matching tasks plug into the same interface).
+
+A judge answers `JudgeRequest`s with `JudgeResult`s in the same order. Every result is kept:
+an output that stays invalid after the retries becomes `error` (stored as `judge_error`),
+never a dropped row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from probe.errors import ProbeInputError
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    task: str
+    """A task name from `probe.judges.tasks.TASKS`."""
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class JudgeResult:
+    output: dict[str, Any] | None
+    """The validated verdict, or None when the judge failed."""
+    error: str | None
+    judge: str
+
+
+class Judge(Protocol):
+    name: str
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """One result per request, in order."""
+        ...
+
+
+@dataclass(frozen=True)
+class JudgeSpec:
+    """The `judge:` config block."""
+
+    name: str = "keyword"
+    model: str | None = None
+    """LLM judge: a model config name; None = the run's own model."""
+    retries: int = 2
+    max_new_tokens: int = 128
+
+
+def make_judge(cfg: Mapping[str, Any], chat: Any = None) -> Judge:
+    """`judge.name`: `keyword` (deterministic, offline) or `llm` (needs `chat`, a generator
+    with `.chat(messages) -> texts`, e.g. `probe.backends.generate.HFGenerator`)."""
+    from probe.config import build
+
+    spec = build(JudgeSpec, cfg, "judge")
+    name = spec.name
+    if name == "keyword":
+        from probe.judges.keyword import KeywordJudge
+
+        return KeywordJudge()
+    if name == "llm":
+        from probe.judges.llm import LLMJudge
+
+        if chat is None:
+            raise ProbeInputError("judge=llm needs a model to run on (judge.model or the run's model)")
+        return LLMJudge(chat, retries=spec.retries)
+    raise ProbeInputError(f"judge.name: unknown judge {name!r}; available: ['keyword', 'llm']")

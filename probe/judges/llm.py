@@ -1,0 +1,45 @@
+"""LLM judge on any backend model that can chat: prompt → JSON → validate, retry, else error."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from probe.judges import JudgeRequest, JudgeResult
+from probe.judges.tasks import TASKS, extract_json
+
+
+class LLMJudge:
+    name = "llm"
+
+    def __init__(self, chat: Any, retries: int = 2) -> None:
+        self.chat = chat
+        """Anything with `.chat(messages: list[str]) -> list[str]`."""
+        self.retries = retries
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """Batched: each round sends every still-unanswered request, with the previous
+        validation error appended so the model can correct itself."""
+        results: list[JudgeResult | None] = [None] * len(requests)
+        errors: list[str | None] = [None] * len(requests)
+        pending = list(range(len(requests)))
+        for _ in range(self.retries + 1):
+            if not pending:
+                break
+            prompts = []
+            for i in pending:
+                r = requests[i]
+                text = TASKS[r.task].prompt(r.payload)
+                prompts.append(text if errors[i] is None else f"{text}\n\nYour previous reply was invalid: {errors[i]}")
+            still = []
+            for i, reply in zip(pending, self.chat.chat(prompts)):
+                try:
+                    results[i] = JudgeResult(TASKS[requests[i].task].validate(extract_json(reply), requests[i].payload),
+                                             None, self.name)
+                except ValueError as e:
+                    errors[i] = f"{e}; reply was {reply[:200]!r}"
+                    still.append(i)
+            pending = still
+        for i in pending:
+            results[i] = JudgeResult(None, f"invalid after {self.retries + 1} attempts: {errors[i]}", self.name)
+        return [r for r in results if r is not None]
