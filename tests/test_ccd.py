@@ -154,3 +154,16 @@ def test_cli_generate_run(ccd_json: Path, tmp_path: Path) -> None:
     assert m["n_invalid"] == sum(g is None for g in gens.column("parsed_letter").to_pylist())
     assert m["invalid_rate"] == pytest.approx(m["n_invalid"] / 30)
     assert f"Invalid generations ({m['n_invalid']})" in (out / "report.md").read_text()
+
+
+def test_sym_kl_between_runs(tmp_path: Path) -> None:
+    from probe.compare import sym_kl_between_runs
+
+    for name, shares in (("a", {"anglo": 0.5, "nordic_europe": 0.5}), ("b", {"anglo": 0.9, "nordic_europe": 0.1})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metrics.json").write_text(json.dumps({"expected": {"shares": shares}}))
+    # ½[.5 ln(.5/.9) + .5 ln(.5/.1) + .9 ln(.9/.5) + .1 ln(.1/.5)] = ½(0.510826 + 0.368064)
+    assert sym_kl_between_runs(tmp_path / "a", tmp_path / "b") == pytest.approx(0.439445, abs=1e-6)
+    assert sym_kl_between_runs(tmp_path / "a", tmp_path / "a") == pytest.approx(0.0)
+    with pytest.raises(ProbeInputError, match="no metrics.json"):
+        sym_kl_between_runs(tmp_path / "a", tmp_path / "missing")

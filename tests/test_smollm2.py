@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -84,3 +85,28 @@ def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) 
     assert sum(metrics["expected"]["C0"]["CSD"].values()) == pytest.approx(1.0)
     for name in ("prompts.parquet", "scores.parquet", "scores.safetensors", "report.md"):
         assert (out / name).is_file()
+
+
+@pytest.mark.parametrize("args", [["bench.design=cyclic"], ["bench.design=latin_square"],
+                                  ["backend.mode=generate", "backend.max_new_tokens=40", "bench.limit=1"]],
+                         ids=["cyclic", "latin_square", "generate"])
+def test_ccd_runs_on_smollm2(smollm2, tmp_path: Path, args: list[str]) -> None:
+    """A few CCD-Bench items in each design and in generation mode, on the real model."""
+    from conftest import ccd_items, write_json_file
+
+    data = write_json_file(tmp_path / "CCD-Bench.json", ccd_items(2))
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=smollm2-135m", "bench=ccd", f"bench.path={data}",
+                           f"hydra.run.dir={out}", "analysis.n_boot=50", "progress=false", *args],
+                          cwd=REPO_ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True,
+                          text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((out / "metrics.json").read_text())
+    if "backend.mode=generate" in args:
+        gens = pq.read_table(out / "generations.parquet").to_pylist()
+        assert len(gens) == 10 and m["n_invalid"] == sum(g["parsed_letter"] is None for g in gens)
+        assert m["n_invalid"] < 10  # a real instruct model mostly follows the SELECTED OPTION format
+    else:
+        assert m["n_prompts"] == (20 if "cyclic" in args[0] else 2)
+        assert m["letter_mass"]["mean"] > 0.3
+        assert sum(m["expected"]["shares"].values()) == pytest.approx(1.0)
