@@ -6,7 +6,6 @@ backends load identical weights and tokenizers.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import os
@@ -20,6 +19,7 @@ from urllib.parse import urlparse
 
 from probe.errors import ProbeInputError
 from probe.render import RenderSettings
+from probe.results import sha256_file
 from probe.tiny import TinySpec, tiny_model_dir
 from probe.types import ModelKind
 
@@ -169,7 +169,7 @@ def _from_gguf(spec: ModelSpec, device: str) -> LoadedModel:
     gguf_path = Path(list(found.submodule_search_locations)[0]) / spec.gguf.file
     if not gguf_path.is_file():
         raise ProbeInputError(f"model {spec.name!r}: {gguf_path} not found in package {spec.gguf.package}")
-    digest = _sha256(gguf_path)
+    digest = sha256_file(gguf_path)
     out = cache_root() / "gguf" / f"{spec.name}-{digest[:12]}"
     if not (out / "config.json").exists():
         _convert_gguf(gguf_path, out, spec)
@@ -196,14 +196,6 @@ def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _dtype(spec: ModelSpec) -> Any:

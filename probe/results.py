@@ -8,6 +8,7 @@ in-memory state of the scoring pass.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -73,6 +74,15 @@ class ScoreTable:
         """The rows where `mask` is true."""
         return ScoreTable(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[mask]
                              for f in dataclasses.fields(self)})
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

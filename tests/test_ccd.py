@@ -15,6 +15,7 @@ from conftest import CCD_CLUSTERS, ccd_items, write_json_file
 
 from probe.benches import ccd, get_bench
 from probe.errors import ProbeInputError
+from probe.results import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 M_KEYS = {"shares", "position_shares", "position_chi2", "position_V", "cluster_position_V",
@@ -106,7 +107,7 @@ def test_source_url_downloaded_once_and_checksummed(tmp_path: Path, monkeypatch:
     first = ccd.resolve_source(spec, tmp_path / "cache")
     second = ccd.resolve_source(spec, tmp_path / "cache")
     assert first == second == tmp_path / "cache" / "ccd" / "CCD-Bench.json" and calls == [ccd.SOURCE_URL]
-    good = ccd.sha256(first)
+    good = sha256_file(first)
     assert ccd.resolve_source(ccd.CCDSpec(sha256=good), tmp_path / "cache") == first
     with pytest.raises(ProbeInputError, match="does not match bench.sha256"):
         ccd.resolve_source(ccd.CCDSpec(sha256="0" * 64), tmp_path / "cache")

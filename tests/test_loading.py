@@ -37,10 +37,10 @@ def test_missing_local_path(tmp_path: Path) -> None:
 
 
 def test_unknown_bench_kind_and_key() -> None:
-    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['disco'\]"):
+    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['ccd', 'disco'\]"):
         get_bench("discoo")
     with pytest.raises(ProbeInputError, match=r"bench: unknown key\(s\) \['pth'\]"):
-        get_bench("disco").prepare({"kind": "disco", "pth": "x.csv"})
+        get_bench("disco").prepare({"kind": "disco", "pth": "x.csv"}, False)
     with pytest.raises(ProbeInputError, match="unknown condition 'C4'"):
         get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv", "conditions": ["C0", "C4"]})
 

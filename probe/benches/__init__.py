@@ -8,7 +8,6 @@ line in `REGISTRY`, its config, its tests.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 from probe.config import build
 from probe.errors import ProbeInputError
 from probe.render import ANSWER_CUE
-from probe.results import ScoreTable
+from probe.results import ScoreTable, sha256_file
 from probe.types import Item, Prompt
 
 
@@ -44,14 +43,6 @@ class BenchDef:
     metrics: Callable[[ScoreTable, Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
     """`(table, analysis options, bench config) → {"expected", "greedy", "ci95", …}`."""
     report: Callable[[dict[str, Any]], str]
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _disco_prepare(cfg: Mapping[str, Any], generate: bool = False) -> PreparedBench:

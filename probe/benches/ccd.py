@@ -8,7 +8,6 @@ the manifest. Designs: `cyclic` (all 10 rotations, exact and position-balanced) 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from probe.errors import ProbeInputError
+from probe.results import sha256_file
 from probe.types import LETTERS, Item, Option, Prompt
 
 CLUSTERS: tuple[str, ...] = (
@@ -74,13 +74,9 @@ def resolve_source(spec: CCDSpec, cache_dir: Path) -> Path:
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-    if spec.sha256 and sha256(path) != spec.sha256:
-        raise ProbeInputError(f"{path}: sha256 {sha256(path)} does not match bench.sha256 {spec.sha256}")
+    if spec.sha256 and sha256_file(path) != spec.sha256:
+        raise ProbeInputError(f"{path}: sha256 {sha256_file(path)} does not match bench.sha256 {spec.sha256}")
     return path
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def load_items(path: Path) -> list[Item]:

@@ -10,16 +10,14 @@ cyclic (10 rotations per item) and Latin-square (one ordering per item) runs sha
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from probe.errors import ProbeInputError
-from probe.metrics.core import (
-    bootstrap_weights, choice_probs, gini, greedy_onehot, percentile_ci, to_scalars,
-)
+from probe.metrics.core import expected_greedy_ci, gini
 from probe.results import ScoreTable
 
 CLUSTERS: tuple[str, ...] = (
@@ -203,33 +201,15 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: CCDAnalysis) -> dict[str, Any]:
     return m
 
 
-def _tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
-    """`core.tree_map` that also maps over list nodes (`position_shares`)."""
-    if isinstance(tree, dict):
-        return {k: _tree_map(fn, v) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [_tree_map(fn, v) for v in tree]
-    return fn(tree)
-
-
 def compute(table: ScoreTable, opts: CCDAnalysis) -> dict[str, Any]:
     """`expected`, `greedy` and `ci95` blocks of `metrics.json` (percentile bootstrap over items).
 
     `ci95` mirrors `M` with `[lo, hi]` leaves (`position_shares` becomes a list of pairs); it is
     `{}` when `opts.n_boot == 0`.
     """
-    out: dict[str, Any] = {}
     n_items = len(np.unique(table.item_id.astype(str)))
-    boot_w = bootstrap_weights(n_items, opts.n_boot, opts.seed) if opts.n_boot > 0 else None
-    ci: dict[str, Any] = {}
-    for flavour, probs in (("expected", choice_probs(table.logprobs, opts.temperature)),
-                           ("greedy", greedy_onehot(table.logprobs))):
-        sums = item_sums(table, probs)
-        out[flavour] = _tree_map(to_scalars, evaluate(sums, np.ones(n_items), opts))
-        if boot_w is not None:
-            ci[flavour] = _tree_map(percentile_ci, evaluate(sums, boot_w, opts))
-    out["ci95"] = ci
-    return out
+    return expected_greedy_ci(table.logprobs, n_items, lambda probs, w: evaluate(item_sums(table, probs), w, opts),
+                              opts.temperature, opts.n_boot, opts.seed)
 
 
 def symmetric_kl(p: Mapping[str, float], q: Mapping[str, float], eps: float = 1e-10) -> float:

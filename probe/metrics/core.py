@@ -97,9 +97,11 @@ def bootstrap_weights(n_items: int, n_boot: int, seed: int) -> np.ndarray:
 
 
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
-    """Apply `fn` to every leaf of nested dicts."""
+    """Apply `fn` to every leaf of nested dicts and lists."""
     if isinstance(tree, dict):
         return {k: tree_map(fn, v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [tree_map(fn, v) for v in tree]
     return fn(tree)
 
 
@@ -119,3 +121,28 @@ def percentile_ci(tree: Any, level: float = 0.95) -> Any:
         return [float(np.nanpercentile(a, lo)), float(np.nanpercentile(a, hi))]
 
     return tree_map(ci, tree)
+
+
+def expected_greedy_ci(
+    logprobs: np.ndarray,
+    n_items: int,
+    metrics: Callable[[np.ndarray, np.ndarray], Any],
+    temperature: float,
+    n_boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    """The `expected`, `greedy` and `ci95` blocks of a forced-choice `metrics.json`.
+
+    `metrics(probs, w)` evaluates a bench's metric tree for `[prompt, letter]` choice
+    probabilities and item weights `w` (`[n_items]` → point estimate, `[B, n_items]` → the B
+    bootstrap replicates). `ci95` holds percentile intervals over items; `{}` when n_boot = 0.
+    """
+    out: dict[str, Any] = {}
+    boot_w = bootstrap_weights(n_items, n_boot, seed) if n_boot > 0 else None
+    ci: dict[str, Any] = {}
+    for flavour, probs in (("expected", choice_probs(logprobs, temperature)), ("greedy", greedy_onehot(logprobs))):
+        out[flavour] = to_scalars(metrics(probs, np.ones(n_items)))
+        if boot_w is not None:
+            ci[flavour] = percentile_ci(metrics(probs, boot_w))
+    out["ci95"] = ci
+    return out

@@ -13,10 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from probe.metrics.core import (
-    bootstrap_weights, choice_probs, gini, greedy_onehot, jsd_bits, kl_to_uniform,
-    normalized_entropy, percentile_ci, to_scalars,
-)
+from probe.metrics.core import expected_greedy_ci, gini, jsd_bits, kl_to_uniform, normalized_entropy
 from probe.results import ScoreTable
 
 HIGH_RESOURCE: tuple[str, ...] = ("UK", "US", "South_Korea", "China")
@@ -211,15 +208,6 @@ def _c3(s: ItemSums, w: np.ndarray, csd: dict, as_dict, letters) -> dict[str, An
 
 def compute(table: ScoreTable, opts: DiscoAnalysis) -> dict[str, Any]:
     """`expected`, `greedy` and `ci95` blocks of `metrics.json` (percentile bootstrap over items)."""
-    out: dict[str, Any] = {}
     n_items = len(np.unique(table.item_id.astype(str)))
-    boot_w = bootstrap_weights(n_items, opts.n_boot, opts.seed) if opts.n_boot > 0 else None
-    ci: dict[str, Any] = {}
-    for flavour, probs in (("expected", choice_probs(table.logprobs, opts.temperature)),
-                           ("greedy", greedy_onehot(table.logprobs))):
-        sums = item_sums(table, probs)
-        out[flavour] = to_scalars(evaluate(sums, np.ones(n_items), opts))
-        if boot_w is not None:
-            ci[flavour] = percentile_ci(evaluate(sums, boot_w, opts))
-    out["ci95"] = ci
-    return out
+    return expected_greedy_ci(table.logprobs, n_items, lambda probs, w: evaluate(item_sums(table, probs), w, opts),
+                              opts.temperature, opts.n_boot, opts.seed)
