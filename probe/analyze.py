@@ -19,6 +19,7 @@ import numpy as np
 from probe.benches import get_bench
 from probe.errors import ProbeInputError
 from probe.generation import pluralism, read_generation_table
+from probe.mech import split_analysis
 from probe.results import read_prompts, read_table, write_json
 
 
@@ -33,7 +34,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     if not manifest_path.is_file():
         raise ProbeInputError(f"{run_dir}: no manifest.json; not a probe run directory")
     manifest = json.loads(manifest_path.read_text())
-    opts = {**manifest.get("analysis", {}), **dict(analysis or {})}
+    _, opts = split_analysis({**manifest.get("analysis", {}), **dict(analysis or {})})
     bench = get_bench(manifest["bench"]["kind"])
     generated = manifest["backend"].get("mode") == "generate"
     metrics: dict[str, Any] = {"bench": manifest["bench"]["name"], "model": manifest["model"]["name"]}

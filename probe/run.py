@@ -28,7 +28,8 @@ from probe.judges import Judge, make_judge
 from probe.models import LoadedModel, ModelSpec, load_model, max_positions
 from probe.render import render_prompts, template_hash, tokenizer_hash
 from probe.results import ScoreWriter, shared_prefix_lengths, write_json, write_prompts
-from probe.types import LetterIds, RenderedPrompt
+from probe.mech import ActivationWriter, LensWriter, split_analysis
+from probe.types import LetterIds, LetterScore, RenderedPrompt
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +71,20 @@ def run(cfg: RunConfig) -> Path:
     )
     write_prompts(out, rendered, shared_prefix_lengths(rendered))
 
-    backend = make_backend(cfg.backend, loaded.model, loaded.tokenizer)
+    mech, _ = split_analysis(dict(cfg.analysis))
+    if mech.active and generate:
+        raise ProbeInputError("analysis.logit_lens / capture_layers need backend.mode=letters")
+    backend = make_backend(cfg.backend, loaded.model, loaded.tokenizer, mech)
     t0 = time.perf_counter()
     if generate:
         rows = generate_and_store(backend, rendered, bench.cue, bench.letters, out, cfg.progress)
         judge_rationales(_judge(cfg, loaded, backend), rows, out)
     else:
-        _score_all(backend, rendered, letter_ids, ScoreWriter(out, bench.letters), cfg.progress)
+        writers = Writers(ScoreWriter(out, bench.letters), LensWriter(out) if mech.logit_lens else None,
+                          ActivationWriter(out, len(rendered), backend.capture, _d_model(loaded.model),
+                                           mech.capture_dtype) if mech.capture_layers else None)
+        _score_all(backend, rendered, letter_ids, writers, cfg.progress)
+        writers.close(bench.letters)
     wall_s = time.perf_counter() - t0
 
     manifest = {
@@ -123,8 +131,34 @@ def _judge(cfg: RunConfig, loaded: LoadedModel, generator: Any) -> Judge:
     return make_judge(cfg.judge, chat=HFGenerator(judge_loaded.model, judge_loaded.tokenizer, spec))
 
 
+@dataclass
+class Writers:
+    """Where a scoring pass streams its outputs."""
+
+    scores: ScoreWriter
+    lens: LensWriter | None = None
+    activations: ActivationWriter | None = None
+
+    def add(self, batch: Sequence[LetterScore]) -> None:
+        self.scores.add(batch)
+        for s in batch:
+            if self.lens is not None:
+                assert s.lens is not None
+                self.lens.add(s.prompt_id, s.lens)
+            if self.activations is not None:
+                assert s.activations is not None
+                self.activations.add(s.prompt_id, s.activations)
+
+    def close(self, letters: Sequence[str]) -> None:
+        self.scores.close()
+        if self.lens is not None:
+            self.lens.close(letters)
+        if self.activations is not None:
+            self.activations.close()
+
+
 def _score_all(
-    backend: LetterBackend, rendered: Sequence[RenderedPrompt], letter_ids: LetterIds, writer: ScoreWriter,
+    backend: LetterBackend, rendered: Sequence[RenderedPrompt], letter_ids: LetterIds, writers: Writers,
     progress: bool,
 ) -> None:
     """Stream every prompt's scores from the backend to disk, with a prompts/s progress bar."""
@@ -135,11 +169,15 @@ def _score_all(
     with tqdm(total=len(rendered), unit="prompt", desc="scoring", disable=not progress,
               dynamic_ncols=True) as bar:
         for batch in backend.score(rendered, letter_ids):
-            writer.add(batch)
+            writers.add(batch)
             seen.update(s.prompt_id for s in batch)
             bar.update(len(batch))
     assert seen == expected, "backend must score every prompt exactly once"
-    writer.close()
+
+
+def _d_model(model: Any) -> int:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(config.hidden_size)
 
 
 def _git_commit() -> str | None:

@@ -96,6 +96,10 @@ class LetterScore:
     """log p(letter) under the full-vocabulary softmax, in letter order."""
     greedy_valid: bool
     """Whether the full-vocabulary argmax token is one of the option letters."""
+    lens: np.ndarray | None = None
+    """`[layer, letter]` letter log-probs through the logit lens (when requested)."""
+    activations: np.ndarray | None = None
+    """`[captured layer, d_model]` residual stream at the answer position (when requested)."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ class LetterBackend(Protocol):
         ...
 
 
-def make_backend(cfg: Mapping[str, Any], model: Any, tokenizer: Any = None) -> Any:
+def make_backend(cfg: Mapping[str, Any], model: Any, tokenizer: Any = None, mech: Any = None) -> Any:
     """Build the backend named by `cfg["name"]` around a loaded model: a `LetterBackend`, or in
     `mode: generate` a generator with `.generate(prompts)` and `.chat(messages)`."""
     cfg = dict(cfg)
@@ -37,5 +37,5 @@ def make_backend(cfg: Mapping[str, Any], model: Any, tokenizer: Any = None) -> A
             from probe.backends.generate import HFGenerator
 
             return HFGenerator(model, tokenizer, spec)
-        return HFScorer(model, spec)
+        return HFScorer(model, spec, mech)
     raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: ['hf']")

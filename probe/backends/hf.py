@@ -19,7 +19,7 @@ import inspect
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from probe.backends.prefix import PrefixGroup, group_by_prefix, plan_prefix_batches
 from probe.errors import ProbeInputError
+from probe.mech import MechSpec, ResidualTap, resolve_layers
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
 
@@ -48,6 +49,15 @@ class HFBackendSpec:
     seed: int = 0
 
 
+class BatchOutput(NamedTuple):
+    logprobs: torch.Tensor
+    """`[rows, letters]` full-vocabulary letter log-probs, on CPU."""
+    argmax: torch.Tensor
+    """`[rows]` full-vocabulary argmax token."""
+    lens: np.ndarray | None = None
+    activations: np.ndarray | None = None
+
+
 @dataclass
 class BackendStats:
     """What the manifest records about a scoring pass."""
@@ -64,9 +74,10 @@ class BackendStats:
 class HFScorer:
     """Scores rendered prompts with a loaded `transformers` causal LM."""
 
-    def __init__(self, model: Any, spec: HFBackendSpec) -> None:
+    def __init__(self, model: Any, spec: HFBackendSpec, mech: MechSpec | None = None) -> None:
         self.model = model
         self.spec = spec
+        self.mech = mech or MechSpec()
         self.stats = BackendStats()
         self.decoder = model.get_decoder()
         head = model.get_output_embeddings()
@@ -80,6 +91,12 @@ class HFScorer:
         # transformers renamed `past_key_values` to `cache` (5.2x); use whichever this one takes
         params = inspect.signature(self.decoder.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._tap: ResidualTap | None = None
+        if self.mech.active:
+            self.n_layers = len(self.decoder.layers)
+            self.capture = resolve_layers(self.mech.capture_layers, self.n_layers)
+            lens_layers = range(self.n_layers) if self.mech.logit_lens else ()
+            self._tap = ResidualTap(self.decoder.layers, [*lens_layers, *self.capture])
 
     def score(self, prompts: Sequence[RenderedPrompt], letters: LetterIds) -> Iterator[list[LetterScore]]:
         """Yield scores batch by batch (length-sorted order); callers key them by `prompt_id`."""
@@ -103,7 +120,7 @@ class HFScorer:
             return
         t0 = time.perf_counter()
         try:
-            logprobs, argmax = self._forward(batch, letter_ids)
+            out = self._forward(batch, letter_ids)
         except torch.OutOfMemoryError:
             if n_rows == 1:
                 raise
@@ -120,13 +137,15 @@ class HFScorer:
         self.stats.n_batches += 1
         self.stats.batch_sizes[n_rows] = self.stats.batch_sizes.get(n_rows, 0) + 1
         rows = [r for g in batch for r in g.rows]
-        is_letter = (argmax[:, None] == letter_ids[None, :]).any(dim=1)
-        yield [LetterScore(prompt_id=r.prompt.prompt_id, letter_logprobs=tuple(lp), greedy_valid=bool(v))
-               for r, lp, v in zip(rows, logprobs.tolist(), is_letter.tolist())]
+        is_letter = (out.argmax[:, None] == letter_ids[None, :]).any(dim=1)
+        yield [LetterScore(prompt_id=r.prompt.prompt_id, letter_logprobs=tuple(lp), greedy_valid=bool(v),
+                           lens=None if out.lens is None else out.lens[i],
+                           activations=None if out.activations is None else out.activations[i])
+               for i, (r, lp, v) in enumerate(zip(rows, out.logprobs.tolist(), is_letter.tolist()))]
 
     @torch.inference_mode()
-    def _forward(self, batch: list[PrefixGroup], letter_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """`([rows, letters] log-probs on CPU, [rows] full-vocabulary argmax)` for a batch."""
+    def _forward(self, batch: list[PrefixGroup], letter_ids: torch.Tensor) -> BatchOutput:
+        """Letter log-probs (and lens / activations when asked) for every row of a batch."""
         rows = [r for g in batch for r in g.rows]
         plens = [g.prefix_len for g in batch for _ in g.rows]
         if max(plens) == 0:
@@ -137,11 +156,30 @@ class HFScorer:
                                           for g in batch)
         logits = self._head(hidden[torch.arange(len(rows), device=hidden.device), last.to(hidden.device)])
         logprobs = F.log_softmax(logits, dim=-1)
-        return logprobs[:, letter_ids].cpu(), logits.argmax(dim=-1)
+        out = BatchOutput(logprobs[:, letter_ids].cpu(), logits.argmax(dim=-1))
+        if self._tap is not None:
+            out = self._mech_outputs(out, letter_ids)
+        return out
+
+    def _mech_outputs(self, out: BatchOutput, letter_ids: torch.Tensor) -> BatchOutput:
+        """The lens applies the final norm and the fp32 head to each layer's residual stream, so
+        its last layer is the scores' computation exactly."""
+        assert self._tap is not None
+        captured = self._tap.captured
+        lens = acts = None
+        if self.mech.logit_lens:
+            norm = self.decoder.norm
+            lens = torch.stack([F.log_softmax(self._head(norm(captured[layer])), dim=-1)[:, letter_ids]
+                                for layer in range(self.n_layers)], dim=1).cpu().numpy()
+        if self.capture:
+            acts = torch.stack([captured[layer] for layer in self.capture], dim=1).float().cpu().numpy()
+        return out._replace(lens=lens, activations=acts)
 
     def _plain(self, rows: Sequence[RenderedPrompt]) -> tuple[torch.Tensor, torch.Tensor]:
         ids, mask, lengths = _right_pad([r.token_ids for r in rows])
+        self._arm(lengths - 1)
         out = self.decoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), use_cache=False)
+        self._disarm()
         return out.last_hidden_state, lengths - 1
 
     def _with_prefix(self, batch: list[PrefixGroup]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -164,9 +202,19 @@ class HFScorer:
         prefix_mask = (torch.arange(p_max, device=dev)[None, :] >= (p_max - row_plen)[:, None]).long()
         mask = torch.cat([prefix_mask, smask.to(dev)], dim=1)
         positions = row_plen[:, None] + torch.arange(sids.shape[1], device=dev)[None, :]
+        self._arm(slens - 1)
         out = self.decoder(input_ids=sids.to(dev), attention_mask=mask, position_ids=positions,
                            **{self._cache_kw: cache}, use_cache=True)
+        self._disarm()
         return out.last_hidden_state, slens - 1
+
+    def _arm(self, last: torch.Tensor) -> None:
+        if self._tap is not None:
+            self._tap.arm(last)
+
+    def _disarm(self) -> None:
+        if self._tap is not None:
+            self._tap.disarm()
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head in float32, with Gemma-style final logit softcapping where configured."""
