@@ -71,14 +71,37 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
         "generations were unparseable, so no metric is defined.\n")
     if generated:
         report += invalid_section(invalid)
+    if (run_dir / "lens.safetensors").is_file() and not suffix_of(analysis):
+        report += lens_section(run_dir, "C0" if manifest["bench"]["kind"] == "disco" else None)
     # Overrides are a re-analysis: written beside the run's own metrics, never over them.
-    suffix = "".join(f"-{k}={v}" for k, v in sorted((analysis or {}).items()))
+    suffix = suffix_of(analysis)
     write_json(run_dir / f"metrics{suffix}.json", metrics)
     (run_dir / f"report{suffix}.md").write_text(report)
     if not suffix:
         manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
         write_json(manifest_path, manifest)
     return metrics
+
+
+def suffix_of(analysis: Mapping[str, Any] | None) -> str:
+    return "".join(f"-{k}={v}" for k, v in sorted((analysis or {}).items()))
+
+
+def lens_section(run_dir: Path, condition: str | None) -> str:
+    """Per-layer table and figure (`lens.png`, `lens_layers.json`) of the logit lens."""
+    from probe.api import load_run
+    from probe.lens import layer_table, plot_layers
+
+    table = layer_table(load_run(run_dir), condition)
+    write_json(run_dir / "lens_layers.json", table)
+    plot_layers(table, run_dir / "lens.png")
+    lines = ["", f"## Logit lens ({condition or 'all prompts'}; figure: lens.png)", "",
+             "| layer | JSD to final (bits) | top group | " + " | ".join(f"P({x})" for x in table["letters"]) + " |",
+             "|---" * (3 + len(table["letters"])) + "|"]
+    for i, (csd, letters, jsd) in enumerate(zip(table["csd"], table["letter_probs"], table["jsd_to_final"])):
+        top = max(csd, key=csd.get)
+        lines.append(f"| {i} | {jsd:.4f} | {top} {csd[top]:.3f} | " + " | ".join(f"{p:.3f}" for p in letters) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def invalid_section(invalid: list[dict[str, Any]], show: int = 20) -> str:

@@ -110,3 +110,17 @@ def test_ccd_runs_on_smollm2(smollm2, tmp_path: Path, args: list[str]) -> None:
         assert m["n_prompts"] == (20 if "cyclic" in args[0] else 2)
         assert m["letter_mass"]["mean"] > 0.3
         assert sum(m["expected"]["shares"].values()) == pytest.approx(1.0)
+
+
+def test_logit_lens_last_layer_equals_scores(smollm2) -> None:
+    from probe.mech import MechSpec
+
+    spec, loaded = smollm2
+    bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
+    prompts = [p for p in bench.prompts if p.item_id == "demo-02"][:8]
+    rendered, letters = render_prompts(loaded.tokenizer, prompts, bench.letters, spec.render_settings(), spec.name)
+    scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu"), MechSpec(logit_lens=True, capture_layers=(-1,)))
+    scores = [s for b in scorer.score(rendered, letters) for s in b]
+    assert scores[0].lens.shape == (30, 4) and scores[0].activations.shape == (1, 576)
+    for s in scores:
+        assert np.abs(s.lens[-1] - np.array(s.letter_logprobs)).max() <= 1e-5
