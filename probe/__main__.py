@@ -36,6 +36,7 @@ def main(cfg: DictConfig) -> None:
             judge_model=_judge_model(values["judge"]),
             out_dir=Path(HydraConfig.get().runtime.output_dir),
             progress=bool(values.get("progress", True)),
+            shard_size=int(values.get("shard_size", 4096)),
         ))
     except ProbeInputError as e:
         log.error("%s", e)

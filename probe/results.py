@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
 
 from probe.errors import ProbeInputError
 from probe.types import LetterScore, RenderedPrompt
@@ -141,10 +144,38 @@ class ScoreWriter:
         self.parts = run_dir / "scores.parts"
         self.parts.mkdir(parents=True, exist_ok=True)
         self._buffer: list[LetterScore] = []
-        self._n_parts = 0
+        self.done = self._recover()
+        """Prompt ids already scored by an earlier, interrupted run into this directory."""
+
+    def _recover(self) -> set[int]:
+        """Keep the complete parts of an interrupted run; drop temporary and unreadable ones.
+
+        A part only gets its final name after it is fully written, so a `.tmp` is an
+        interrupted write and an unreadable part is damage: both are removed and recomputed.
+        """
+        for tmp in self.parts.glob(".*.tmp"):
+            tmp.unlink()
+        done: set[int] = set()
+        numbers = [-1]
+        for part in sorted(self.parts.glob("part-*.parquet")):
+            try:
+                table = pq.read_table(part)
+                ids = table.column("prompt_id").to_pylist()
+                if table.schema != SCORES_SCHEMA or len(set(ids)) != len(ids) or done & set(ids):
+                    raise ValueError("unexpected schema or duplicate prompt ids")
+            except (OSError, ValueError, pa.ArrowException) as e:
+                log.warning("%s is damaged (%s); its prompts will be scored again", part, e)
+                part.unlink()
+                continue
+            done.update(ids)
+            numbers.append(int(part.stem.split("-")[1]))
+        self._n_parts = max(numbers) + 1
+        return done
 
     def add(self, scores: Sequence[LetterScore]) -> None:
-        self._buffer.extend(scores)
+        """Buffer a batch; parts are cut at batch boundaries, so a resumed run recomputes whole
+        batches exactly as planned and gets bit-identical scores."""
+        self._buffer.extend(s for s in scores if s.prompt_id not in self.done)
         if len(self._buffer) >= self.chunk:
             self._flush()
 

@@ -6,8 +6,10 @@ tables on disk → metrics and report computed from those tables.
 
 from __future__ import annotations
 
+import json
 import logging
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -48,12 +50,13 @@ class RunConfig:
     judge_model: ModelSpec | None = None
     """The LLM judge's model; None = the run's own model."""
     progress: bool = True
+    shard_size: int = 4096
+    """Prompts per score shard; a killed run resumes from its last complete shard."""
 
 
 def run(cfg: RunConfig) -> Path:
     """Score a bench with a model and write the full run directory; returns its path."""
     out = cfg.out_dir
-    check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     bench_def = get_bench(str(cfg.bench.get("kind", "")))
     generate = cfg.backend.get("mode", "letters") == "generate"
@@ -69,18 +72,29 @@ def run(cfg: RunConfig) -> Path:
         loaded.tokenizer, bench.prompts, None if generate else bench.letters, settings, cfg.model.name,
         max_positions=max_positions(loaded.model),
     )
-    write_prompts(out, rendered, shared_prefix_lengths(rendered))
-
     mech, _ = split_analysis(dict(cfg.analysis))
     if mech.active and generate:
         raise ProbeInputError("analysis.logit_lens / capture_layers need backend.mode=letters")
+    # The results-cache key: everything that changes a number (lm-eval's cache key lacks the model).
+    key = {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
+                     "gguf_sha256": loaded.info.get("gguf_sha256")},
+           "tokenizer_sha256": tokenizer_hash(loaded.tokenizer), "template_sha256": template_hash(loaded.tokenizer, settings),
+           "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
+           "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"), "config": dict(cfg.bench)},
+           "backend": dict(cfg.backend), "mech": asdict(mech), "shard_size": cfg.shard_size}
+    if _resume_or_claim(out, key):
+        log.info("%s is already complete for this configuration; nothing to do", out)
+        return out
+    if mech.active or generate:  # their outputs are not sharded: such runs restart from scratch
+        shutil.rmtree(out / "scores.parts", ignore_errors=True)
+    write_prompts(out, rendered, shared_prefix_lengths(rendered))
     backend = make_backend(cfg.backend, loaded.model, loaded.tokenizer, mech)
     t0 = time.perf_counter()
     if generate:
         rows = generate_and_store(backend, rendered, bench.cue, bench.letters, out, cfg.progress)
-        judge_rationales(_judge(cfg, loaded, backend), rows, out)
+        judge_rationales(_judge(cfg, loaded), rows, out)
     else:
-        writers = Writers(ScoreWriter(out, bench.letters), LensWriter(out) if mech.logit_lens else None,
+        writers = Writers(ScoreWriter(out, bench.letters, cfg.shard_size), LensWriter(out) if mech.logit_lens else None,
                           ActivationWriter(out, len(rendered), backend.capture, _d_model(loaded.model),
                                            mech.capture_dtype) if mech.capture_layers else None)
         _score_all(backend, rendered, letter_ids, writers, cfg.progress)
@@ -114,21 +128,41 @@ def run(cfg: RunConfig) -> Path:
     }
     write_json(out / "manifest.json", manifest)
     analyze_run(out)
+    (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
     return out
 
 
-def _judge(cfg: RunConfig, loaded: LoadedModel, generator: Any) -> Judge:
+def _resume_or_claim(out: Path, key: dict[str, Any]) -> bool:
+    """True if `out` already holds this exact run, finished. An unfinished run with the same
+    key is resumed; a different key is an error (never mix two configurations' shards)."""
+    key_path = out / "run_key.json"
+    key = json.loads(json.dumps(key))  # the JSON round trip makes tuples lists, as stored
+    if key_path.is_file():
+        stored = json.loads(key_path.read_text())
+        if stored != key:
+            diff = sorted(k for k in set(stored) | set(key) if stored.get(k) != key.get(k))
+            raise ProbeInputError(f"{out} holds a run with a different configuration (differs in {diff}); "
+                                  "choose another output directory")
+        return (out / "DONE").is_file()
+    if (out / "metrics.json").exists():
+        raise ProbeInputError(f"{out} already holds a finished run (metrics.json); choose another output dir")
+    write_json(key_path, key)
+    return False
+
+
+def _judge(cfg: RunConfig, loaded: LoadedModel) -> Judge:
     """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model."""
     if cfg.judge.get("name", "keyword") != "llm":
         return make_judge(cfg.judge)
-    if cfg.judge_model is None:
-        return make_judge(cfg.judge, chat=generator)
     from probe.backends.generate import HFGenerator
     from probe.backends.hf import HFBackendSpec
 
-    judge_loaded = load_model(cfg.judge_model, device=str(cfg.backend.get("device", "auto")))
+    spec_model = cfg.judge_model or cfg.model
+    judge_loaded = loaded if cfg.judge_model is None else load_model(
+        cfg.judge_model, device=str(cfg.backend.get("device", "auto")))
     spec = HFBackendSpec(max_new_tokens=int(cfg.judge.get("max_new_tokens", 128)))
-    return make_judge(cfg.judge, chat=HFGenerator(judge_loaded.model, judge_loaded.tokenizer, spec))
+    return make_judge(cfg.judge, chat=HFGenerator(judge_loaded.model, judge_loaded.tokenizer, spec,
+                                                  template_kwargs=spec_model.chat_template_kwargs))
 
 
 @dataclass
@@ -168,10 +202,14 @@ def _score_all(
     seen: set[int] = set()
     with tqdm(total=len(rendered), unit="prompt", desc="scoring", disable=not progress,
               dynamic_ncols=True) as bar:
-        for batch in backend.score(rendered, letter_ids):
+        done = writers.scores.done
+        seen.update(done)
+        bar.update(len(done))
+        for batch in backend.score(rendered, letter_ids, done):
             writers.add(batch)
-            seen.update(s.prompt_id for s in batch)
-            bar.update(len(batch))
+            new = [s.prompt_id for s in batch if s.prompt_id not in seen]
+            seen.update(new)
+            bar.update(len(new))
     assert seen == expected, "backend must score every prompt exactly once"
 
 
@@ -215,7 +253,3 @@ def _device_name(model: Any) -> str:
     return str(device)
 
 
-def check_out_dir(out: Path) -> None:
-    """Refuse to mix a new run into a directory that already holds a finished one."""
-    if (out / "metrics.json").exists():
-        raise ProbeInputError(f"{out} already holds a finished run (metrics.json); choose another output dir")

@@ -4,6 +4,7 @@
     python scripts/bench_scoring.py --items 6              # the first 6 demo items (312 prompts)
     python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
     python scripts/bench_scoring.py --gpu [--tokenizer DIR] # random Gemma-3-12B text model, bf16, 304 × 52 prompts
+    python scripts/bench_scoring.py --gpu --small          # dry run of the GPU mode on a 2-layer model (CPU ok)
 
 Each engine runs in its own process (so peak RSS is its own), scores the same rendered token
 ids, and saves its letter log-probs; the parent prints prompts/s, the ratios to lm-eval, and
@@ -122,7 +123,10 @@ def memory(args: argparse.Namespace) -> None:
 
 
 def gpu(args: argparse.Namespace) -> None:
-    """Full DiSCo protocol (304 items × 52) on a random-weight Gemma-3-12B text model in bf16."""
+    """Full DiSCo protocol (304 items × 52) on a random-weight Gemma-3-12B text model in bf16.
+
+    `--small` runs the same code on a 2-layer model of that family (on CPU if no GPU): a dry
+    run that checks the script, not a measurement."""
     import torch
     from transformers import AutoTokenizer, Gemma3ForCausalLM
 
@@ -130,27 +134,39 @@ def gpu(args: argparse.Namespace) -> None:
     from probe.render import RenderSettings, render_prompts
     from probe.tiny import TinySpec, build_tokenizer
 
-    assert torch.cuda.is_available(), "--gpu needs a CUDA device"
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu" and not args.small:
+        raise SystemExit("--gpu needs a CUDA device (or --small for a CPU dry run)")
     tok = AutoTokenizer.from_pretrained(args.tokenizer) if args.tokenizer else build_tokenizer(TinySpec())
     config = perf.gemma3_12b_text_config()
+    if args.small:
+        config.num_hidden_layers, config.layer_types = 2, ["sliding_attention", "full_attention"]
+        config.hidden_size, config.intermediate_size, config.vocab_size = 256, 512, 4096
     torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = Gemma3ForCausalLM(config).to(torch.bfloat16).eval()
-    prompts = perf.demo_prompts(None, repeat=304 // 24 + 1)
-    keep = sorted({p.item_id for p in prompts})[:304]
-    prompts = [p for p in prompts if p.item_id in set(keep)]
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    torch.set_default_dtype(dtype)  # build directly in bf16: a float32 12B model would take 48 GB first
+    with torch.device(device):
+        model = Gemma3ForCausalLM(config).eval()
+    torch.set_default_dtype(torch.float32)
+    n_items = 4 if args.small else 304
+    prompts = perf.demo_prompts(None, repeat=n_items // 24 + 1)
+    keep = set(sorted({p.item_id for p in prompts})[:n_items])
+    prompts = [p for p in prompts if p.item_id in keep]
     rendered, letters = render_prompts(tok, prompts, "ABCD", RenderSettings(kind="instruct"), "gemma-3-12b-shape")
     perf.score_with_probe(model, rendered[:64], letters, True, args.batch_tokens, args.max_batch_size)  # warm-up
-    torch.cuda.synchronize()
     rows = []
     for prefix in (True, False):
-        torch.cuda.reset_peak_memory_stats()
+        if device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
         lp, t = perf.score_with_probe(model, rendered, letters, prefix, args.batch_tokens, args.max_batch_size)
         ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
         flops = perf.forward_flops(config, t.tokens_computed, ctx, len(rendered))
+        peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
         rows.append((t.engine, t.n_prompts, t.seconds, t.prompts_per_s, t.tokens_computed / t.seconds,
-                     flops / t.seconds / args.peak_tflops / 1e12, torch.cuda.max_memory_allocated() / 2**30))
-    print(f"{torch.cuda.get_device_name()}, bf16, {len(rendered)} prompts, tokenizer "
+                     flops / t.seconds / args.peak_tflops / 1e12, peak))
+    name = torch.cuda.get_device_name() if device == "cuda" else "CPU dry run (--small)"
+    print(f"{name}, {dtype}, {len(rendered)} prompts, tokenizer "
           f"{'real ' + args.tokenizer if args.tokenizer else 'tiny BPE (more tokens per word than Gemma)'}")
     print("| engine | prompts | s | prompts/s | computed tokens/s | MFU | peak GiB |\n|---|---|---|---|---|---|---|")
     for row in rows:
@@ -169,6 +185,7 @@ def main() -> None:
     p.add_argument("--memory", action="store_true")
     p.add_argument("--gpu", action="store_true")
     p.add_argument("--tokenizer", default=None, help="--gpu: a real Gemma 3 tokenizer folder")
+    p.add_argument("--small", action="store_true", help="--gpu: dry run of the script on a 2-layer model")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="--gpu: dense bf16 peak (H100/H200 SXM)")
     p.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)

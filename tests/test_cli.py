@@ -143,7 +143,7 @@ def test_analyze_recomputes_identical_metrics(run_dir: Path, tmp_path: Path) -> 
 
 def test_refuses_to_overwrite_a_finished_run(run_dir: Path, tmp_path: Path) -> None:
     proc = run_cli(["model=tiny", "bench=demo", f"hydra.run.dir={run_dir}"], tmp_path)
-    assert proc.returncode == 2 and "already holds a finished run" in proc.stderr
+    assert proc.returncode == 2 and "holds a run with a different configuration" in proc.stderr
 
 
 def test_unknown_config_key_is_an_error(tmp_path: Path) -> None:

@@ -124,3 +124,27 @@ def test_logit_lens_last_layer_equals_scores(smollm2) -> None:
     assert scores[0].lens.shape == (30, 4) and scores[0].activations.shape == (1, 576)
     for s in scores:
         assert np.abs(s.lens[-1] - np.array(s.letter_logprobs)).max() <= 1e-5
+
+
+def test_llm_judge_on_smollm2_rationales(smollm2, tmp_path: Path) -> None:
+    """judge=llm on the run's own model: every rationale gets a judgement row, valid or judge_error."""
+    from conftest import ccd_items, write_json_file
+
+    data = write_json_file(tmp_path / "CCD-Bench.json", ccd_items(1))
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=smollm2-135m", "bench=ccd", f"bench.path={data}",
+                           "backend.mode=generate", "backend.max_new_tokens=48", "judge=llm", "judge.retries=1",
+                           "judge.max_new_tokens=48", f"hydra.run.dir={out}", "analysis.n_boot=20", "progress=false"],
+                          cwd=REPO_ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True,
+                          text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    gens = pq.read_table(out / "generations.parquet").to_pylist()
+    with_rationale = [g["prompt_id"] for g in gens if g["rationale"]]
+    assert with_rationale, "SmolLM2 should write at least one RATIONALE"
+    judged = pq.read_table(out / "judgements.parquet").to_pylist()
+    assert [j["prompt_id"] for j in judged] == with_rationale
+    assert {j["judge"] for j in judged} == {"llm"} and {j["task"] for j in judged} == {"globe_dimensions"}
+    for j in judged:
+        assert (j["dimensions"] is None) == (j["judge_error"] is not None)
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["pluralism"]["n_rationales"] + m["pluralism"]["n_judge_errors"] == len(judged)

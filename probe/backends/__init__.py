@@ -6,7 +6,7 @@ are chosen by name (`backend=hf`); heavy optional ones import their library only
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from probe.config import build
@@ -19,8 +19,11 @@ class LetterBackend(Protocol):
     """Has `forward_s` (seconds in model forward passes), `n_batches`, `batch_sizes` (rows →
     count), `oom_splits` and `tokens_computed`."""
 
-    def score(self, prompts: Sequence[RenderedPrompt], letters: LetterIds) -> Iterator[list[LetterScore]]:
-        """Yield scores batch by batch, in any order; every prompt exactly once."""
+    def score(
+        self, prompts: Sequence[RenderedPrompt], letters: LetterIds, done: Set[int] = frozenset()
+    ) -> Iterator[list[LetterScore]]:
+        """Yield scores batch by batch, in any order; every prompt not in `done` at least once
+        (batches are planned over all prompts, so a resumed run repeats the original plan)."""
         ...
 
 

@@ -29,8 +29,11 @@ class Generation:
 class HFGenerator:
     """Batched greedy (or seeded sampled) decoding of rendered prompts."""
 
-    def __init__(self, model: Any, tokenizer: Any, spec: HFBackendSpec) -> None:
+    def __init__(self, model: Any, tokenizer: Any, spec: HFBackendSpec,
+                 template_kwargs: dict[str, Any] | None = None) -> None:
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
+        self.template_kwargs = dict(template_kwargs or {})
+        """Chat-template variables for `chat` (e.g. Qwen3's enable_thinking=False)."""
         self.stats = BackendStats()
         self.device = model.get_input_embeddings().weight.device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
@@ -62,12 +65,12 @@ class HFGenerator:
         self.stats.batch_sizes[len(seqs)] = self.stats.batch_sizes.get(len(seqs), 0) + 1
         return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
-    def chat(self, messages: Sequence[str], template_kwargs: dict[str, Any] | None = None) -> list[str]:
+    def chat(self, messages: Sequence[str]) -> list[str]:
         """Answer plain user messages (chat template, generation prompt); used by the LLM judge."""
         seqs = []
         for m in messages:
             text = self.tokenizer.apply_chat_template([{"role": "user", "content": m}], tokenize=False,
-                                                      add_generation_prompt=True, **(template_kwargs or {}))
+                                                      add_generation_prompt=True, **self.template_kwargs)
             seqs.append(np.asarray(self.tokenizer(text, add_special_tokens=False)["input_ids"]))
         order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i]))
         out: list[str] = [""] * len(seqs)

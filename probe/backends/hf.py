@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -98,8 +98,13 @@ class HFScorer:
             lens_layers = range(self.n_layers) if self.mech.logit_lens else ()
             self._tap = ResidualTap(self.decoder.layers, [*lens_layers, *self.capture])
 
-    def score(self, prompts: Sequence[RenderedPrompt], letters: LetterIds) -> Iterator[list[LetterScore]]:
-        """Yield scores batch by batch (length-sorted order); callers key them by `prompt_id`."""
+    def score(
+        self, prompts: Sequence[RenderedPrompt], letters: LetterIds, done: Set[int] = frozenset()
+    ) -> Iterator[list[LetterScore]]:
+        """Yield scores batch by batch (length-sorted order); callers key them by `prompt_id`.
+
+        Batches are planned over all prompts, then those whose prompts are all in `done` are
+        skipped: a resumed run computes the remaining batches exactly as the first run would."""
         letter_ids = torch.tensor(letters.ids, device=self.head_weight.device)
         if self.spec.prefix_reuse:
             batches = plan_prefix_batches(group_by_prefix(prompts), self.spec.batch_tokens, self.spec.max_batch_size)
@@ -107,6 +112,8 @@ class HFScorer:
             batches = [[PrefixGroup(rows=tuple(b), prefix_len=0)]
                        for b in plan_batches(prompts, self.spec.batch_tokens, self.spec.max_batch_size)]
         for batch in batches:
+            if all(r.prompt.prompt_id in done for g in batch for r in g.rows):
+                continue
             if not self._head_checked:
                 self._check_head(batch[0].rows[0])
             yield from self._run(batch, letter_ids)
