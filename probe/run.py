@@ -75,13 +75,7 @@ def run(cfg: RunConfig) -> Path:
     mech, _ = split_analysis(dict(cfg.analysis))
     if mech.active and generate:
         raise ProbeInputError("analysis.logit_lens / capture_layers need backend.mode=letters")
-    # The results-cache key: everything that changes a number (lm-eval's cache key lacks the model).
-    key = {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
-                     "gguf_sha256": loaded.info.get("gguf_sha256")},
-           "tokenizer_sha256": tokenizer_hash(loaded.tokenizer), "template_sha256": template_hash(loaded.tokenizer, settings),
-           "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
-           "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"), "config": dict(cfg.bench)},
-           "backend": dict(cfg.backend), "mech": asdict(mech), "shard_size": cfg.shard_size}
+    key = _run_key(cfg, loaded, settings, letter_ids, bench, mech)
     if _resume_or_claim(out, key):
         log.info("%s is already complete for this configuration; nothing to do", out)
         return out
@@ -90,6 +84,7 @@ def run(cfg: RunConfig) -> Path:
     write_prompts(out, rendered, shared_prefix_lengths(rendered))
     backend = make_backend(cfg.backend, loaded.model, loaded.tokenizer, mech)
     t0 = time.perf_counter()
+    resumed: set[int] = set()
     if generate:
         rows = generate_and_store(backend, rendered, bench.cue, bench.letters, out, cfg.progress)
         judge_rationales(_judge(cfg, loaded), rows, out)
@@ -97,11 +92,45 @@ def run(cfg: RunConfig) -> Path:
         writers = Writers(ScoreWriter(out, bench.letters, cfg.shard_size), LensWriter(out) if mech.logit_lens else None,
                           ActivationWriter(out, len(rendered), backend.capture, _d_model(loaded.model),
                                            mech.capture_dtype) if mech.capture_layers else None)
+        resumed = set(writers.scores.done)
         _score_all(backend, rendered, letter_ids, writers, cfg.progress)
         writers.close(bench.letters)
     wall_s = time.perf_counter() - t0
 
     manifest = {
+        **_provenance(cfg, loaded, settings, letter_ids, bench),
+        "backend": {**dict(cfg.backend), "n_batches": backend.stats.n_batches,
+                    "batch_sizes": {str(k): v for k, v in sorted(backend.stats.batch_sizes.items())},
+                    "oom_splits": backend.stats.oom_splits, "tokens_computed": backend.stats.tokens_computed,
+                    "prompt_tokens": int(sum(len(r.token_ids) for r in rendered)),
+                    "resumed_prompts": len(resumed)},
+        "analysis": dict(cfg.analysis),
+        "timings": {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": wall_s,
+                    "prompts_per_s": (len(rendered) - len(resumed)) / wall_s if wall_s > 0 else None},
+    }
+    write_json(out / "manifest.json", manifest)
+    analyze_run(out)
+    (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
+    return out
+
+
+def _run_key(cfg: RunConfig, loaded: LoadedModel, settings: Any, letter_ids: LetterIds | None,
+             bench: Any, mech: Any) -> dict[str, Any]:
+    """The results-cache key: everything that changes a number. Unlike lm-eval's request cache,
+    it includes the model (id, revision, resolved commit), tokenizer, template and letter ids."""
+    return {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
+                      "gguf_sha256": loaded.info.get("gguf_sha256")},
+            "tokenizer_sha256": tokenizer_hash(loaded.tokenizer),
+            "template_sha256": template_hash(loaded.tokenizer, settings),
+            "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
+            "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"), "config": dict(cfg.bench)},
+            "backend": dict(cfg.backend), "mech": asdict(mech), "shard_size": cfg.shard_size}
+
+
+def _provenance(cfg: RunConfig, loaded: LoadedModel, settings: Any, letter_ids: LetterIds | None,
+                bench: Any) -> dict[str, Any]:
+    """The manifest's record of code, environment, model, tokenizer and bench."""
+    return {
         "probe_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": _git_commit(),
@@ -118,18 +147,7 @@ def run(cfg: RunConfig) -> Path:
         "template_sha256": template_hash(loaded.tokenizer, settings),
         "bench": {"name": bench.name, "kind": bench.kind, **bench.source,
                   "n_items": len(bench.items), "n_prompts": len(bench.prompts), "config": dict(cfg.bench)},
-        "backend": {**dict(cfg.backend), "n_batches": backend.stats.n_batches,
-                    "batch_sizes": {str(k): v for k, v in sorted(backend.stats.batch_sizes.items())},
-                    "oom_splits": backend.stats.oom_splits, "tokens_computed": backend.stats.tokens_computed,
-                    "prompt_tokens": int(sum(len(r.token_ids) for r in rendered))},
-        "analysis": dict(cfg.analysis),
-        "timings": {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": wall_s,
-                    "prompts_per_s": len(rendered) / wall_s if wall_s > 0 else None},
     }
-    write_json(out / "manifest.json", manifest)
-    analyze_run(out)
-    (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
-    return out
 
 
 def _resume_or_claim(out: Path, key: dict[str, Any]) -> bool:
