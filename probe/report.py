@@ -120,3 +120,30 @@ def ccd_report(m: dict[str, Any]) -> str:
                   f"share citing ≥ 2 GLOBE dimensions: {_fmt(p['rate'])}.", ""]
         lines += [f"- {a} + {b}: {n}" for a, b, n in p["top_pairs"]]
     return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m probe.report <multirun_dir or run dirs…> [--out DIR]`: the sweep report."""
+    import argparse
+    import sys
+    from pathlib import Path
+
+    from probe.errors import ProbeInputError
+    from probe.sweep import write_sweep_report
+
+    parser = argparse.ArgumentParser(prog="python -m probe.report", description=main.__doc__)
+    parser.add_argument("paths", nargs="+", type=Path, help="a multirun directory and/or run directories")
+    parser.add_argument("--out", type=Path, default=None, help="default: <first path>/report")
+    args = parser.parse_args(argv)
+    out = args.out or args.paths[0] / "report"
+    try:
+        html = write_sweep_report(args.paths, out)
+    except ProbeInputError as e:
+        print(f"probe.report: error: {e}", file=sys.stderr)
+        return 2
+    print(f"probe.report: wrote {html} and {out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

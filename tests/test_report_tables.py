@@ -1,0 +1,58 @@
+"""Sweep aggregation tables from stored metrics (no model): rows, CIs, pairs, checkpoint order."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from probe.errors import ProbeInputError
+from probe.sweep import bench_table, load_entries, pair_table, sweep_markdown
+
+
+def _run(root: Path, name: str, model: str, kind: str, pair: str | None, kl: float, revision: str | None = None,
+         bench_kind: str = "disco") -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    manifest = {"model": {"name": model, "kind": kind, "pair": pair, "revision": revision},
+                "bench": {"name": bench_kind, "kind": bench_kind}}
+    if bench_kind == "disco":
+        m = {"C0": {"KL": kl, "Gini": 0.3}, "C1": {"CR": 0.5}, "C2": {"CR": 0.6, "PSI": 0.4}}
+        ci = {"C0": {"KL": [kl - 0.01, kl + 0.01]}}
+    else:
+        m = {"shares": {"nordic_europe": 0.3, "anglo": 0.2, "middle_east": 0.5}, "entropy_bits": kl,
+             "gini": 0.2, "position_V": 0.05}
+        ci = {}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    (d / "metrics.json").write_text(json.dumps({"expected": m, "greedy": m, "ci95": {"expected": ci}}))
+    return d
+
+
+def test_tables_pairs_and_order(tmp_path: Path) -> None:
+    _run(tmp_path, "0_disco_it", "gemma-it", "instruct", "gemma-pt", 0.150)
+    _run(tmp_path, "1_disco_pt", "gemma-pt", "base", "gemma-it", 0.100)
+    _run(tmp_path, "2", "olmo", "instruct", None, 0.2, revision="stage1-step2000")
+    _run(tmp_path, "3", "olmo", "instruct", None, 0.3, revision="stage1-step500")
+    _run(tmp_path, "4", "qwen", "instruct", None, 2.5, bench_kind="ccd")
+    (tmp_path / "unfinished").mkdir()
+    (tmp_path / "unfinished" / "manifest.json").write_text("{}")  # no metrics.json: not a finished run
+    entries = load_entries([tmp_path])
+    assert [e.label for e in entries] == ["qwen", "gemma-it", "gemma-pt", "olmo@stage1-step500",
+                                          "olmo@stage1-step2000"]  # bench, model, then training step
+    table = bench_table(entries, "disco").splitlines()
+    assert table[0].startswith("| run | kind | bench | KL | Gini | CR(C1) | CR(C2) | PSI |")
+    assert table[2].startswith("| gemma-it | instruct | disco | 0.150 [0.140, 0.160] | 0.300 | 0.500 | 0.600 | 0.400 |")
+    assert len(table) == 2 + 4
+    pairs = pair_table(entries, "disco")
+    assert "| gemma-it vs gemma-pt | KL | 0.150 [0.140, 0.160] | 0.100 [0.090, 0.110] | +0.050 |" in pairs
+    assert pair_table(entries, "ccd") is None
+    ccd = bench_table(entries, "ccd").splitlines()
+    assert "middle_east 0.50, nordic_europe 0.30, anglo 0.20" in ccd[2] and "| 2.500 |" in ccd[2]
+    md = sweep_markdown(entries)
+    assert "## DiSCo" in md and "### DiSCo: base vs instruct" in md and "## CCD-Bench" in md
+
+
+def test_no_runs_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ProbeInputError, match="no finished probe runs"):
+        load_entries([tmp_path])
