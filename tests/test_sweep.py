@@ -1,0 +1,71 @@
+"""Checkpoint sweeps through Hydra multirun and the submitit launchers (conf/cluster).
+
+`cluster=local` runs for real: one fresh process per model, one after the other, each writing its
+run into hydra.sweep.dir/hydra.sweep.subdir. `cluster=slurm` is only composed (nothing submitted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = REPO_ROOT / "conf"
+MODELS = ("tiny", "tiny-gemma3")
+RUN_FILES = ("DONE", "metrics.json", "prompts.parquet", "scores.parquet", "manifest.json")
+
+
+def _compose(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides, return_hydra_config=True)
+
+
+def test_local_sweep_runs_one_directory_per_model(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "probe", "-m", f"model={','.join(MODELS)}", "bench=demo",
+         "bench.conditions=[C0]", "cluster=local", f"hydra.sweep.dir={sweep}",
+         "analysis.n_boot=50", "progress=false"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    # Besides the runs, the sweep dir holds multirun.yaml and submitit's hidden .submitit/.
+    runs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert [p.name for p in runs] == [f"{i}_demo_{m}" for i, m in enumerate(MODELS)]
+    for run, model in zip(runs, MODELS):
+        for name in RUN_FILES:
+            assert (run / name).is_file(), f"{run.name}/{name}"
+        assert json.loads((run / "metrics.json").read_text())["model"] == model
+    assert (sweep / "multirun.yaml").is_file()
+
+
+def test_slurm_cluster_composes_with_overrides() -> None:
+    cfg = _compose(["cluster=slurm", "hydra.launcher.partition=gpu"])
+    launcher = cfg.hydra.launcher
+    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert launcher.partition == "gpu"
+    assert launcher.tasks_per_node == 1 and launcher.nodes == 1
+    for key in ("gpus_per_node", "timeout_min", "mem_gb", "cpus_per_task", "account", "array_parallelism"):
+        assert key in launcher, key
+    sweep = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)  # job.num only exists in a job
+    assert sweep["subdir"] == "${hydra.job.num}_${bench.name}_${model.name}"
+
+
+def test_local_cluster_runs_jobs_one_at_a_time_without_gpus() -> None:
+    cfg = _compose(["cluster=local"])
+    assert cfg.hydra.launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"
+    assert cfg.hydra.launcher.gpus_per_node == 0 and cfg.hydra.sweeper.max_batch_size == 1
+
+
+def test_default_keeps_hydras_basic_launcher() -> None:
+    cfg = _compose([])
+    assert cfg.hydra.runtime.choices.get("cluster") is None
+    assert cfg.hydra.launcher._target_ == "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+    assert cfg.hydra.sweeper.max_batch_size is None
+    assert "cluster" not in cfg
