@@ -78,9 +78,31 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     write_json(run_dir / f"metrics{suffix}.json", metrics)
     (run_dir / f"report{suffix}.md").write_text(report)
     if not suffix:
+        _html_report(run_dir, f"{metrics['bench']} — {metrics['model']}", report)
+    if not suffix:
         manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
         write_json(manifest_path, manifest)
     return metrics
+
+
+TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
+
+
+def _html_report(run_dir: Path, title: str, markdown: str) -> None:
+    """`report.html`: the markdown report with the run's figures (and the lens figure) embedded,
+    and the headline metrics recomputed over a range of sampling temperatures."""
+    from probe.api import load_run
+    from probe.figures import Figure, run_figures, temperature_curve
+    from probe.html_report import write_html
+
+    figures = run_figures(run_dir, run_dir / "figures")
+    if figures:
+        curve = temperature_curve(load_run(run_dir), TEMPERATURES, run_dir / "figures")
+        figures += [curve] if curve is not None else []
+    if (run_dir / "lens.png").is_file():
+        figures.append(Figure("lens.png", run_dir / "lens.png", "Logit lens: the culture distribution and the "
+                              "letter-position probabilities read out after every layer."))
+    write_html(run_dir / "report.html", title, markdown, figures)
 
 
 def suffix_of(analysis: Mapping[str, Any] | None) -> str:
