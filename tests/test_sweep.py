@@ -43,6 +43,30 @@ def test_local_sweep_runs_one_directory_per_model(tmp_path: Path) -> None:
             assert (run / name).is_file(), f"{run.name}/{name}"
         assert json.loads((run / "metrics.json").read_text())["model"] == model
     assert (sweep / "multirun.yaml").is_file()
+    _sweep_report_renders(sweep)
+
+
+def _sweep_report_renders(sweep: Path) -> None:
+    """`python -m probe.report <sweep>`: one DiSCo table row per model, and the HTML page renders
+    in headless Chromium with every figure loaded."""
+    import re
+    import shutil
+
+    proc = subprocess.run([sys.executable, "-m", "probe.report", str(sweep)], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    md = (sweep / "report" / "report.md").read_text()
+    assert "| tiny | instruct | demo |" in md and "| tiny-gemma3 | instruct | demo |" in md
+    html = sweep / "report" / "report.html"
+    n_figures = html.read_text().count('<img src="data:image/png;base64,')
+    assert n_figures == 2  # C0 only: the culture × model heatmap and the Lorenz curves (SL vs PSI needs C1, C2)
+    if shutil.which("chromium") is None:
+        return  # CI installs Debian's chromium; tests/test_figures.py reports the skip
+    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync", "--no-first-run",
+                          f"--user-data-dir={sweep / 'chromium'}", "--virtual-time-budget=5000", "--dump-dom",
+                          html.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert re.search(rf'data-images-loaded="{n_figures}"', dom)
 
 
 def test_slurm_cluster_composes_with_overrides() -> None:
