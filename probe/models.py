@@ -81,30 +81,33 @@ def cache_root() -> Path:
     return Path(os.environ.get("PROBE_CACHE") or Path.home() / ".cache" / "probe")
 
 
-def load_model(spec: ModelSpec, device: str = "auto") -> LoadedModel:
-    """Load model and tokenizer per the spec's `source`; see `Source`."""
+def load_model(spec: ModelSpec, device: str = "auto", weights: bool = True) -> LoadedModel:
+    """Load model and tokenizer per the spec's `source`; see `Source`.
+
+    `weights=False` resolves the model (hub id or a local directory: built tiny model,
+    converted GGUF) and loads only the tokenizer, for backends that load weights themselves."""
     if spec.source == "tiny":
         if spec.tiny is None:
             raise ProbeInputError(f"model {spec.name!r}: source 'tiny' needs a `tiny:` block")
         path = tiny_model_dir(spec.tiny, cache_root() / "tiny")
-        return _from_dir(spec, str(path), device, {"source": "tiny", "path": str(path)})
+        return _from_dir(spec, str(path), device, {"source": "tiny", "path": str(path)}, weights=weights)
     if spec.source == "gguf":
-        return _from_gguf(spec, device)
+        return _from_gguf(spec, device, weights)
     if spec.hub_id is None:
         raise ProbeInputError(f"model {spec.name!r}: `hub_id` is required for source {spec.source!r}")
     if spec.source == "path":
-        return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id})
+        return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id}, weights=weights)
     info = {"source": "hub", "hub_id": spec.hub_id}
     if spec.source == "hub" or spec.gguf is None:
-        return _from_dir(spec, spec.hub_id, device, info)
+        return _from_dir(spec, spec.hub_id, device, info, weights=weights)
     if hub_reachable():
-        return _from_dir(spec, spec.hub_id, device, info)
+        return _from_dir(spec, spec.hub_id, device, info, weights=weights)
     try:  # offline: a copy in the local hub cache still beats the quantised fallback
-        return _from_dir(spec, spec.hub_id, device, info, local_files_only=True)
+        return _from_dir(spec, spec.hub_id, device, info, local_files_only=True, weights=weights)
     except OSError:  # transformers' "not in the local cache" is an OSError
         log.warning("hub unreachable and %s not cached; using the GGUF shipped by %s",
                     spec.hub_id, spec.gguf.package)
-        return _from_gguf(spec, device)
+        return _from_gguf(spec, device, weights)
 
 
 def hub_reachable(timeout: float = 3.0) -> bool:
@@ -123,7 +126,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _from_dir(
-    spec: ModelSpec, ref: str, device: str, info: dict[str, Any], local_files_only: bool = False
+    spec: ModelSpec, ref: str, device: str, info: dict[str, Any], local_files_only: bool = False,
+    weights: bool = True,
 ) -> LoadedModel:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -131,6 +135,13 @@ def _from_dir(
     kw: dict[str, Any] = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code,
                               local_files_only=local_files_only)
     tokenizer = load_tokenizer(spec, ref, **kw)
+    if not weights:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(ref, **kw)
+        return LoadedModel(model=None, tokenizer=tokenizer, info={
+            **info, "ref": ref, "revision": spec.revision, "commit": getattr(config, "_commit_hash", None),
+            "config": config})
     if spec.attn_implementation:
         kw["attn_implementation"] = spec.attn_implementation
     model = AutoModelForCausalLM.from_pretrained(
@@ -138,7 +149,7 @@ def _from_dir(
     )
     model.eval()
     torch.set_grad_enabled(False)
-    info = {**info, "revision": spec.revision, "commit": getattr(model.config, "_commit_hash", None),
+    info = {**info, "ref": ref, "revision": spec.revision, "commit": getattr(model.config, "_commit_hash", None),
             "class": type(model).__name__, "dtype": str(model.dtype),
             "attn_implementation": getattr(model.config, "_attn_implementation", None)}
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
@@ -153,7 +164,7 @@ def load_tokenizer(spec: ModelSpec, ref: str, **kw: Any) -> Any:
     return AutoTokenizer.from_pretrained(ref, **kw)
 
 
-def _from_gguf(spec: ModelSpec, device: str) -> LoadedModel:
+def _from_gguf(spec: ModelSpec, device: str, weights: bool = True) -> LoadedModel:
     """Load the packaged GGUF, converted once into a safetensors directory in the cache.
 
     Dequantising the GGUF takes tens of seconds; the converted copy loads in about one.
@@ -173,7 +184,8 @@ def _from_gguf(spec: ModelSpec, device: str) -> LoadedModel:
     out = cache_root() / "gguf" / f"{spec.name}-{digest[:12]}"
     if not (out / "config.json").exists():
         _convert_gguf(gguf_path, out, spec)
-    return _from_dir(spec, str(out), device, {"source": "gguf", "gguf_file": gguf_path.name, "gguf_sha256": digest})
+    return _from_dir(spec, str(out), device, {"source": "gguf", "gguf_file": gguf_path.name, "gguf_sha256": digest},
+                     weights=weights)
 
 
 def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
@@ -215,7 +227,8 @@ def _device_map(device: str) -> str | None:
     return None if device == "cpu" else device
 
 
-def max_positions(model: Any) -> int | None:
+def max_positions(loaded: LoadedModel) -> int | None:
     """The longest sequence the model's config allows, if it says."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    config = loaded.model.config if loaded.model is not None else loaded.info["config"]
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
     return getattr(config, "max_position_embeddings", None)

@@ -64,17 +64,18 @@ def run(cfg: RunConfig) -> Path:
     log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
 
     t0 = time.perf_counter()
-    loaded = load_model(cfg.model, device=str(cfg.backend.get("device", "auto")))
+    vllm = cfg.backend.get("name", "hf") == "vllm"
+    loaded = load_model(cfg.model, device=str(cfg.backend.get("device", "auto")), weights=not vllm)
     load_s = time.perf_counter() - t0
 
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
     rendered, letter_ids = render_prompts(
         loaded.tokenizer, bench.prompts, None if generate else bench.letters, settings, cfg.model.name,
-        max_positions=max_positions(loaded.model),
+        max_positions=max_positions(loaded),
     )
     mech, _ = split_analysis(dict(cfg.analysis))
-    if mech.active and generate:
-        raise ProbeInputError("analysis.logit_lens / capture_layers need backend.mode=letters")
+    if mech.active and (generate or vllm):
+        raise ProbeInputError("analysis.logit_lens / capture_layers need backend=hf and backend.mode=letters")
     key = _run_key(cfg, loaded, settings, letter_ids, bench, mech)
     if _resume_or_claim(out, key):
         log.info("%s is already complete for this configuration; nothing to do", out)
@@ -82,12 +83,12 @@ def run(cfg: RunConfig) -> Path:
     if mech.active or generate:  # their outputs are not sharded: such runs restart from scratch
         shutil.rmtree(out / "scores.parts", ignore_errors=True)
     write_prompts(out, rendered, shared_prefix_lengths(rendered))
-    backend = make_backend(cfg.backend, loaded.model, loaded.tokenizer, mech)
+    backend = make_backend(cfg.backend, loaded, cfg.model, mech)
     t0 = time.perf_counter()
     resumed: set[int] = set()
     if generate:
         rows = generate_and_store(backend, rendered, bench.cue, bench.letters, out, cfg.progress)
-        judge_rationales(_judge(cfg, loaded), rows, out)
+        judge_rationales(_judge(cfg, loaded, backend), rows, out)
     else:
         writers = Writers(ScoreWriter(out, bench.letters, cfg.shard_size), LensWriter(out) if mech.logit_lens else None,
                           ActivationWriter(out, len(rendered), backend.capture, _d_model(loaded.model),
@@ -103,7 +104,8 @@ def run(cfg: RunConfig) -> Path:
                     "batch_sizes": {str(k): v for k, v in sorted(backend.stats.batch_sizes.items())},
                     "oom_splits": backend.stats.oom_splits, "tokens_computed": backend.stats.tokens_computed,
                     "prompt_tokens": int(sum(len(r.token_ids) for r in rendered)),
-                    "resumed_prompts": len(resumed)},
+                    "resumed_prompts": len(resumed),
+                    "prefix_cache_hit_rate": backend.prefix_cache_hit_rate() if vllm else None},
         "analysis": dict(cfg.analysis),
         "timings": {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": wall_s,
                     "prompts_per_s": (len(rendered) - len(resumed)) / wall_s if wall_s > 0 else None},
@@ -137,8 +139,8 @@ def _provenance(cfg: RunConfig, loaded: LoadedModel, settings: Any, letter_ids: 
         "packages": _versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
-        "device": _device_name(loaded.model),
-        "model": {**asdict(cfg.model), **loaded.info},
+        "device": _device_name(loaded.model) if loaded.model is not None else "vllm engine",
+        "model": {**asdict(cfg.model), **{k: v for k, v in loaded.info.items() if k != "config"}},
         "tokenizer": {"class": type(loaded.tokenizer).__name__, "name_or_path": loaded.tokenizer.name_or_path,
                       "sha256": tokenizer_hash(loaded.tokenizer)},
         "letters": list(bench.letters),
@@ -168,10 +170,13 @@ def _resume_or_claim(out: Path, key: dict[str, Any]) -> bool:
     return False
 
 
-def _judge(cfg: RunConfig, loaded: LoadedModel) -> Judge:
-    """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model."""
+def _judge(cfg: RunConfig, loaded: LoadedModel, engine: Any = None) -> Judge:
+    """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model
+    (through the run's vLLM engine when that is the backend)."""
     if cfg.judge.get("name", "keyword") != "llm":
         return make_judge(cfg.judge)
+    if cfg.judge_model is None and loaded.model is None:
+        return make_judge(cfg.judge, chat=engine)
     from probe.backends.generate import HFGenerator
     from probe.backends.hf import HFBackendSpec
 

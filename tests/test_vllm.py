@@ -1,0 +1,116 @@
+"""vLLM backend tier: parity with the HF backend on the same token ids (run in the vLLM venv).
+
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python -m pytest tests/test_vllm.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import ccd_items, disco_rows, write_csv, write_json_file
+
+from probe.backends.generate import HFGenerator
+from probe.backends.hf import HFBackendSpec, HFScorer
+from probe.benches import get_bench
+from probe.models import ModelSpec, load_model
+from probe.render import render_prompts
+from probe.tiny import TinySpec
+
+pytestmark = [pytest.mark.vllm,
+              pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed (vLLM venv)")]
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TOL = 1e-4
+SPEC = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory):
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ["PROBE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    from probe.backends.vllm import VLLMEngine, VLLMSpec
+
+    hf = load_model(SPEC, device="cpu")
+    engine = VLLMEngine(hf.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048,
+                                                               enforce_eager=True, max_new_tokens=6),
+                        hf.tokenizer)
+    return hf, engine
+
+
+def _parity(models, prompts, letters) -> None:
+    hf, engine = models
+    rendered, ids = render_prompts(hf.tokenizer, prompts, letters, SPEC.render_settings(), "tiny")
+    a = {s.prompt_id: s for b in HFScorer(hf.model, HFBackendSpec(device="cpu")).score(rendered, ids) for s in b}
+    b = {s.prompt_id: s for batch in engine.score(rendered, ids) for s in batch}
+    assert a.keys() == b.keys()
+    diff = max(np.abs(np.array(a[i].letter_logprobs) - np.array(b[i].letter_logprobs)).max() for i in a)
+    assert diff <= TOL
+    assert all(a[i].greedy_valid == b[i].greedy_valid for i in a)
+
+
+def test_letter_parity_disco(models) -> None:
+    bench = get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
+    _parity(models, bench.prompts[:104], bench.letters)
+
+
+@pytest.mark.parametrize("design", ["cyclic", "latin_square"])
+def test_letter_parity_ccd(models, tmp_path: Path, design: str) -> None:
+    path = write_json_file(tmp_path / "CCD-Bench.json", ccd_items(4))
+    bench = get_bench("ccd").prepare({"kind": "ccd", "path": str(path), "design": design}, False)
+    _parity(models, bench.prompts, bench.letters)
+
+
+def test_generation_parity(models) -> None:
+    """Greedy continuations after the pre-filled cue: the same tokens, hence text, from both backends."""
+    hf, engine = models
+    bench = get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv"}, True)
+    rendered, _ = render_prompts(hf.tokenizer, bench.prompts[:52], None, SPEC.render_settings(), "tiny")
+    a = {g.prompt_id: g.text for b in HFGenerator(hf.model, hf.tokenizer, HFBackendSpec(max_new_tokens=6))
+         .generate(rendered) for g in b}
+    b = {g.prompt_id: g.text for batch in engine.generate(rendered) for g in batch}
+    assert a == b
+
+
+def test_prefix_cache_is_used(models) -> None:
+    _, engine = models
+    rate = engine.prefix_cache_hit_rate()
+    assert rate is not None and rate > 0.2  # rotations of an item share their prefix blocks
+
+
+def _numeric_leaves(tree, prefix=""):
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            yield from _numeric_leaves(v, f"{prefix}.{k}")
+    elif isinstance(tree, list):
+        for i, v in enumerate(tree):
+            yield from _numeric_leaves(v, f"{prefix}[{i}]")
+    elif isinstance(tree, (int, float)):
+        yield prefix, float(tree)
+
+
+def test_whole_runs_give_the_same_metrics(tmp_path: Path) -> None:
+    data = write_csv(tmp_path / "DiSCo Bench.csv", disco_rows(2))
+    env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
+           "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    metrics = {}
+    for backend in ("hf", "vllm"):
+        extra = ["backend.dtype=float32", "backend.enforce_eager=true", "backend.max_model_len=2048"] \
+            if backend == "vllm" else []
+        out = tmp_path / backend
+        proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={data}",
+                               f"backend={backend}", f"hydra.run.dir={out}", "analysis.n_boot=100", "progress=false",
+                               *extra], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        metrics[backend] = json.loads((out / "metrics.json").read_text())
+    manifest = json.loads((tmp_path / "vllm" / "manifest.json").read_text())
+    assert manifest["backend"]["name"] == "vllm" and manifest["backend"]["prefix_cache_hit_rate"] > 0
+    a, b = dict(_numeric_leaves(metrics["hf"]["expected"])), dict(_numeric_leaves(metrics["vllm"]["expected"]))
+    assert a.keys() == b.keys() and max(abs(a[k] - b[k]) for k in a) <= 1e-4
+    assert metrics["hf"]["greedy"] == metrics["vllm"]["greedy"]
