@@ -37,6 +37,9 @@ class VLLMSpec:
     tensor_parallel_size: int = 1
     enforce_eager: bool = False
     enable_prefix_caching: bool = True
+    fp32_head: bool = True
+    """Run the LM head in float32 (vLLM's `hf_overrides={"head_dtype": "float32"}`): bf16
+    logits are too coarse for letter margins."""
     chunk: int = 2048
     """Requests per `generate` call: results stream to disk between calls."""
     max_new_tokens: int = 64
@@ -71,6 +74,7 @@ class VLLMEngine:
             max_model_len=spec.max_model_len, gpu_memory_utilization=spec.gpu_memory_utilization,
             tensor_parallel_size=spec.tensor_parallel_size, enforce_eager=spec.enforce_eager,
             enable_prefix_caching=spec.enable_prefix_caching, seed=spec.seed, disable_log_stats=False,
+            hf_overrides={"head_dtype": "float32"} if spec.fp32_head else None,
         )
         self._sampling = vllm.SamplingParams
         self._tokens_prompt = vllm.inputs.TokensPrompt
