@@ -83,7 +83,9 @@ def run(cfg: RunConfig) -> Path:
     if mech.active or generate:  # their outputs are not sharded: such runs restart from scratch
         shutil.rmtree(out / "scores.parts", ignore_errors=True)
     write_prompts(out, rendered, shared_prefix_lengths(rendered))
+    t0 = time.perf_counter()
     backend = make_backend(cfg.backend, loaded, cfg.model, mech)
+    load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
     t0 = time.perf_counter()
     resumed: set[int] = set()
     if generate:
