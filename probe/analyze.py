@@ -35,6 +35,8 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
         raise ProbeInputError(f"{run_dir}: no manifest.json; not a probe run directory")
     manifest = json.loads(manifest_path.read_text())
     _, opts = split_analysis({**manifest.get("analysis", {}), **dict(analysis or {})})
+    if manifest["bench"]["kind"] == "locqa":
+        return _analyze_locqa(run_dir, manifest, opts, analysis, t0)
     bench = get_bench(manifest["bench"]["kind"])
     generated = manifest["backend"].get("mode") == "generate"
     metrics: dict[str, Any] = {"bench": manifest["bench"]["name"], "model": manifest["model"]["name"]}
@@ -103,6 +105,29 @@ def _html_report(run_dir: Path, title: str, markdown: str) -> None:
         figures.append(Figure("lens.png", run_dir / "lens.png", "Logit lens: the culture distribution and the "
                               "letter-position probabilities read out after every layer."))
     write_html(run_dir / "report.html", title, markdown, figures)
+
+
+def _analyze_locqa(run_dir: Path, manifest: dict[str, Any], opts: dict[str, Any],
+                   analysis: Mapping[str, Any] | None, t0: float) -> dict[str, Any]:
+    from probe import locqa_run
+
+    metrics: dict[str, Any] = {"bench": manifest["bench"]["name"], "model": manifest["model"]["name"],
+                               "n_items": manifest["bench"]["n_items"], "n_prompts": manifest["bench"]["n_prompts"],
+                               "mode": manifest["bench"]["mode"],
+                               "bootstrap": {"n_boot": int(opts.get("n_boot", 5000)), "seed": int(opts.get("seed", 0)),
+                                             "unit": "template"}}
+    metrics.update(locqa_run.metrics(run_dir, manifest, opts))
+    suffix = suffix_of(analysis)
+    write_json(run_dir / f"metrics{suffix}.json", metrics)
+    report = locqa_run.report(metrics)
+    (run_dir / f"report{suffix}.md").write_text(report)
+    if not suffix:
+        from probe.html_report import write_html
+
+        write_html(run_dir / "report.html", f"{metrics['bench']} — {metrics['model']}", report, [])
+        manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
+        write_json(run_dir / "manifest.json", manifest)
+    return metrics
 
 
 def suffix_of(analysis: Mapping[str, Any] | None) -> str:

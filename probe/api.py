@@ -50,6 +50,9 @@ class Run:
     def table(self) -> ScoreTable:
         """The joined prompts + scores arrays the metrics use (generation runs: one-hot of the
         parsed letter, invalid rows removed)."""
+        if self.bench_kind == "locqa":
+            raise ProbeInputError(f"{self.path}: a LocQA run has open answers, not letter choices; use its "
+                                  "generations and judgements tables (probe.locqa_run.metrics recomputes its metrics)")
         if "table" not in self._cache:
             if self.scores is not None:
                 self._cache["table"] = read_table(self.path)

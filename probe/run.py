@@ -23,13 +23,13 @@ from typing import Any
 from probe import __version__
 from probe.analyze import analyze_run
 from probe.backends import LetterBackend, make_backend
-from probe.benches import get_bench
+from probe.benches import PreparedBench, get_bench
 from probe.errors import ProbeInputError
 from probe.generation import generate_and_store, judge_rationales
 from probe.judges import Judge, make_judge
 from probe.models import LoadedModel, ModelSpec, load_model, max_positions
 from probe.render import render_prompts, template_hash, tokenizer_hash
-from probe.results import ScoreWriter, shared_prefix_lengths, write_json, write_prompts
+from probe.results import ScoreWriter, sha256_file, shared_prefix_lengths, write_json, write_prompts
 from probe.mech import ActivationWriter, LensWriter, split_analysis
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -58,6 +58,8 @@ def run(cfg: RunConfig) -> Path:
     """Score a bench with a model and write the full run directory; returns its path."""
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
+    if cfg.bench.get("kind") == "locqa":
+        return run_locqa(cfg)
     bench_def = get_bench(str(cfg.bench.get("kind", "")))
     generate = cfg.backend.get("mode", "letters") == "generate"
     bench = bench_def.prepare(cfg.bench, generate)
@@ -115,6 +117,48 @@ def run(cfg: RunConfig) -> Path:
     write_json(out / "manifest.json", manifest)
     analyze_run(out)
     (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
+    return out
+
+
+def run_locqa(cfg: RunConfig) -> Path:
+    """LocQA: open answers generated, judged and scored (probe.locqa_run)."""
+    from probe import locqa_run
+    from probe.benches.locqa import render
+    from probe.models import cache_root
+
+    out = cfg.out_dir
+    spec, path, questions, prompts = locqa_run.prepare(dict(cfg.bench), cache_root() / "data")
+    backend_cfg = {**dict(cfg.backend), "mode": "generate"}  # open answers: always generated
+    vllm = backend_cfg.get("name", "hf") == "vllm"
+    t0 = time.perf_counter()
+    loaded = load_model(cfg.model, device=str(backend_cfg.get("device", "auto")), weights=not vllm)
+    settings = cfg.model.render_settings()
+    rendered = render(prompts, loaded.tokenizer, settings, max_positions(loaded), cfg.model.name)
+    bench_info = {"kind": "locqa", "sha256": sha256_file(path), "config": dict(cfg.bench)}
+    key = {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit")}, "bench": bench_info,
+           "tokenizer_sha256": tokenizer_hash(loaded.tokenizer), "backend": backend_cfg,
+           "judge": dict(cfg.judge)}
+    if _resume_or_claim(out, key):
+        return out
+    locqa_run.write_prompts(out, prompts, rendered)
+    backend = make_backend(backend_cfg, loaded, cfg.model)
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    answers = locqa_run.generate(backend, rendered, out, cfg.progress)
+    wall_s = time.perf_counter() - t0
+    locqa_run.judge_all(_judge(cfg, loaded, backend), questions, prompts, answers, out)
+    bench = PreparedBench(name=spec.name, kind="locqa", letters=(), items=questions, prompts=[],
+                          source={"path": str(path), "sha256": bench_info["sha256"], "mode": spec.mode})
+    manifest = {
+        **_provenance(cfg, loaded, settings, None, bench),
+        "backend": {**backend_cfg, "n_batches": backend.stats.n_batches},
+        "judge": dict(cfg.judge), "analysis": dict(cfg.analysis),
+        "timings": {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": wall_s},
+    }
+    manifest["bench"]["n_prompts"] = len(prompts)
+    write_json(out / "manifest.json", manifest)
+    analyze_run(out)
+    (out / "DONE").write_text("complete\n")
     return out
 
 

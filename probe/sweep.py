@@ -23,9 +23,12 @@ DISCO_COLUMNS = [("KL", "C0.KL"), ("Gini", "C0.Gini"), ("CR(C1)", "C1.CR"), ("CR
                  ("SPD reduction", "SPD_reduction"), ("JSD (bits)", "C3.JSD"), ("PPR", "C3.PPR"),
                  ("CSC", "C3.CSC")]
 CCD_COLUMNS = [("entropy (bits)", "entropy_bits"), ("Gini", "gini"), ("position V", "position_V")]
+LOCQA_COLUMNS = [("B_US", "B_US_macro"), ("|B_R − 1|", "B_R_dev_macro"), ("multiplicity", "multiplicity"),
+                 ("no-answer rate", "no_answer_rate")]
+COLUMNS = {"disco": DISCO_COLUMNS, "ccd": CCD_COLUMNS, "locqa": LOCQA_COLUMNS}
 PAIR_METRICS = {"disco": [("KL", "C0.KL"), ("CR(C1)", "C1.CR"), ("CR(C2)", "C2.CR"), ("PSI", "C2.PSI"),
                           ("SPD(C0)", "C0.SPD"), ("SPD(C2)", "C2.SPD"), ("JSD (bits)", "C3.JSD")],
-                "ccd": CCD_COLUMNS}
+                "ccd": CCD_COLUMNS, "locqa": LOCQA_COLUMNS[:3]}
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,16 @@ def _get(tree: Any, path: str) -> Any:
     return tree
 
 
+def _block(e: RunEntry) -> tuple[Any, Any]:
+    """The point-estimate tree and its CI tree (forced choice: `expected`; LocQA: `metrics`)."""
+    if e.bench_kind == "locqa":
+        return e.metrics.get("metrics"), e.metrics.get("ci95")
+    return e.metrics.get("expected"), (e.metrics.get("ci95") or {}).get("expected")
+
+
 def _cell(e: RunEntry, path: str) -> str:
-    value, ci = _get(e.metrics.get("expected"), path), _get(e.metrics.get("ci95", {}).get("expected"), path)
+    tree, ci_tree = _block(e)
+    value, ci = _get(tree, path), _get(ci_tree, path)
     if value is None:
         return "–"
     if ci and ci[0] is not None:
@@ -98,7 +109,7 @@ def _cell(e: RunEntry, path: str) -> str:
 def bench_table(entries: Sequence[RunEntry], bench_kind: str) -> str:
     """Markdown table: one row per run of this bench kind, headline metrics (expected) with CIs."""
     rows = [e for e in entries if e.bench_kind == bench_kind]
-    columns = DISCO_COLUMNS if bench_kind == "disco" else CCD_COLUMNS
+    columns = COLUMNS[bench_kind]
     extra = ["top clusters"] if bench_kind == "ccd" else []
     head = ["run", "kind", "bench"] + extra + [c for c, _ in columns]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
@@ -125,7 +136,7 @@ def pair_table(entries: Sequence[RunEntry], bench_kind: str) -> str | None:
         if base is None:
             continue
         for label, path in PAIR_METRICS[bench_kind]:
-            a, b = _get(e.metrics.get("expected"), path), _get(base.metrics.get("expected"), path)
+            a, b = _get(_block(e)[0], path), _get(_block(base)[0], path)
             delta = f"{a - b:+.3f}" if a is not None and b is not None else "–"
             lines.append(f"| {e.label} vs {base.label} | {label} | {_cell(e, path)} | {_cell(base, path)} | {delta} |")
     if not lines:
@@ -136,11 +147,12 @@ def pair_table(entries: Sequence[RunEntry], bench_kind: str) -> str | None:
 def sweep_markdown(entries: Sequence[RunEntry]) -> str:
     """The sweep report: per bench kind a headline table, then base-vs-instruct where pairs ran."""
     parts = [f"# probe sweep report — {len(entries)} runs", ""]
-    for kind, title in (("disco", "DiSCo"), ("ccd", "CCD-Bench")):
+    for kind, title in (("disco", "DiSCo"), ("ccd", "CCD-Bench"), ("locqa", "LocQA")):
         if not any(e.bench_kind == kind for e in entries):
             continue
-        parts += [f"## {title}", "", "Expected (probability-weighted) metrics with 95% bootstrap CIs over items.",
-                  "", bench_table(entries, kind), ""]
+        note = ("Judged open answers, 95% bootstrap CIs over templates." if kind == "locqa" else
+                "Expected (probability-weighted) metrics with 95% bootstrap CIs over items.")
+        parts += [f"## {title}", "", note, "", bench_table(entries, kind), ""]
         pairs = pair_table(entries, kind)
         if pairs:
             parts += [f"### {title}: base vs instruct", "", pairs, ""]

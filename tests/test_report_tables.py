@@ -56,3 +56,18 @@ def test_tables_pairs_and_order(tmp_path: Path) -> None:
 def test_no_runs_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ProbeInputError, match="no finished probe runs"):
         load_entries([tmp_path])
+
+
+def test_locqa_rows_and_pairs(tmp_path: Path) -> None:
+    for name, model, kind, pair, b_us in (("it", "olmo", "instruct", "olmo-base", 0.30),
+                                          ("pt", "olmo-base", "base", "olmo", 0.10)):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "manifest.json").write_text(json.dumps({"model": {"name": model, "kind": kind, "pair": pair},
+                                                     "bench": {"name": "locqa", "kind": "locqa"}}))
+        m = {"B_US_macro": b_us, "B_R_dev_macro": 0.5, "multiplicity": 1.2, "no_answer_rate": 0.1}
+        (d / "metrics.json").write_text(json.dumps({"metrics": m, "ci95": {"B_US_macro": [b_us - 0.05, b_us + 0.05]}}))
+    entries = load_entries([tmp_path])
+    assert "| olmo | instruct | locqa | 0.300 [0.250, 0.350] | 0.500 | 1.200 | 0.100 |" in bench_table(entries, "locqa")
+    assert "| olmo vs olmo-base | B_US | 0.300 [0.250, 0.350] | 0.100 [0.050, 0.150] | +0.200 |" in \
+        pair_table(entries, "locqa")

@@ -50,7 +50,8 @@ class JudgeSpec:
 
 
 def make_judge(cfg: Mapping[str, Any], chat: Any = None) -> Judge:
-    """`judge.name`: `keyword` (deterministic, offline) or `llm` (needs `chat`, a generator
+    """`judge.name`: `keyword` (GLOBE dimensions, offline), `rules` (LocQA tasks, offline) or
+    `llm` (needs `chat`, a generator
     with `.chat(messages) -> texts`, e.g. `probe.backends.generate.HFGenerator`)."""
     from probe.config import build
 
@@ -60,10 +61,14 @@ def make_judge(cfg: Mapping[str, Any], chat: Any = None) -> Judge:
         from probe.judges.keyword import KeywordJudge
 
         return KeywordJudge()
+    if name == "rules":
+        from probe.judges.rules import RulesJudge
+
+        return RulesJudge()
     if name == "llm":
         from probe.judges.llm import LLMJudge
 
         if chat is None:
             raise ProbeInputError("judge=llm needs a model to run on (judge.model or the run's model)")
         return LLMJudge(chat, retries=spec.retries)
-    raise ProbeInputError(f"judge.name: unknown judge {name!r}; available: ['keyword', 'llm']")
+    raise ProbeInputError(f"judge.name: unknown judge {name!r}; available: ['keyword', 'llm', 'rules']")

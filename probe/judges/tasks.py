@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from probe.judges import rules as _locqa
+
 GLOBE_DIMENSIONS: tuple[str, ...] = (
     "Performance Orientation", "Future Orientation", "Institutional Collectivism", "In-Group Collectivism",
     "Humane Orientation", "Power Distance", "Uncertainty Avoidance", "Gender Egalitarianism", "Assertiveness",
@@ -43,6 +45,10 @@ def _dimensions_validate(obj: Any, payload: Mapping[str, Any]) -> dict[str, Any]
 
 TASKS: dict[str, Task] = {
     "globe_dimensions": Task(prompt=_dimensions_prompt, validate=_dimensions_validate),
+    # LocQA (SPEC §4); prompts and validators live with the rules judge in probe.judges.rules.
+    "semantic_match": Task(prompt=_locqa.semantic_match_prompt, validate=_locqa.semantic_match_validate),
+    "implicit": Task(prompt=_locqa.implicit_prompt, validate=_locqa.implicit_validate),
+    "explicit": Task(prompt=_locqa.explicit_prompt, validate=_locqa.explicit_validate),
 }
 
 

@@ -1,0 +1,97 @@
+"""LocQA runs end to end on the real data file (tiny model, rules judge): tables, metrics, re-analysis."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import shared_dir
+
+import probe
+from probe.analyze import analyze_run
+from probe.errors import ProbeInputError
+from probe.locqa_run import strip_thinking
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+M_KEYS = {"B_US", "B_US_macro", "B_R", "B_R_dev", "B_R_dev_macro", "taxonomy", "no_answer_rate", "multiplicity",
+          "by_category"}
+
+
+def test_strip_thinking() -> None:
+    assert strip_thinking("<think>hmm, the US uses Monday</think>\nLunes") == "Lunes"
+    assert strip_thinking("Lunes <think>unfinished") == "Lunes"
+    assert strip_thinking("  Lunes ") == "Lunes"
+
+
+def _data() -> Path:
+    root = shared_dir()
+    if root is None or not (root / "data" / "locqa" / "locqa.json").is_file():
+        pytest.skip("the LocQA file needs $PROBE_SHARED_DIR/data/locqa/locqa.json")
+    return root / "data" / "locqa" / "locqa.json"
+
+
+def _cli(out: Path, *args: str) -> Path:
+    env = {**os.environ, "PROBE_CACHE": str(out.parent / "cache"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=locqa", f"bench.path={_data()}",
+                           "judge=rules", "backend.max_new_tokens=8", f"hydra.run.dir={out}", "analysis.n_boot=100",
+                           "progress=false", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def zero_shot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _cli(tmp_path_factory.mktemp("locqa") / "zero_shot")
+
+
+def test_zero_shot_run_directory(zero_shot: Path) -> None:
+    prompts = pq.read_table(zero_shot / "prompts.parquet")
+    assert prompts.num_rows == 528
+    assert prompts.schema.names[:6] == ["prompt_id", "template", "category", "language", "mode", "locale"]
+    assert set(prompts.column("mode").to_pylist()) == {"zero_shot"}
+    gens = pq.read_table(zero_shot / "generations.parquet")
+    assert gens.schema.names == ["prompt_id", "text", "answer"] and gens.num_rows == 528
+    judged = pq.read_table(zero_shot / "judgements.parquet").to_pylist()
+    tasks = [j["task"] for j in judged]
+    assert tasks.count("semantic_match") == 528 and tasks.count("implicit") == 528
+    assert all(j["prompt_id"] is None for j in judged if j["task"] == "semantic_match")
+    assert {j["judge"] for j in judged} == {"rules"} and all(j["judge_error"] is None for j in judged)
+    # every English template's USA answer matches itself
+    us = [j for j in judged if j["task"] == "semantic_match" and j["language"] == "English"]
+    assert len(us) == 44 and all("USA" in j["matches"] for j in us)
+    m = json.loads((zero_shot / "metrics.json").read_text())
+    assert set(m["metrics"]) == M_KEYS and len(m["metrics"]["B_US"]) == 12
+    assert set(m["ci95"]) == M_KEYS
+    assert len(m["metrics"]["by_category"]) == 5
+
+
+def test_reanalysis_and_load_run(zero_shot: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(zero_shot, copy)
+    (copy / "metrics.json").unlink()
+    analyze_run(copy)
+    assert json.loads((copy / "metrics.json").read_text()) == json.loads((zero_shot / "metrics.json").read_text())
+    run = probe.load_run(zero_shot)
+    assert run.bench_kind == "locqa" and run.generations.num_rows == 528 and run.judgements.num_rows == 1056
+    with pytest.raises(ProbeInputError, match="open answers"):
+        run.table()
+
+
+def test_explicit_and_three_shot_modes(tmp_path: Path) -> None:
+    explicit = _cli(tmp_path / "explicit", "bench.mode=explicit", "bench.languages=[Japanese,Hindi]")
+    n = pq.read_table(explicit / "prompts.parquet").num_rows
+    raw = json.loads(_data().read_text())
+    expected = sum(len(v["languages"][lang]["answers"]) for v in raw.values() for lang in ("Japanese", "Hindi"))
+    assert n == expected
+    m = json.loads((explicit / "metrics.json").read_text())
+    assert set(m["metrics"]["explicit"]) == {"accuracy", "us_hallucination_share"}
+    few = _cli(tmp_path / "three_shot", "bench.mode=three_shot", "bench.languages=[Korean]", "model.kind=base")
+    text = pq.read_table(few / "prompts.parquet").column("text").to_pylist()[0]
+    assert text.count("\n\n") >= 3 and text.rstrip().endswith(":")  # three exemplar blocks, ends in the Answer label
