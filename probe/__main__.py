@@ -48,7 +48,7 @@ def main(cfg: DictConfig) -> None:
 def _judge_model(judge: dict) -> ModelSpec | None:
     """`judge.model` names a config in conf/model (loaded here, where the config tree lives)."""
     name = judge.get("model")
-    if not name:
+    if not name or judge.get("name") != "llm":  # the HTTP judge's `model` is the API's model name
         return None
     path = Path(__file__).resolve().parent.parent / "conf" / "model" / f"{name}.yaml"
     if not path.is_file():

@@ -219,7 +219,7 @@ def _resume_or_claim(out: Path, key: dict[str, Any]) -> bool:
 def _judge(cfg: RunConfig, loaded: LoadedModel, engine: Any = None) -> Judge:
     """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model
     (through the run's vLLM engine when that is the backend)."""
-    if cfg.judge.get("name", "keyword") != "llm":
+    if cfg.judge.get("name", "keyword") != "llm":  # keyword, rules and http need no local model
         return make_judge(cfg.judge)
     if cfg.judge_model is None and loaded.model is None:
         return make_judge(cfg.judge, chat=engine)

@@ -44,9 +44,16 @@ class JudgeSpec:
 
     name: str = "keyword"
     model: str | None = None
-    """LLM judge: a model config name; None = the run's own model."""
+    """LLM judge: a model config name (None = the run's own model); HTTP judge: the API's model."""
     retries: int = 2
     max_new_tokens: int = 128
+    base_url: str | None = None
+    """HTTP judge: an OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """HTTP judge: the environment variable holding the API key (the key is never stored)."""
+    timeout_s: float = 60.0
+    max_http_retries: int = 4
+    requests_per_minute: float = 0.0
 
 
 def make_judge(cfg: Mapping[str, Any], chat: Any = None) -> Judge:
@@ -65,10 +72,21 @@ def make_judge(cfg: Mapping[str, Any], chat: Any = None) -> Judge:
         from probe.judges.rules import RulesJudge
 
         return RulesJudge()
+    if name == "http":
+        from probe.judges.http import HTTPChat, HTTPChatSpec
+        from probe.judges.llm import LLMJudge
+
+        if not spec.base_url or not spec.model:
+            raise ProbeInputError("judge=http needs judge.base_url and judge.model")
+        judge = LLMJudge(HTTPChat(HTTPChatSpec(
+            base_url=spec.base_url, model=spec.model, api_key_env=spec.api_key_env, timeout_s=spec.timeout_s,
+            max_retries=spec.max_http_retries, requests_per_minute=spec.requests_per_minute,
+            max_tokens=spec.max_new_tokens)), retries=spec.retries, name="http")
+        return judge
     if name == "llm":
         from probe.judges.llm import LLMJudge
 
         if chat is None:
             raise ProbeInputError("judge=llm needs a model to run on (judge.model or the run's model)")
         return LLMJudge(chat, retries=spec.retries)
-    raise ProbeInputError(f"judge.name: unknown judge {name!r}; available: ['keyword', 'llm', 'rules']")
+    raise ProbeInputError(f"judge.name: unknown judge {name!r}; available: ['http', 'keyword', 'llm', 'rules']")

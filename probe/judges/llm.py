@@ -12,7 +12,8 @@ from probe.judges.tasks import TASKS, extract_json
 class LLMJudge:
     name = "llm"
 
-    def __init__(self, chat: Any, retries: int = 2) -> None:
+    def __init__(self, chat: Any, retries: int = 2, name: str = "llm") -> None:
+        self.name = name
         self.chat = chat
         """Anything with `.chat(messages: list[str]) -> list[str]`."""
         self.retries = retries
