@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from probe.benches import get_bench
+from probe.benches import OPEN_ANSWER_KINDS, get_bench
 from probe.errors import ProbeInputError
 from probe.generation import pluralism, read_generation_table
 from probe.mech import split_analysis
@@ -35,7 +35,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
         raise ProbeInputError(f"{run_dir}: no manifest.json; not a probe run directory")
     manifest = json.loads(manifest_path.read_text())
     _, opts = split_analysis({**manifest.get("analysis", {}), **dict(analysis or {})})
-    if manifest["bench"]["kind"] == "locqa":
+    if manifest["bench"]["kind"] in OPEN_ANSWER_KINDS:
         return _analyze_locqa(run_dir, manifest, opts, analysis, t0)
     bench = get_bench(manifest["bench"]["kind"])
     generated = manifest["backend"].get("mode") == "generate"

@@ -5,6 +5,7 @@ Tables (results contract):
   `parsed_letter` (null when invalid), `rationale` (null when none);
 - `judgements.parquet` (when rationales exist): one row per rationale, task `globe_dimensions`,
   `dimensions` (list<str>), `judge_error`, `judge`; the columns LocQA's tasks use are null.
+  `dropped` lists answers a judge named that are not in the item's gold set (flagged, not used).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ JUDGEMENTS_SCHEMA = pa.schema([
     ("dimensions", pa.list_(pa.string())), ("mentioned_answers", pa.list_(pa.string())),
     ("framing_style", pa.string()), ("matches", pa.list_(pa.string())), ("match_locale", pa.bool_()),
     ("mentions_us_answer", pa.bool_()), ("judge_error", pa.string()), ("judge", pa.string()),
+    ("dropped", pa.list_(pa.string())),
 ])
 
 

@@ -95,7 +95,8 @@ def judge_all(judge: Judge, questions: Sequence[locqa.LocQAQuestion], prompts: S
         out = r.output or {}
         rows.append({**m, "matches": out.get("matches"), "mentioned_answers": out.get("mentioned_answers"),
                      "framing_style": out.get("framing_style"), "match_locale": out.get("match_locale"),
-                     "mentions_us_answer": out.get("mentions_us_answer"), "judge_error": r.error, "judge": r.judge})
+                     "mentions_us_answer": out.get("mentions_us_answer"), "judge_error": r.error, "judge": r.judge,
+                     "dropped": out.get("dropped") or None})
     write_table(run_dir / "judgements.parquet", pa.Table.from_pylist(rows, schema=JUDGEMENTS_SCHEMA))
 
 

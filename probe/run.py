@@ -23,7 +23,7 @@ from typing import Any
 from probe import __version__
 from probe.analyze import analyze_run
 from probe.backends import LetterBackend, make_backend
-from probe.benches import PreparedBench, get_bench
+from probe.benches import OPEN_ANSWER_KINDS, PreparedBench, get_bench
 from probe.errors import ProbeInputError
 from probe.generation import generate_and_store, judge_rationales
 from probe.judges import Judge, make_judge
@@ -58,7 +58,7 @@ def run(cfg: RunConfig) -> Path:
     """Score a bench with a model and write the full run directory; returns its path."""
     out = cfg.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.bench.get("kind") == "locqa":
+    if cfg.bench.get("kind") in OPEN_ANSWER_KINDS:
         return run_locqa(cfg)
     bench_def = get_bench(str(cfg.bench.get("kind", "")))
     generate = cfg.backend.get("mode", "letters") == "generate"

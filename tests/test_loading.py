@@ -37,7 +37,8 @@ def test_missing_local_path(tmp_path: Path) -> None:
 
 
 def test_unknown_bench_kind_and_key() -> None:
-    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['ccd', 'disco'\]"):
+    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['ccd', 'disco'\] "
+                                              r"\(forced choice\) and \['locqa'\]"):
         get_bench("discoo")
     with pytest.raises(ProbeInputError, match=r"bench: unknown key\(s\) \['pth'\]"):
         get_bench("disco").prepare({"kind": "disco", "pth": "x.csv"}, False)

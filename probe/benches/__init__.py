@@ -108,8 +108,13 @@ REGISTRY: dict[str, BenchDef] = {
 }
 
 
+OPEN_ANSWER_KINDS: tuple[str, ...] = ("locqa",)
+"""Benches with open answers (generated, then judged): their runs go through probe.locqa_run."""
+
+
 def get_bench(kind: str) -> BenchDef:
     """The registered bench of this kind, or an error listing the kinds there are."""
     if kind not in REGISTRY:
-        raise ProbeInputError(f"bench.kind: unknown bench kind {kind!r}; registered: {sorted(REGISTRY)}")
+        raise ProbeInputError(f"bench.kind: unknown bench kind {kind!r}; registered: {sorted(REGISTRY)} "
+                              f"(forced choice) and {list(OPEN_ANSWER_KINDS)} (open answers)")
     return REGISTRY[kind]
