@@ -9,16 +9,13 @@ the manifest. Designs: `cyclic` (all 10 rotations, exact and position-balanced) 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from probe.errors import ProbeInputError
-from probe.results import sha256_file
+from probe.sources import fetch
 from probe.types import LETTERS, Item, Option, Prompt
 
 CLUSTERS: tuple[str, ...] = (
@@ -58,25 +55,7 @@ class CCDSpec:
 
 def resolve_source(spec: CCDSpec, cache_dir: Path) -> Path:
     """The JSON to read: `spec.path`, or the cached download of `spec.url` (fetched once)."""
-    if spec.path:
-        path = Path(spec.path).expanduser()
-        if not path.is_file():
-            raise ProbeInputError(f"bench.path: {path} does not exist or is not a file")
-    else:
-        path = cache_dir / "ccd" / Path(spec.url).name
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".download-")
-            os.close(fd)
-            try:
-                urllib.request.urlretrieve(spec.url, tmp)  # noqa: S310 (fixed https source)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-    if spec.sha256 and sha256_file(path) != spec.sha256:
-        raise ProbeInputError(f"{path}: sha256 {sha256_file(path)} does not match bench.sha256 {spec.sha256}")
-    return path
+    return fetch(spec.path, spec.url, spec.sha256, cache_dir / "ccd")
 
 
 def load_items(path: Path) -> list[Item]:

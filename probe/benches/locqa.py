@@ -14,10 +14,7 @@ through `normalize_answer`. Prompts are generated, not letter-scored: there is n
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import unicodedata
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +22,7 @@ from typing import Any, Literal
 
 from probe.errors import ProbeInputError
 from probe.render import RenderSettings, encode
-from probe.results import sha256_file
+from probe.sources import fetch
 from probe.types import Prompt, RenderedPrompt
 
 SOURCE_URL = "https://raw.githubusercontent.com/google-research-datasets/locqa/main/locqa.json"
@@ -165,37 +162,9 @@ class LocQAPrompt:
 
 
 def resolve_source(spec: LocQASpec, cache_dir: Path) -> Path:
-    """The JSON to read: `spec.path`, or the cached download of `spec.url` (fetched once).
-
-    A download is checked before it is moved into the cache, so a bad copy is never cached.
-    """
-    if spec.path:
-        path = Path(spec.path).expanduser()
-        if not path.is_file():
-            raise ProbeInputError(f"bench.path: {path} does not exist or is not a file")
-    else:
-        path = cache_dir / "locqa" / Path(spec.url).name
-        if not path.is_file():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".download-")
-            os.close(fd)
-            try:
-                urllib.request.urlretrieve(spec.url, tmp)  # noqa: S310 (fixed https source)
-                _check_sha256(Path(tmp), spec.sha256, f"download of {spec.url}")
-                os.replace(tmp, path)  # atomic: a concurrent run sees no file or the whole file
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-    _check_sha256(path, spec.sha256, str(path))
-    return path
-
-
-def _check_sha256(path: Path, expected: str | None, what: str) -> None:
-    if expected and (actual := sha256_file(path)) != expected.lower():
-        raise ProbeInputError(
-            f"{what}: sha256 {actual} does not match bench.sha256 {expected} "
-            "(set bench.sha256=null to accept a modified copy)"
-        )
+    """The JSON to read: `spec.path`, or the cached download of `spec.url` (fetched once), checked
+    against `spec.sha256` (the published file's by default)."""
+    return fetch(spec.path, spec.url, spec.sha256, cache_dir / "locqa")
 
 
 def normalize_locale(key: str) -> str:
