@@ -9,6 +9,9 @@ template × language, and one implicit or explicit verdict per prompt; failures 
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +24,7 @@ from probe.benches import locqa
 from probe.config import build
 from probe.errors import ProbeInputError
 from probe.generation import JUDGEMENTS_SCHEMA
-from probe.judges import Judge, JudgeRequest
+from probe.judges import Judge, JudgeRequest, JudgeResult
 from probe.results import write_table
 
 PROMPTS_SCHEMA = pa.schema([
@@ -68,16 +71,57 @@ def generate(generator: Any, rendered: Sequence[Any], run_dir: Path, progress: b
     return {r["prompt_id"]: r["answer"] for r in rows}
 
 
+class SemanticCache:
+    """Semantic matches depend only on the data and the judge, not on the model being evaluated,
+    so a sweep asks the judge once per (judge, template, language) and reuses the verdict.
+    Entries are keyed by a hash of the judge's config and the request; only successes are kept."""
+
+    def __init__(self, root: Path | None, judge_cfg: dict[str, Any]) -> None:
+        self.root, self.judge_cfg = root, judge_cfg
+
+    def _path(self, request: JudgeRequest) -> Path | None:
+        if self.root is None:
+            return None
+        blob = json.dumps({"judge": self.judge_cfg, "payload": dict(request.payload)}, sort_keys=True)
+        return self.root / f"{hashlib.sha256(blob.encode()).hexdigest()}.json"
+
+    def get(self, request: JudgeRequest) -> JudgeResult | None:
+        path = self._path(request)
+        if path is None or not path.is_file():
+            return None
+        stored = json.loads(path.read_text())
+        return JudgeResult(stored["output"], None, stored["judge"])
+
+    def put(self, request: JudgeRequest, result: JudgeResult) -> None:
+        path = self._path(request)
+        if path is None or result.output is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"output": result.output, "judge": result.judge}))
+        os.replace(tmp, path)
+
+
 def judge_all(judge: Judge, questions: Sequence[locqa.LocQAQuestion], prompts: Sequence[locqa.LocQAPrompt],
-              answers: dict[int, str], run_dir: Path) -> None:
-    """Semantic matching once per template × language, then one verdict per response."""
+              answers: dict[int, str], run_dir: Path, cache: SemanticCache | None = None) -> None:
+    """Semantic matching once per template × language (cached across runs), then one verdict per
+    response; every verdict, failures included, becomes a `judgements.parquet` row."""
+    cache = cache or SemanticCache(None, {})
     by_key = {(q.template, q.language): q for q in questions}
+    semantic = [JudgeRequest("semantic_match", {"question": q.question, "us_answer": q.us_answer,
+                                                 "answers": {a.locale: a.answer for a in q.answers}})
+                for q in questions]
+    cached = [cache.get(r) for r in semantic]
+    todo = [r for r, c in zip(semantic, cached) if c is None]
+    fresh = iter(judge.judge(todo))
+    semantic_results = []
+    for r, c in zip(semantic, cached):
+        if c is None:
+            c = next(fresh)
+            cache.put(r, c)
+        semantic_results.append(c)
     requests: list[JudgeRequest] = []
     meta: list[dict[str, Any]] = []
-    for q in questions:
-        requests.append(JudgeRequest("semantic_match", {"question": q.question, "us_answer": q.us_answer,
-                                                        "answers": {a.locale: a.answer for a in q.answers}}))
-        meta.append({"prompt_id": None, "task": "semantic_match", "template": q.template, "language": q.language})
     for p in prompts:
         q, response = by_key[(p.template, p.language)], answers[p.prompt_id]
         if p.mode == "explicit":
@@ -91,6 +135,11 @@ def judge_all(judge: Judge, questions: Sequence[locqa.LocQAQuestion], prompts: S
         meta.append({"prompt_id": p.prompt_id, "task": "explicit" if p.mode == "explicit" else "implicit",
                      "template": p.template, "language": p.language})
     rows = []
+    for q, r in zip(questions, semantic_results):
+        out = r.output or {}
+        rows.append({"prompt_id": None, "task": "semantic_match", "template": q.template, "language": q.language,
+                     "matches": out.get("matches"), "judge_error": r.error, "judge": r.judge,
+                     "dropped": out.get("dropped") or None})
     for m, r in zip(meta, judge.judge(requests)):
         out = r.output or {}
         rows.append({**m, "matches": out.get("matches"), "mentioned_answers": out.get("mentioned_answers"),

@@ -146,7 +146,11 @@ def run_locqa(cfg: RunConfig) -> Path:
     t0 = time.perf_counter()
     answers = locqa_run.generate(backend, rendered, out, cfg.progress)
     wall_s = time.perf_counter() - t0
-    locqa_run.judge_all(_judge(cfg, loaded, backend), questions, prompts, answers, out)
+    judge_cfg = {k: v for k, v in dict(cfg.judge).items() if k != "api_key_env"}
+    if judge_cfg.get("name") == "llm" and not judge_cfg.get("model"):
+        judge_cfg["model"] = asdict(cfg.model)  # the run's own model judges: it is part of the key
+    cache = locqa_run.SemanticCache(cache_root() / "judgements" / "semantic_match", judge_cfg)
+    locqa_run.judge_all(_judge(cfg, loaded, backend), questions, prompts, answers, out, cache)
     bench = PreparedBench(name=spec.name, kind="locqa", letters=(), items=questions, prompts=[],
                           source={"path": str(path), "sha256": bench_info["sha256"], "mode": spec.mode})
     manifest = {

@@ -95,3 +95,38 @@ def test_explicit_and_three_shot_modes(tmp_path: Path) -> None:
     few = _cli(tmp_path / "three_shot", "bench.mode=three_shot", "bench.languages=[Korean]", "model.kind=base")
     text = pq.read_table(few / "prompts.parquet").column("text").to_pylist()[0]
     assert text.count("\n\n") >= 3 and text.rstrip().endswith(":")  # three exemplar blocks, ends in the Answer label
+
+
+def test_semantic_matches_are_cached_across_runs(tmp_path: Path) -> None:
+    from probe.benches.locqa import LocQASpec, build_prompts, load_questions
+    from probe.judges import JudgeRequest, JudgeResult
+    from probe.locqa_run import SemanticCache, judge_all
+
+    questions = load_questions(_data(), ("Korean",), ("Law",))
+    prompts = build_prompts(questions, LocQASpec())
+
+    class Counting:
+        name = "counting"
+
+        def __init__(self) -> None:
+            self.semantic = 0
+
+        def judge(self, requests):
+            self.semantic += sum(r.task == "semantic_match" for r in requests)
+            return [JudgeResult({"matches": []} if r.task == "semantic_match" else
+                                {"mentioned_answers": [], "framing_style": "NEUTRAL"}, None, self.name)
+                    for r in requests]
+
+    cache = SemanticCache(tmp_path / "cache", {"name": "counting"})
+    first, second = Counting(), Counting()
+    answers = {p.prompt_id: "" for p in prompts}
+    for judge, out in ((first, tmp_path / "a"), (second, tmp_path / "b")):
+        out.mkdir()
+        judge_all(judge, questions, prompts, answers, out, cache)
+    assert first.semantic == len(questions) == 3 and second.semantic == 0
+    assert pq.read_table(tmp_path / "a" / "judgements.parquet").equals(pq.read_table(tmp_path / "b" / "judgements.parquet"))
+    q = questions[0]
+    request = JudgeRequest("semantic_match", {"question": q.question, "us_answer": q.us_answer,
+                                              "answers": {a.locale: a.answer for a in q.answers}})
+    assert cache.get(request) is not None  # the same judge: reused
+    assert SemanticCache(tmp_path / "cache", {"name": "another judge"}).get(request) is None  # keyed by the judge
