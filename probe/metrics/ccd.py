@@ -208,8 +208,8 @@ def compute(table: ScoreTable, opts: CCDAnalysis) -> dict[str, Any]:
     `{}` when `opts.n_boot == 0`.
     """
     n_items = len(np.unique(table.item_id.astype(str)))
-    return expected_greedy_ci(table.logprobs, n_items, lambda probs, w: evaluate(item_sums(table, probs), w, opts),
-                              opts.temperature, opts.n_boot, opts.seed)
+    return expected_greedy_ci(table.logprobs, n_items, lambda probs: item_sums(table, probs),
+                              lambda sums, w: evaluate(sums, w, opts), opts.temperature, opts.n_boot, opts.seed)
 
 
 def symmetric_kl(p: Mapping[str, float], q: Mapping[str, float], eps: float = 1e-10) -> float:

@@ -126,23 +126,25 @@ def percentile_ci(tree: Any, level: float = 0.95) -> Any:
 def expected_greedy_ci(
     logprobs: np.ndarray,
     n_items: int,
-    metrics: Callable[[np.ndarray, np.ndarray], Any],
+    reduce: Callable[[np.ndarray], Any],
+    evaluate: Callable[[Any, np.ndarray], Any],
     temperature: float,
     n_boot: int,
     seed: int,
 ) -> dict[str, Any]:
     """The `expected`, `greedy` and `ci95` blocks of a forced-choice `metrics.json`.
 
-    `metrics(probs, w)` evaluates a bench's metric tree for `[prompt, letter]` choice
-    probabilities and item weights `w` (`[n_items]` → point estimate, `[B, n_items]` → the B
-    bootstrap replicates). `ci95` holds percentile intervals over items; `{}` when n_boot = 0.
+    `reduce(probs)` turns `[prompt, letter]` choice probabilities into per-item sums (once per
+    flavour); `evaluate(sums, w)` gives the metric tree for item weights `w` (`[n_items]` → point
+    estimate, `[B, n_items]` → the B bootstrap replicates). `ci95` holds percentile intervals over items; `{}` when n_boot = 0.
     """
     out: dict[str, Any] = {}
     boot_w = bootstrap_weights(n_items, n_boot, seed) if n_boot > 0 else None
     ci: dict[str, Any] = {}
     for flavour, probs in (("expected", choice_probs(logprobs, temperature)), ("greedy", greedy_onehot(logprobs))):
-        out[flavour] = to_scalars(metrics(probs, np.ones(n_items)))
+        sums = reduce(probs)
+        out[flavour] = to_scalars(evaluate(sums, np.ones(n_items)))
         if boot_w is not None:
-            ci[flavour] = percentile_ci(metrics(probs, boot_w))
+            ci[flavour] = percentile_ci(evaluate(sums, boot_w))
     out["ci95"] = ci
     return out

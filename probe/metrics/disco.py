@@ -209,5 +209,5 @@ def _c3(s: ItemSums, w: np.ndarray, csd: dict, as_dict, letters) -> dict[str, An
 def compute(table: ScoreTable, opts: DiscoAnalysis) -> dict[str, Any]:
     """`expected`, `greedy` and `ci95` blocks of `metrics.json` (percentile bootstrap over items)."""
     n_items = len(np.unique(table.item_id.astype(str)))
-    return expected_greedy_ci(table.logprobs, n_items, lambda probs, w: evaluate(item_sums(table, probs), w, opts),
-                              opts.temperature, opts.n_boot, opts.seed)
+    return expected_greedy_ci(table.logprobs, n_items, lambda probs: item_sums(table, probs),
+                              lambda sums, w: evaluate(sums, w, opts), opts.temperature, opts.n_boot, opts.seed)
