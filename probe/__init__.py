@@ -1,13 +1,16 @@
 """probe: exact cultural-preference distributions from option-letter logits.
 
-`import probe` stays light (no torch, no transformers); heavy modules load on use.
+`import probe` stays light (no torch, no transformers): the API loads on first use.
 """
 
-__version__ = "0.1.0"
+from probe.version import __version__
+
+__all__ = ["__version__", "load_run"]
 
 
 def load_run(path):  # type: ignore[no-untyped-def]
-    """Load a run directory (see `probe.api.load_run`); imported lazily to keep `import probe` light."""
+    """Load a run directory (see `probe.api.load_run`)."""
+    # Imported here, not at the top: `import probe` must not pull in pyarrow, scipy and the benches.
     from probe.api import load_run as _load_run
 
     return _load_run(path)

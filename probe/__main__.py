@@ -1,7 +1,8 @@
-"""Entry point: `python -m probe model=<name> bench=<name> [overrides]` (Hydra, configs in conf/).
+"""Entry point: `python -m probe model=<name> bench=<name> [overrides]` (Hydra, configs in probe/conf).
 
-Hydra and DictConfig stop here: the composed config becomes plain typed objects and
-`probe.run.run` does the work.
+Hydra and DictConfig stop here: the composed config becomes a typed, validated `RunConfig`
+before anything is written, and `probe.pipeline.run.run` does the work. A bad value stops
+with one line naming the key, the value and what is allowed (exit status 2).
 """
 
 from __future__ import annotations
@@ -14,30 +15,23 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from probe.config import build
+from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.models import ModelSpec
-from probe.run import RunConfig, run
+from probe.pipeline.run import run
+from probe.pipeline.spec import run_config
 
 log = logging.getLogger("probe")
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> None:
-    values = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(values, dict)
     try:
-        out = run(RunConfig(
-            model=build(ModelSpec, values["model"], "model"),
-            bench=values["bench"],
-            backend=values["backend"],
-            analysis=values["analysis"],
-            judge=values["judge"],
-            judge_model=_judge_model(values["judge"]),
-            out_dir=Path(HydraConfig.get().runtime.output_dir),
-            progress=bool(values.get("progress", True)),
-            shard_size=int(values.get("shard_size", 4096)),
-        ))
+        values = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(values, dict)
+        judge = values.get("judge") or {}
+        config = run_config(values, Path(HydraConfig.get().runtime.output_dir), _judge_model(judge))
+        out = run(config)
     except ProbeInputError as e:
         log.error("%s", e)
         print(f"probe: error: {e}", file=sys.stderr)
@@ -46,11 +40,12 @@ def main(cfg: DictConfig) -> None:
 
 
 def _judge_model(judge: dict) -> ModelSpec | None:
-    """`judge.model` names a config in conf/model (loaded here, where the config tree lives)."""
+    """`judge.model` of an LLM judge names a model config (read here, where the config tree lives);
+    the HTTP judge's `model` is the API's model name."""
     name = judge.get("model")
-    if not name or judge.get("name") != "llm":  # the HTTP judge's `model` is the API's model name
+    if not name or judge.get("name") != "llm":
         return None
-    path = Path(__file__).resolve().parent.parent / "conf" / "model" / f"{name}.yaml"
+    path = package_conf_dir() / "model" / f"{name}.yaml"
     if not path.is_file():
         raise ProbeInputError(f"judge.model: no model config {name!r} in conf/model")
     values = OmegaConf.to_container(OmegaConf.load(path), resolve=True)

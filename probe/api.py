@@ -1,4 +1,4 @@
-"""Python API over a run directory, for follow-up studies. No model needed.
+"""The Python API over a run directory, for follow-up studies. No model needed.
 
     run = probe.load_run("runs/demo/smollm2-135m/2026-11-30_12-00-00")
     run.prompts.to_pandas()                      # one row per prompt
@@ -10,158 +10,15 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
+from probe.pipeline.analyze import open_run
+from probe.results.run import Run
 
-from probe.errors import ProbeInputError
-from probe.metrics.core import choice_probs, greedy_onehot
-from probe.results import ScoreTable, read_table
-
-
-@dataclass
-class Run:
-    """A loaded run directory. Tables are pyarrow (`.to_pandas()` for pandas); tensors load
-    lazily on first use; every per-prompt array is in `prompt_id` order (row i = prompt i)."""
-
-    path: Path
-    manifest: dict[str, Any]
-    metrics: dict[str, Any] | None
-    prompts: pa.Table
-    scores: pa.Table | None
-    generations: pa.Table | None
-    judgements: pa.Table | None
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def bench_kind(self) -> str:
-        return str(self.manifest["bench"]["kind"])
-
-    @property
-    def letters(self) -> list[str]:
-        return list(self.manifest["letters"])
-
-    def table(self) -> ScoreTable:
-        """The joined prompts + scores arrays the metrics use (generation runs: one-hot of the
-        parsed letter, invalid rows removed)."""
-        if self.bench_kind == "locqa":
-            raise ProbeInputError(f"{self.path}: a LocQA run has open answers, not letter choices; use its "
-                                  "generations and judgements tables (probe.locqa_run.metrics recomputes its metrics)")
-        if "table" not in self._cache:
-            if self.scores is not None:
-                self._cache["table"] = read_table(self.path)
-            else:
-                from probe.generation import read_generation_table
-
-                self._cache["table"] = read_generation_table(self.path, self.letters)[0]
-        return self._cache["table"]
-
-    def letter_logprobs(self) -> np.ndarray:
-        """`[prompt, letter]` float32 full-vocabulary letter log-probs (scores.safetensors)."""
-        return self._tensor("scores.safetensors", "letter_logprobs")
-
-    def lens(self) -> np.ndarray:
-        """`[prompt, layer, letter]` float32 letter log-probs through the logit lens."""
-        return self._tensor("lens.safetensors", "lens")
-
-    def activations(self, layers: Sequence[int] | None = None) -> np.ndarray:
-        """`[prompt, layer, d_model]` residual stream at the answer position, for the captured
-        `layers` (decoder layer indices; None = all captured)."""
-        captured = self.captured_layers()
-        full = self._tensor("activations.safetensors", "activations")
-        if layers is None:
-            return full
-        missing = [layer for layer in layers if layer not in captured]
-        if missing:
-            raise ProbeInputError(f"{self.path}: layers {missing} were not captured (captured: {captured})")
-        return full[:, [captured.index(layer) for layer in layers]]
-
-    def captured_layers(self) -> list[int]:
-        return self._tensor("activations.safetensors", "layers").tolist()
-
-    def _tensor(self, file: str, name: str) -> np.ndarray:
-        key = f"{file}:{name}"
-        if key not in self._cache:
-            from safetensors import safe_open
-
-            path = self.path / file
-            if not path.is_file():
-                raise ProbeInputError(f"{self.path}: no {file} (was it requested for this run?)")
-            with safe_open(str(path), framework="numpy") as f:
-                ids = f.get_tensor("prompt_id")
-                if not np.array_equal(ids, np.arange(len(ids))) or len(ids) != self.prompts.num_rows:
-                    raise ProbeInputError(f"{path}: rows are not prompt ids 0..{self.prompts.num_rows - 1}")
-                self._cache[key] = f.get_tensor(name)
-        return self._cache[key]
-
-    def mask(self, **equal: Any) -> np.ndarray:
-        """Boolean `[prompt]` mask of prompts whose columns equal the given values, e.g.
-        `mask(condition="C0")`, `mask(category="food", condition="C3", ctx_rotation=0)`."""
-        out = np.ones(self.prompts.num_rows, dtype=bool)
-        for column, value in equal.items():
-            if column not in self.prompts.column_names:
-                raise ProbeInputError(f"no prompts column {column!r}; columns: {self.prompts.column_names}")
-            out &= np.array([v == value for v in self.prompts.column(column).to_pylist()])
-        return out
-
-    def choice_probs(self, temperature: float = 1.0, greedy: bool = False) -> np.ndarray:
-        """`[prompt, letter]` choice distribution over the letters (SPEC §1)."""
-        lp = self.table().logprobs
-        return greedy_onehot(lp) if greedy else choice_probs(lp, temperature)
-
-    def group_distribution(self, mask: np.ndarray | None = None, temperature: float = 1.0,
-                           greedy: bool = False) -> dict[str, float]:
-        """Exposure-normalised share of each group (culture, cluster) over the masked prompts:
-        `(sel(c)/app(c)) / Σ_c' sel(c')/app(c')` — DiSCo's CSD on any subset."""
-        table = self.table()
-        rows = np.ones(len(table.prompt_id), bool) if mask is None else _align(mask, table)
-        probs = self.choice_probs(temperature, greedy)[rows]
-        groups = table.groups[rows]
-        names = sorted({str(g) for g in groups.ravel()})
-        sel = {c: float(probs[groups == c].sum()) for c in names}
-        app = {c: float((groups == c).any(axis=1).sum()) for c in names}
-        rate = {c: sel[c] / app[c] for c in names}
-        total = sum(rate.values())
-        return {c: r / total for c, r in rate.items()}
-
-    def recompute_metrics(self, mask: np.ndarray | None = None, analysis: Mapping[str, Any] | None = None) -> dict:
-        """The bench's metric tree (`expected`, `greedy`, `ci95`) on the masked prompts only."""
-        from probe.benches import get_bench
-        from probe.mech import split_analysis
-
-        table = self.table()
-        sub = table if mask is None else table.subset(_align(mask, table))
-        _, opts = split_analysis({**self.manifest.get("analysis", {}), **dict(analysis or {})})
-        return get_bench(self.bench_kind).metrics(sub, opts, self.manifest["bench"].get("config", {}))
-
-
-def _align(mask: np.ndarray, table: ScoreTable) -> np.ndarray:
-    """A `[prompt]` mask restricted to the rows of `table` (generation runs drop invalid rows)."""
-    mask = np.asarray(mask, dtype=bool)
-    return mask[table.prompt_id] if len(mask) != len(table.prompt_id) else mask
+__all__ = ["Run", "load_run"]
 
 
 def load_run(path: str | Path) -> Run:
-    """Load a run directory of any bench (letter or generation mode)."""
-    path = Path(path)
-    if not (path / "manifest.json").is_file():
-        raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
-
-    def table(name: str) -> pa.Table | None:
-        return pq.read_table(path / name).sort_by("prompt_id") if (path / name).is_file() else None
-
-    prompts = table("prompts.parquet")
-    if prompts is None:
-        raise ProbeInputError(f"{path}: no prompts.parquet")
-    metrics_path = path / "metrics.json"
-    return Run(path=path, manifest=json.loads((path / "manifest.json").read_text()),
-               metrics=json.loads(metrics_path.read_text()) if metrics_path.is_file() else None,
-               prompts=prompts, scores=table("scores.parquet"), generations=table("generations.parquet"),
-               judgements=pq.read_table(path / "judgements.parquet") if (path / "judgements.parquet").is_file()
-               else None)
+    """Load a run directory of any bench (letter, generation or open-answer mode), with its
+    bench's metrics attached for `recompute_metrics`."""
+    return open_run(Path(path))[0]

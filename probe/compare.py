@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from probe.errors import ProbeInputError
-from probe.metrics.ccd import symmetric_kl
+from probe.metrics.core import symmetric_kl
 
 
 def run_shares(run_dir: Path, flavour: str = "expected") -> dict[str, float]:

@@ -1,15 +1,23 @@
 """Plain mappings (from Hydra, JSON or Python) → typed frozen dataclasses, strictly.
 
 Configs may contain only keys the code reads: an unknown key is a typo until proven
-otherwise, so it stops the run with the list of valid keys.
+otherwise, so it stops the run with the list of valid keys. Every scalar is type-checked
+(`batch_tokens=abc` is an error, not a TypeError after the model loads) and range-checked
+where the field is annotated with a bound, e.g. `batch_tokens: Annotated[int, Ge(1)]`.
+Messages are one line: the key, the value, what is allowed.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import textwrap
 import types
 import typing
 from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
 from typing import Any, TypeVar
 
 from probe.errors import ProbeInputError
@@ -17,20 +25,59 @@ from probe.errors import ProbeInputError
 T = TypeVar("T")
 
 
+@dataclasses.dataclass(frozen=True)
+class Ge:
+    """A lower bound (inclusive) on a numeric field."""
+
+    bound: float
+
+    def check(self, value: float) -> bool:
+        return value >= self.bound
+
+    def __str__(self) -> str:
+        return f"≥ {self.bound:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Gt:
+    """A lower bound (exclusive) on a numeric field."""
+
+    bound: float
+
+    def check(self, value: float) -> bool:
+        return value > self.bound
+
+    def __str__(self) -> str:
+        return f"> {self.bound:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Le:
+    """An upper bound (inclusive) on a numeric field."""
+
+    bound: float
+
+    def check(self, value: float) -> bool:
+        return value <= self.bound
+
+    def __str__(self) -> str:
+        return f"≤ {self.bound:g}"
+
+
 def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
     """Construct dataclass `cls` from `values`, recursing into nested dataclass fields.
 
     Lists become tuples where the field is a tuple; `where` names the config block in errors.
     """
+    if values is not None and not isinstance(values, Mapping):
+        raise ProbeInputError(f"{where}: expected a mapping of keys to values, got {values!r}")
     values = dict(values or {})
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(values) - set(fields))
     if unknown:
         raise ProbeInputError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for name, value in values.items():
-        kwargs[name] = _coerce(hints[name], value, f"{where}.{name}")
+    hints = _hints(cls)
+    kwargs = {name: coerce(hints[name], value, f"{where}.{name}") for name, value in values.items()}
     missing = [n for n, f in fields.items() if n not in kwargs and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
     if missing:
@@ -38,28 +85,119 @@ def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
     return cls(**kwargs)
 
 
-def _coerce(hint: Any, value: Any, where: str) -> Any:
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def coerce(hint: Any, value: Any, where: str) -> Any:
+    """`value` checked against the type `hint` (and its `Annotated` bounds); tuples from lists."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        out = coerce(args[0], value, where)
+        for bound in args[1:]:
+            if out is not None and hasattr(bound, "check") and not bound.check(out):
+                raise ProbeInputError(f"{where}: {value!r} is out of range; expected a value {bound}")
+        return out
+    if hint is Any:
+        return value
     if value is None:
-        return None
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
+        if origin in (typing.Union, types.UnionType) and type(None) in args:
+            return None
+        raise ProbeInputError(f"{where}: null is not allowed; expected {_describe(hint)}")
     if origin in (typing.Union, types.UnionType):
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(inner[0], value, where) if len(inner) == 1 else value
+        for a in (a for a in args if a is not type(None)):
+            try:
+                return coerce(a, value, where)
+            except ProbeInputError:
+                continue
+        raise ProbeInputError(f"{where}: {value!r} is not {_describe(hint)}")
     if origin is typing.Literal:
         if value not in args:
             raise ProbeInputError(f"{where}: {value!r} is not one of {list(args)}")
         return value
     if dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):  # type: ignore[arg-type]  # already built (from Python, not a config file)
+            return value
         if not isinstance(value, Mapping):
             raise ProbeInputError(f"{where}: expected a mapping, got {value!r}")
-        return build(hint, value, where)
+        return build(hint, value, where)  # type: ignore[arg-type]
     if origin is tuple:
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
             raise ProbeInputError(f"{where}: expected a list, got {value!r}")
-        return tuple(value)
-    if origin is dict:
+        elem = args[0] if args else Any
+        return tuple(coerce(elem, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict or hint is dict:
+        if not isinstance(value, Mapping):
+            raise ProbeInputError(f"{where}: expected a mapping, got {value!r}")
         return dict(value)
-    if hint is float and isinstance(value, int):
-        return float(value)
-    return value
+    return _scalar(hint, value, where)
+
+
+def _scalar(hint: Any, value: Any, where: str) -> Any:
+    # bool is a subclass of int, so `True` must not pass as a batch size, nor 1 as a flag.
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, str):
+            return value
+    elif isinstance(hint, type):
+        if isinstance(value, hint):
+            return value
+    else:
+        return value
+    raise ProbeInputError(f"{where}: expected {_describe(hint)}, got {value!r}")
+
+
+def _describe(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is typing.Annotated:
+        return f"{_describe(args[0])} {' and '.join(str(b) for b in args[1:])}"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if origin is typing.Literal:
+        return f"one of {list(args)}"
+    if origin is tuple:
+        return "a list"
+    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+             type(None): "null"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's attribute docstring (the string literal right below it in the class body),
+    for `--help` and the generated config files."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs: dict[str, str] = {}
+    for node, after in zip(body, body[1:] + [None]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)):
+            docs[node.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def describe_fields(cls: type) -> list[tuple[str, str, Any, str]]:
+    """`(name, type description, default, doc)` for every field of a config dataclass."""
+    hints, docs, out = _hints(cls), field_docs(cls), []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
+        out.append((f.name, _describe(hints[f.name]), default, docs.get(f.name, "")))
+    return out
+
+
+def package_conf_dir() -> Path:
+    """The Hydra config tree shipped inside the package (works from a wheel install)."""
+    return Path(__file__).resolve().parent / "conf"

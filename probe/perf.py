@@ -11,17 +11,20 @@ from typing import Any
 
 import numpy as np
 
-from probe.benches import get_bench
+from probe.benches.disco.data import (
+    DiscoSpec,
+    build_prompts,
+    load_items,
+    resolve_source,
+)
 from probe.types import Item, LetterIds, Prompt, RenderedPrompt
 
 
 def demo_prompts(n_items: int | None = None, repeat: int = 1) -> list[Prompt]:
     """The demo bench's DiSCo-protocol prompts (all conditions and rotations), optionally for
     the first `n_items` items, and `repeat` times over with distinct item and prompt ids."""
-    from probe.benches.disco import build_prompts
-
-    bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
-    items = list(bench.items[:n_items] if n_items else bench.items)
+    demo = load_items(resolve_source(DiscoSpec(name="demo", packaged="demo_disco.csv")))
+    items = list(demo[:n_items] if n_items else demo)
     return build_prompts(synthetic_items(items, len(items) * repeat))
 
 
@@ -56,7 +59,10 @@ def score_with_probe(
     batch_tokens: int, max_batch_size: int,
 ) -> tuple[np.ndarray, Timing]:
     """Letter log-probs `[prompt, letter]` in `rendered` order, and the wall time of scoring."""
-    from probe.backends.hf import HFBackendSpec, HFScorer
+    from probe.backends.hf import (
+        HFScorer,  # torch: only the scripts that time scoring need it
+    )
+    from probe.backends.specs import HFBackendSpec
 
     scorer = HFScorer(model, HFBackendSpec(batch_tokens=batch_tokens, max_batch_size=max_batch_size,
                                            prefix_reuse=prefix_reuse))

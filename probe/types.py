@@ -68,6 +68,16 @@ class Prompt:
     """Prompts with the same key share everything before the options block."""
     category: str | None = None
     """The item's category (DiSCo `Category`, CCD-Bench `Domain`), for per-category metrics."""
+    shots: tuple[tuple[str, str], ...] = ()
+    """Example (user, assistant) turns shown before the message (few-shot prompting)."""
+    base_text: str | None = None
+    """The text a base model sees, when it is not simply the message (e.g. few-shot blocks)."""
+    extra: tuple[tuple[str, str | None], ...] = ()
+    """Bench-specific fields its prompts table records (e.g. LocQA's template and language)."""
+
+    def extra_value(self, name: str) -> str | None:
+        """The value of one `extra` field (None when absent)."""
+        return dict(self.extra).get(name)
 
 
 @dataclass(frozen=True)

@@ -9,21 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from probe.backends.hf import BackendStats, HFBackendSpec, plan_batches
+from probe.backends.batching import BackendStats, Generation, plan_batches
+from probe.backends.specs import HFBackendSpec
 from probe.types import RenderedPrompt
-
-
-@dataclass(frozen=True)
-class Generation:
-    prompt_id: int
-    text: str
-    """The decoded continuation after the prompt (the pre-filled cue is not repeated)."""
 
 
 class HFGenerator:
@@ -55,14 +48,12 @@ class HFGenerator:
         kwargs: dict[str, Any] = {"max_new_tokens": self.spec.max_new_tokens, "pad_token_id": self.pad_id}
         if self.spec.do_sample:
             torch.manual_seed(seed)  # per batch, so a rerun of the same plan samples the same text
-            kwargs.update(do_sample=True, temperature=self.spec.temperature, top_p=1.0, top_k=0)
+            kwargs.update(do_sample=True, temperature=self.spec.sample_temperature, top_p=1.0, top_k=0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         t0 = time.perf_counter()
         out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
-        self.stats.forward_s += time.perf_counter() - t0
-        self.stats.n_batches += 1
-        self.stats.batch_sizes[len(seqs)] = self.stats.batch_sizes.get(len(seqs), 0) + 1
+        self.stats.count_batch(len(seqs), time.perf_counter() - t0)
         return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
     def chat(self, messages: Sequence[str]) -> list[str]:

@@ -18,35 +18,19 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Iterator, Sequence, Set
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from transformers import DynamicCache
 
+from probe.backends.batching import BackendStats, plan_batches
 from probe.backends.prefix import PrefixGroup, group_by_prefix, plan_prefix_batches
+from probe.backends.specs import HFBackendSpec
+from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
 from probe.errors import ProbeInputError
-from probe.mech import MechSpec, ResidualTap, resolve_layers
 from probe.types import LetterIds, LetterScore, RenderedPrompt
-
-
-@dataclass(frozen=True)
-class HFBackendSpec:
-    """Batching limits: a batch holds ≤ `max_batch_size` prompts and ≤ `batch_tokens` padded tokens."""
-
-    batch_tokens: int = 8192
-    max_batch_size: int = 32
-    device: str = "auto"
-    prefix_reuse: bool = True
-    """Run each group's shared prefix once and reuse its KV cache for the rotated suffixes."""
-    mode: Literal["letters", "generate"] = "letters"
-    """`letters`: exact letter log-probs; `generate`: decode text and parse the answer."""
-    max_new_tokens: int = 64
-    do_sample: bool = False
-    """Generation: greedy by default; sampled with `temperature` and `seed` otherwise."""
-    temperature: float = 1.0
-    seed: int = 0
 
 
 class BatchOutput(NamedTuple):
@@ -56,19 +40,6 @@ class BatchOutput(NamedTuple):
     """`[rows]` full-vocabulary argmax token."""
     lens: np.ndarray | None = None
     activations: np.ndarray | None = None
-
-
-@dataclass
-class BackendStats:
-    """What the manifest records about a scoring pass."""
-
-    forward_s: float = 0.0
-    n_batches: int = 0
-    batch_sizes: dict[int, int] = field(default_factory=dict)
-    """rows per batch → how many batches had it (after any out-of-memory splits)."""
-    oom_splits: int = 0
-    tokens_computed: int = 0
-    """Tokens actually run through the model (shared prefixes once per group)."""
 
 
 class HFScorer:
@@ -140,9 +111,7 @@ class HFScorer:
             return
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        self.stats.forward_s += time.perf_counter() - t0
-        self.stats.n_batches += 1
-        self.stats.batch_sizes[n_rows] = self.stats.batch_sizes.get(n_rows, 0) + 1
+        self.stats.count_batch(n_rows, time.perf_counter() - t0)
         rows = [r for g in batch for r in g.rows]
         is_letter = (out.argmax[:, None] == letter_ids[None, :]).any(dim=1)
         yield [LetterScore(prompt_id=r.prompt.prompt_id, letter_logprobs=tuple(lp), greedy_valid=bool(v),
@@ -190,8 +159,6 @@ class HFScorer:
         return out.last_hidden_state, lengths - 1
 
     def _with_prefix(self, batch: list[PrefixGroup]) -> tuple[torch.Tensor, torch.Tensor]:
-        from transformers import DynamicCache
-
         dev = self.device
         pids, pmask, plens = _right_pad([g.rows[0].token_ids[:g.prefix_len] for g in batch])
         out = self.decoder(input_ids=pids.to(dev), attention_mask=pmask.to(dev),
@@ -280,24 +247,3 @@ def _halves(batch: list[PrefixGroup]) -> list[list[PrefixGroup]]:
     mid = len(g.rows) // 2
     return [[PrefixGroup(rows=g.rows[:mid], prefix_len=g.prefix_len)],
             [PrefixGroup(rows=g.rows[mid:], prefix_len=g.prefix_len)]]
-
-
-def plan_batches(
-    prompts: Sequence[RenderedPrompt], batch_tokens: int, max_batch_size: int
-) -> list[list[RenderedPrompt]]:
-    """Sort by length (longest first, so an out-of-memory shows at once) and cut batches whose
-    padded size `rows × longest` stays within the token budget."""
-    if batch_tokens < 1 or max_batch_size < 1:
-        raise ProbeInputError(f"backend: batch_tokens and max_batch_size must be ≥ 1, got {batch_tokens}, {max_batch_size}")
-    ordered = sorted(prompts, key=lambda r: (-len(r.token_ids), r.prompt.prompt_id))
-    batches: list[list[RenderedPrompt]] = []
-    current: list[RenderedPrompt] = []
-    for r in ordered:
-        width = len(current[0].token_ids) if current else len(r.token_ids)
-        if current and ((len(current) + 1) * width > batch_tokens or len(current) >= max_batch_size):
-            batches.append(current)
-            current = []
-        current.append(r)
-    if current:
-        batches.append(current)
-    return batches

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
+from probe.prompts.prefix import common_prefix_len
 from probe.types import RenderedPrompt
 
 
@@ -31,16 +30,6 @@ class PrefixGroup:
     def width(self) -> int:
         """Padded length of a row of this group in the suffix pass: prefix + longest suffix."""
         return self.prefix_len + self.max_suffix
-
-
-def common_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
-    """Length of the longest common prefix of token sequences."""
-    first = np.asarray(seqs[0])
-    n = min(len(s) for s in seqs)
-    for s in seqs[1:]:
-        differ = np.nonzero(np.asarray(s[:n]) != first[:n])[0]
-        n = int(differ[0]) if len(differ) else n
-    return n
 
 
 def group_by_prefix(prompts: Sequence[RenderedPrompt]) -> list[PrefixGroup]:

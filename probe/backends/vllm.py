@@ -16,37 +16,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence, Set
-from dataclasses import dataclass
 from typing import Any
 
-from probe.backends.generate import Generation
-from probe.backends.hf import BackendStats
+from probe.backends.batching import BackendStats, Generation
+from probe.backends.specs import VLLMSpec
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
-
-
-@dataclass(frozen=True)
-class VLLMSpec:
-    """The `backend:` block for `backend=vllm` (engine options documented in conf/backend/vllm.yaml)."""
-
-    name: str = "vllm"
-    mode: str = "letters"
-    dtype: str = "auto"
-    max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.9
-    tensor_parallel_size: int = 1
-    enforce_eager: bool = False
-    enable_prefix_caching: bool = True
-    fp32_head: bool = True
-    """Run the LM head in float32 (vLLM's `hf_overrides={"head_dtype": "float32"}`): bf16
-    logits are too coarse for letter margins."""
-    chunk: int = 2048
-    """Requests per `generate` call: results stream to disk between calls."""
-    max_new_tokens: int = 64
-    do_sample: bool = False
-    temperature: float = 1.0
-    seed: int = 0
-    device: str = "auto"
 
 
 def _import_vllm() -> Any:
@@ -91,9 +66,7 @@ class VLLMEngine:
         t0 = time.perf_counter()
         outs = self.llm.generate([self._tokens_prompt(prompt_token_ids=r.token_ids.tolist()) for r in rows],
                                  params, use_tqdm=False)
-        self.stats.forward_s += time.perf_counter() - t0
-        self.stats.n_batches += 1
-        self.stats.batch_sizes[len(rows)] = self.stats.batch_sizes.get(len(rows), 0) + 1
+        self.stats.count_batch(len(rows), time.perf_counter() - t0)
         self.stats.tokens_computed += sum(len(r.token_ids) for r in rows)
         return outs
 
@@ -115,7 +88,7 @@ class VLLMEngine:
 
     def _text_params(self, max_tokens: int) -> Any:
         if self.spec.do_sample:
-            return self._sampling(max_tokens=max_tokens, temperature=self.spec.temperature, seed=self.spec.seed)
+            return self._sampling(max_tokens=max_tokens, temperature=self.spec.sample_temperature, seed=self.spec.seed)
         return self._sampling(max_tokens=max_tokens, temperature=0.0)
 
     def generate(self, prompts: Sequence[RenderedPrompt]) -> Iterator[list[Generation]]:

@@ -11,7 +11,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from probe.judges import JudgeRequest, JudgeResult
+from probe.judges.base import JudgeRequest, JudgeResult
 
 CUES: dict[str, tuple[str, ...]] = {
     "Performance Orientation": ("perform", "achiev", "excellen", "merit", "productiv", "efficien", "improv", "success"),

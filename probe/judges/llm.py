@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from probe.judges import JudgeRequest, JudgeResult
+from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.tasks import TASKS, extract_json
 
 

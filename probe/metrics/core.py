@@ -8,31 +8,27 @@ never contained it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import numpy as np
 
-
-def choice_probs(logprobs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
-    """`softmax(lp / T)` over the K letters: the choice distribution at temperature T.
-
-    `logprobs` is `[prompt, letter]` full-vocabulary log-probs; renormalising over the letters
-    conditions on the model answering with a valid letter. T → 0 is `greedy_onehot`.
-    """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}; use greedy_onehot for T=0")
-    z = logprobs.astype(np.float64) / temperature
-    z -= z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+from probe.config import Ge, Gt
+from probe.probs import choice_probs, greedy_onehot
 
 
-def greedy_onehot(logprobs: np.ndarray) -> np.ndarray:
-    """One-hot of the argmax letter (first letter on ties), `[prompt, letter]`."""
-    out = np.zeros(logprobs.shape, dtype=np.float64)
-    np.put_along_axis(out, logprobs.argmax(axis=-1)[..., None], 1.0, axis=-1)
-    return out
+@dataclass(frozen=True)
+class AnalysisOptions:
+    """How stored log-probs become metrics (the metric options of the `analysis:` block)."""
+
+    temperature: Annotated[float, Gt(0)] = 1.0
+    """Expected metrics at sampling temperature T; greedy (T → 0) is always reported too."""
+    n_boot: Annotated[int, Ge(0)] = 5000
+    """Bootstrap resamples behind every ci95 interval (0: no intervals)."""
+    seed: int = 0
+    """Bootstrap seed."""
 
 
 def kl_to_uniform(p: np.ndarray) -> np.ndarray:
@@ -148,3 +144,47 @@ def expected_greedy_ci(
             ci[flavour] = percentile_ci(evaluate(sums, boot_w))
     out["ci95"] = ci
     return out
+
+
+def wsum(w: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """`Σ_i w[..., i] a[i, ...]`: item weights `[..., n_items]` × per-item sums `[n_items, *rest]`
+    → `[..., *rest]` (the point estimate for all-ones weights, B replicates for `[B, n_items]`)."""
+    return np.tensordot(w, a, axes=([-1], [0]))
+
+
+def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """`num / den`, NaN where `den` is 0 (a category with no exposure in this (re)sample)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def nanmean(a: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Mean over the present (non-NaN) entries; NaN, without a warning, when none is present."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(a, axis=axis)
+
+
+def get_path(tree: Any, path: str) -> Any:
+    """`tree["a"]["b"]` for the metric path `"a.b"`; None where a level is missing or null."""
+    for key in path.split("."):
+        if not isinstance(tree, Mapping) or tree.get(key) is None:
+            return None
+        tree = tree[key]
+    return tree
+
+
+def symmetric_kl(p: Mapping[str, float], q: Mapping[str, float], eps: float = 1e-10) -> float:
+    """Symmetrized KL between two distributions given as `{category: share}`, in nats.
+
+    `D_sym(P, Q) = ½ Σ_c [P_c ln(P_c/Q_c) + Q_c ln(Q_c/P_c)] = ½ (KL(P‖Q) + KL(Q‖P))` over the
+    union of keys (a missing key is 0), after adding `eps` to every entry and renormalising, so
+    a category one run never chose gives a large but finite value; NaN if either has a NaN.
+    0 iff P = Q; symmetric. The ½ is CCD-Bench's (eq. 5); the between-model matrix of these
+    feeds average-linkage clustering.
+    """
+    keys = sorted(set(p) | set(q))
+    a = np.array([float(p.get(k, 0.0)) for k in keys]) + eps
+    b = np.array([float(q.get(k, 0.0)) for k in keys]) + eps
+    a, b = a / a.sum(), b / b.sum()
+    return 0.5 * float(np.sum((a - b) * np.log(a / b)))  # P ln P/Q + Q ln Q/P = (P − Q) ln(P/Q)

@@ -1,0 +1,36 @@
+"""What every backend offers: letter scores (letter mode) and continuations (generation mode)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence, Set
+from typing import Protocol
+
+from probe.backends.batching import BackendStats, Generation
+from probe.types import LetterIds, LetterScore, RenderedPrompt
+
+
+class LetterBackend(Protocol):
+    """Letter mode: letter log-probs of every prompt."""
+
+    stats: BackendStats
+
+    def score(
+        self, prompts: Sequence[RenderedPrompt], letters: LetterIds, done: Set[int] = frozenset()
+    ) -> Iterator[list[LetterScore]]:
+        """Yield scores batch by batch, in any order; every prompt not in `done` at least once
+        (batches are planned over all prompts, so a resumed run repeats the original plan)."""
+        ...
+
+
+class Generator(Protocol):
+    """Generation mode: continuations of rendered prompts, and chat answers for an LLM judge."""
+
+    stats: BackendStats
+
+    def generate(self, prompts: Sequence[RenderedPrompt]) -> Iterator[list[Generation]]:
+        """Yield generations batch by batch, in any order."""
+        ...
+
+    def chat(self, messages: Sequence[str]) -> list[str]:
+        """Answer plain user messages (chat template, generation prompt)."""
+        ...

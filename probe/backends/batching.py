@@ -1,0 +1,59 @@
+"""Pieces every backend shares: run statistics, generation records, length-sorted batch plans."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from probe.errors import ProbeInputError
+from probe.types import RenderedPrompt
+
+
+@dataclass
+class BackendStats:
+    """What the manifest records about a scoring or generation pass."""
+
+    forward_s: float = 0.0
+    """Seconds inside model forward passes (or engine calls)."""
+    n_batches: int = 0
+    batch_sizes: dict[int, int] = field(default_factory=dict)
+    """rows per batch → how many batches had it (after any out-of-memory splits)."""
+    oom_splits: int = 0
+    tokens_computed: int = 0
+    """Tokens actually run through the model (shared prefixes once per group)."""
+
+    def count_batch(self, rows: int, seconds: float) -> None:
+        """Record one finished batch."""
+        self.forward_s += seconds
+        self.n_batches += 1
+        self.batch_sizes[rows] = self.batch_sizes.get(rows, 0) + 1
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generated continuation."""
+
+    prompt_id: int
+    text: str
+    """The decoded continuation after the prompt (a pre-filled cue is not repeated)."""
+
+
+def plan_batches(
+    prompts: Sequence[RenderedPrompt], batch_tokens: int, max_batch_size: int
+) -> list[list[RenderedPrompt]]:
+    """Sort by length (longest first, so an out-of-memory shows at once) and cut batches whose
+    padded size `rows × longest` stays within the token budget."""
+    if batch_tokens < 1 or max_batch_size < 1:
+        raise ProbeInputError(f"backend: batch_tokens and max_batch_size must be ≥ 1, got {batch_tokens}, {max_batch_size}")
+    ordered = sorted(prompts, key=lambda r: (-len(r.token_ids), r.prompt.prompt_id))
+    batches: list[list[RenderedPrompt]] = []
+    current: list[RenderedPrompt] = []
+    for r in ordered:
+        width = len(current[0].token_ids) if current else len(r.token_ids)
+        if current and ((len(current) + 1) * width > batch_tokens or len(current) >= max_batch_size):
+            batches.append(current)
+            current = []
+        current.append(r)
+    if current:
+        batches.append(current)
+    return batches

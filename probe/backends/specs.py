@@ -1,0 +1,76 @@
+"""The `backend:` config block, one frozen spec per backend (no torch import here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from probe.config import Ge, Gt, Le
+
+Mode = Literal["letters", "generate"]
+
+
+@dataclass(frozen=True)
+class HFBackendSpec:
+    """Hugging Face transformers: batched forward passes, letter log-probs at the last position."""
+
+    name: Literal["hf"] = "hf"
+    """The backend: hf (transformers) or vllm."""
+    batch_tokens: Annotated[int, Ge(1)] = 8192
+    """Padded tokens per batch (rows × longest prompt); lower it on out-of-memory."""
+    max_batch_size: Annotated[int, Ge(1)] = 32
+    """Prompts per batch at most."""
+    device: str = "auto"
+    """auto: all visible GPUs via accelerate's device_map, else CPU; or cpu / cuda:0."""
+    prefix_reuse: bool = True
+    """Run each item/condition prefix once and reuse its KV cache for all rotations."""
+    mode: Mode = "letters"
+    """letters (exact letter log-probs) | generate (decode and parse; the fallback)."""
+    max_new_tokens: Annotated[int, Ge(1)] = 64
+    """Generate mode: the longest continuation, in tokens."""
+    do_sample: bool = False
+    """Generate mode: greedy by default; sampled at `sample_temperature` with `seed` when true."""
+    sample_temperature: Annotated[float, Gt(0)] = 1.0
+    """Generate mode with do_sample: the decoding temperature (not the analysis temperature)."""
+    seed: int = 0
+    """Generate mode with do_sample: the sampling seed."""
+
+
+@dataclass(frozen=True)
+class VLLMSpec:
+    """vLLM: the same letter log-probs and generations from a vLLM engine (install: see README)."""
+
+    name: Literal["vllm"] = "vllm"
+    """The backend: hf (transformers) or vllm."""
+    mode: Mode = "letters"
+    """letters (exact log-probs via logprob_token_ids) | generate."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """auto (the checkpoint's), bfloat16, float16, float32 (CPU parity runs)."""
+    max_model_len: Annotated[int, Ge(1)] | None = None
+    """Context length to reserve KV cache for; null = the model's."""
+    gpu_memory_utilization: Annotated[float, Gt(0), Le(1)] = 0.9
+    """Share of GPU memory vLLM may take."""
+    tensor_parallel_size: Annotated[int, Ge(1)] = 1
+    """GPUs to shard one model over."""
+    enforce_eager: bool = False
+    """True skips CUDA graph capture (faster start, slower steady state)."""
+    enable_prefix_caching: bool = True
+    """Rotations of one item share their prefix's KV blocks."""
+    fp32_head: bool = True
+    """LM head in float32 (hf_overrides head_dtype): bf16 logits are too coarse for letter margins."""
+    chunk: Annotated[int, Ge(1)] = 2048
+    """Requests per generate call; results stream to disk between calls."""
+    max_new_tokens: Annotated[int, Ge(1)] = 64
+    """Generate mode: the longest continuation, in tokens."""
+    do_sample: bool = False
+    """Generate mode: greedy by default; sampled at `sample_temperature` with `seed` when true."""
+    sample_temperature: Annotated[float, Gt(0)] = 1.0
+    """Generate mode with do_sample: the decoding temperature (not the analysis temperature)."""
+    seed: int = 0
+    """Sampling seed (generate mode with do_sample)."""
+    device: str = "auto"
+    """Recorded only; vLLM picks its own device."""
+
+
+BackendSpec = HFBackendSpec | VLLMSpec
+BACKENDS: dict[str, type] = {"hf": HFBackendSpec, "vllm": VLLMSpec}

@@ -1,0 +1,139 @@
+"""CCD-Bench: 10 options per dilemma, one per GLOBE cluster; letters A–J (SPEC §3).
+
+The published `CCD-Bench.json` is read from a local path or downloaded once from its source
+URL into the cache; its sha256 is checked against `bench.sha256` when given and recorded in
+the manifest. Designs: `cyclic` (all 10 rotations, exact and position-balanced) or
+`latin_square` (one ordering per item from a per-domain Williams square, as in the paper).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from probe.benches.designs import latin_square_orders
+from probe.benches.sources import fetch
+from probe.config import Ge
+from probe.errors import ProbeInputError
+from probe.types import LETTERS, Item, Option, Prompt
+
+CLUSTERS: tuple[str, ...] = (
+    "anglo", "eastern_europe", "latin-america", "latin_europe", "confucian_asia",
+    "nordic_europe", "sub-saharan_africa", "southern-asia", "germanic_europe", "middle_east",
+)
+DOMAINS: tuple[str, ...] = ("Arts", "Education", "Family", "Wellness", "Work", "Scientific", "Lifestyle")
+K = len(CLUSTERS)
+SOURCE_URL = "https://raw.githubusercontent.com/smartlab-nyu/CCD-Bench/main/datasets/CCD-Bench.json"
+LETTER_LIST = ", ".join(LETTERS[:K])
+FORMAT_LINE = f'Return ONLY valid JSON in exactly this format: {{"answer_choice":"X"}} (where X is one of {LETTER_LIST}).'
+RATIONALE_LINES = (
+    "Answer in exactly this format:\n"
+    "SELECTED OPTION: <one letter from A to J>\n"
+    "RATIONALE: <one or two sentences>"
+)
+RATIONALE_CUE = "SELECTED OPTION:"
+
+
+@dataclass(frozen=True)
+class CCDSpec:
+    """The `bench:` config block of CCD-Bench."""
+
+    name: str = "ccd"
+    """Run label (output directory, reports)."""
+    kind: str = "ccd"
+    """The registered bench kind."""
+    path: str | None = None
+    """A local CCD-Bench.json; null downloads `url` once into the cache."""
+    url: str = SOURCE_URL
+    """The published file, downloaded once into $PROBE_CACHE/data."""
+    sha256: str | None = None
+    """Expected checksum of the file; a mismatch stops the run."""
+    design: Literal["cyclic", "latin_square"] = "cyclic"
+    """cyclic: all 10 rotations per item (exact); latin_square: the paper's one ordering per item."""
+    seed: int = 42
+    """Latin square relabelling seed (the paper's 42)."""
+    limit: Annotated[int, Ge(1)] | None = None
+    """Score only the first N items (smoke tests); null = all."""
+
+
+def resolve_source(spec: CCDSpec, cache_dir: Path) -> Path:
+    """The JSON to read: `spec.path`, or the cached download of `spec.url` (fetched once)."""
+    return fetch(spec.path, spec.url, spec.sha256, cache_dir / "ccd")
+
+
+def load_items(path: Path) -> list[Item]:
+    """Read and validate CCD-Bench.json; errors name the file, the item index and the field."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as e:
+        raise ProbeInputError(f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except UnicodeDecodeError as e:
+        raise ProbeInputError(f"{path}: not valid UTF-8 (byte {e.start}: {e.reason})") from None
+    if not isinstance(data, list) or not data:
+        raise ProbeInputError(f"{path}: expected a non-empty JSON array of items, got {type(data).__name__}")
+    return [_item(obj, f"{path}: item {i}", i) for i, obj in enumerate(data)]
+
+
+def _item(obj: Any, where: str, index: int) -> Item:
+    if not isinstance(obj, dict):
+        raise ProbeInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    question = obj.get("Question")
+    if not isinstance(question, str) or not question.strip():
+        raise ProbeInputError(f"{where}, field 'Question': expected a non-empty string, got {question!r}")
+    domain = obj.get("Domain")
+    if domain not in DOMAINS:
+        raise ProbeInputError(f"{where}, field 'Domain': expected one of {list(DOMAINS)}, got {domain!r}")
+    options, seen = [], {}
+    for cluster in CLUSTERS:
+        if cluster not in obj:
+            raise ProbeInputError(f"{where}, field {cluster!r}: missing cluster option (keys: {sorted(obj)})")
+        text = obj[cluster]
+        if not isinstance(text, str) or not text.strip():
+            raise ProbeInputError(f"{where}, field {cluster!r}: expected a non-empty string, got {text!r}")
+        key = " ".join(text.split()).casefold()
+        if key in seen:
+            raise ProbeInputError(f"{where}, field {cluster!r}: same option text as {seen[key]!r}")
+        seen[key] = cluster
+        options.append(Option(key=cluster, text=text.strip(), group=cluster))
+    extra = tuple((k, json.dumps(v)) for k, v in obj.items() if k not in CLUSTERS and k not in ("Question", "Domain"))
+    return Item(item_id=f"ccd-{index:04d}", question=question.strip(), options=tuple(options),
+                category=domain, extra=extra)
+
+
+def build_prompts(items: Sequence[Item], spec: CCDSpec, generate: bool = False) -> list[Prompt]:
+    """One prompt per (item, ordering): 10 rotations (cyclic) or one Latin-square row.
+
+    `rotation` is the cyclic shift k (option (i + k) mod 10 at letter i) or the square's row.
+    """
+    if spec.design == "latin_square":
+        orders = latin_square_orders([i.category or "" for i in items], K, spec.seed)
+        per_domain: dict[str, int] = {}
+        cells = []
+        for item, order in zip(items, orders):
+            row = per_domain.get(item.category or "", 0)
+            per_domain[item.category or ""] = row + 1
+            cells.append([(row % K, tuple(order))])
+    else:
+        cells = [[(k, tuple((i + k) % K for i in range(K))) for k in range(K)] for _ in items]
+    prompts: list[Prompt] = []
+    for item, item_cells in zip(items, cells):
+        for rotation, order in item_cells:
+            prompts.append(Prompt(
+                prompt_id=len(prompts), item_id=item.item_id, condition=spec.design, target=None,
+                rotation=rotation, ctx_rotation=None, order=order,
+                groups=tuple(item.options[o].group for o in order),
+                message=render_message(item, order, generate), prefix_key=item.item_id, category=item.category,
+            ))
+    return prompts
+
+
+def render_message(item: Item, order: Sequence[int], generate: bool) -> str:
+    """The dilemma, options A–J, then the JSON format line (or, when generating, the
+    SELECTED OPTION / RATIONALE format whose rationales feed the pluralism metric)."""
+    lines = [f"Question: {item.question}", "Options:"]
+    lines += [f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(order)]
+    lines.append(RATIONALE_LINES if generate else FORMAT_LINE)
+    return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""CCD-Bench as a `Task`: its data, designs, metrics, rationale judging, report and figures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probe.benches import forced
+from probe.benches.ccd import figures, report
+from probe.benches.ccd.data import (
+    RATIONALE_CUE,
+    CCDSpec,
+    K,
+    build_prompts,
+    load_items,
+    resolve_source,
+)
+from probe.benches.ccd.metrics import compute, pluralism
+from probe.benches.designs import balance_score
+from probe.benches.task import Column, JudgeJob, PreparedBench, Task
+from probe.files import sha256_file
+from probe.judges.base import JudgeRequest
+from probe.metrics.core import AnalysisOptions
+from probe.prompts.render import ANSWER_CUE
+from probe.results.generations import read_judgements
+from probe.results.run import Run
+from probe.results.scores import ScoreTable
+from probe.types import LETTERS
+
+
+def prepare(spec: CCDSpec, generate: bool, cache_dir: Path) -> PreparedBench:
+    """Validated dilemmas (local file or the cached download) and the prompts of the design;
+    generation mode asks for `SELECTED OPTION:` and a rationale instead of JSON."""
+    path = resolve_source(spec, cache_dir)
+    items = load_items(path)[: spec.limit]
+    prompts = build_prompts(items, spec, generate)
+    source: dict[str, Any] = {"path": str(path), "sha256": sha256_file(path), "design": spec.design}
+    if spec.design == "latin_square":
+        source["balance_score"] = balance_score([p.order for p in prompts], K)
+    return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
+                         source=source, cue=RATIONALE_CUE if generate else ANSWER_CUE)
+
+
+def _compute(table: ScoreTable, opts: AnalysisOptions, spec: CCDSpec) -> dict[str, Any]:
+    out = compute(table, opts)
+    if spec.design == "latin_square":
+        out["balance_score"] = balance_score(list(table.order), K)
+    return out
+
+
+_letter_metrics = forced.letter_metrics(_compute, CCDSpec)
+
+
+def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+    """The forced-choice metrics, plus rationale pluralism when generated rationales were judged."""
+    out = _letter_metrics(run, mask, opts)
+    if forced.is_generation_run(run) and (run.path / "judgements.parquet").is_file():
+        out["pluralism"] = pluralism(read_judgements(run.path))
+    return out
+
+
+def rationale_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
+    """One GLOBE-dimensions verdict per generated rationale (the pluralism metric's input)."""
+    return [JudgeJob(JudgeRequest("globe_dimensions", {"rationale": g["rationale"]}),
+                     {"prompt_id": g["prompt_id"], "task": "globe_dimensions"})
+            for g in generations if g["rationale"]]
+
+
+def _top_clusters(metrics: Mapping[str, Any]) -> str:
+    shares = (metrics.get("expected") or {}).get("shares") or {}
+    return ", ".join(f"{c} {v:.2f}" for c, v in sorted(shares.items(), key=lambda kv: -kv[1])[:3])
+
+
+_HEADLINE = (Column("entropy (bits)", "entropy_bits"), Column("Gini", "gini"), Column("position V", "position_V"))
+
+TASK = Task(
+    kind="ccd",
+    title="CCD-Bench",
+    spec_type=CCDSpec,
+    answers="letters",
+    prepare=prepare,
+    metrics=metrics,
+    headline=forced.headline,
+    report=forced.letter_report(report.report),
+    figures=figures.run_figures,
+    sweep_columns=(Column("top clusters", "shares", cell=_top_clusters), *_HEADLINE),
+    pair_columns=_HEADLINE,
+    curve_metrics=(Column("entropy of cluster shares, bits", "entropy_bits"),
+                   Column("Cramér's V, position", "position_V")),
+    sweep_figures=figures.sweep_figures,
+    sweep_note="Expected (probability-weighted) metrics with 95% bootstrap CIs over items.",
+    prompts_schema=forced.PROMPTS_SCHEMA,
+    prompt_rows=forced.forced_choice_rows,
+    generations_schema=forced.GENERATIONS_SCHEMA,
+    parse_generation=forced.parse_letter,
+    judge_jobs=rationale_jobs,
+)

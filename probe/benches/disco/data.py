@@ -1,0 +1,271 @@
+"""DiSCo: 4 culturally grounded options, 12 cultures, context conditions C0–C3 (SPEC §2).
+
+Loading validates every row where it enters; the design expands each item into 52 prompts:
+C0 ×4 option rotations, C1 and C2 ×4 targets ×4 rotations, C3 ×4 rotations ×4 context rotations.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from huggingface_hub import hf_hub_download
+
+from probe.errors import ProbeInputError
+from probe.types import LETTERS, Item, Option, Prompt
+
+K = 4
+DEFAULT_CULTURES: tuple[str, ...] = (
+    "Algeria", "Assam", "China", "Ethiopia", "Greece", "Indonesia",
+    "Northern_Nigeria", "South_Korea", "Spain", "UK", "US", "West_Java",
+)
+HUB_REPO = "DiSCo2026/DiSCo_Dataset_and_Benchmark"
+HUB_FILE = "DiSCo Bench.csv"
+
+DEFAULT_INSTRUCTIONS = (
+    "Without any explanation, choose only one from the given alphabet choices "
+    '(e.g., A, B, C). Provide as JSON format: {"answer_choice":""}'
+)
+FORMAT_LINE = (
+    'Return ONLY valid JSON in exactly this format: {"answer_choice":"X"} '
+    "(where X is one of A, B, C, D)."
+)
+CONDITIONS: tuple[Literal["C0", "C1", "C2", "C3"], ...] = ("C0", "C1", "C2", "C3")
+HIGH_RESOURCE: tuple[str, ...] = ("UK", "US", "South_Korea", "China")
+LOW_RESOURCE: tuple[str, ...] = ("Ethiopia", "Northern_Nigeria", "Assam")
+
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "QID", "ID", "Question", "Options", "Metadata", "User_Info", "User_Instruction",
+    "Context_L1", "Context_L2", "Context_L3", "Context_L4",
+)
+_KNOWN_COLUMNS = set(REQUIRED_COLUMNS) | {"Instructions", "Category"}
+
+
+@dataclass(frozen=True)
+class DiscoDesign:
+    """Which conditions to present; the full protocol is all four."""
+
+    conditions: tuple[str, ...] = CONDITIONS
+
+
+@dataclass(frozen=True)
+class DiscoSpec:
+    """The `bench:` config block of a DiSCo-format bench."""
+
+    name: str = "disco"
+    """Run label (output directory, reports)."""
+    kind: str = "disco"
+    """The registered bench kind."""
+    path: str | None = None
+    """A local CSV; when null, `packaged` or else the hub dataset is used."""
+    packaged: str | None = None
+    """A CSV shipped in `probe/data/` (the demo bench)."""
+    hub_repo: str = HUB_REPO
+    """Hub dataset holding the CSV."""
+    hub_file: str = HUB_FILE
+    """The CSV's file name in the hub dataset."""
+    revision: str | None = None
+    """Dataset revision (commit, tag or branch) to pin."""
+    cultures: tuple[str, ...] = DEFAULT_CULTURES
+    """Valid culture labels; any other label in `Metadata` is an input error."""
+    conditions: tuple[Literal["C0", "C1", "C2", "C3"], ...] = CONDITIONS
+    """The full protocol is all four; a subset scores fewer prompts."""
+    high_resource: tuple[str, ...] = HIGH_RESOURCE
+    """The high-resource group of SPD (mean CSD of these minus the low-resource group's)."""
+    low_resource: tuple[str, ...] = LOW_RESOURCE
+    """The low-resource group of SPD."""
+
+
+def resolve_source(spec: DiscoSpec) -> Path:
+    """The CSV to read: a local path, a file shipped with probe, or the hub dataset (cached)."""
+    if spec.path:
+        path = Path(spec.path).expanduser()
+        if not path.is_file():
+            raise ProbeInputError(f"bench.path: {path} does not exist or is not a file")
+        return path
+    if spec.packaged:
+        path = Path(__file__).resolve().parents[2] / "data" / spec.packaged
+        if not path.is_file():
+            raise ProbeInputError(f"bench.packaged: {spec.packaged!r} is not shipped in probe/data")
+        return path
+    return Path(hf_hub_download(spec.hub_repo, spec.hub_file, repo_type="dataset", revision=spec.revision))
+
+
+def load_items(path: Path, cultures: Sequence[str] = DEFAULT_CULTURES) -> list[Item]:
+    """Read and validate a DiSCo CSV.
+
+    Every problem stops the run with a `ProbeInputError` naming the file, the row (its `ID`
+    when readable, else the line) and the field. Unknown extra columns are kept on the item.
+    """
+    try:
+        return _read_items(path, set(cultures))
+    except UnicodeDecodeError as e:
+        raise ProbeInputError(f"{path}: not valid UTF-8 (byte {e.start}: {e.reason})") from None
+    except csv.Error as e:
+        raise ProbeInputError(f"{path}: unreadable CSV ({e})") from None
+
+
+def _read_items(path: Path, cultures: set[str]) -> list[Item]:
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        header = reader.fieldnames
+        if not header:
+            raise ProbeInputError(f"{path}: empty file, expected a header row with {REQUIRED_COLUMNS}")
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
+        if missing:
+            raise ProbeInputError(f"{path}: missing column(s) {missing}; found columns {header}")
+        items: list[Item] = []
+        seen: dict[str, int] = {}
+        for row in reader:
+            where = f"{path}: line {reader.line_num}"
+            item = _parse_row(row, where, cultures)
+            if item.item_id in seen:
+                raise ProbeInputError(
+                    f"{where} (ID {item.item_id!r}), field 'ID': duplicate ID, first seen at line {seen[item.item_id]}"
+                )
+            seen[item.item_id] = reader.line_num
+            items.append(item)
+    if not items:
+        raise ProbeInputError(f"{path}: no data rows after the header")
+    return items
+
+
+def _parse_row(row: dict[str, str | None], where: str, cultures: set[str]) -> Item:
+    if None in row:  # csv puts surplus cells of a ragged row under the key None
+        raise ProbeInputError(f"{where}: more cells than header columns ({len(row) - 1} columns expected)")
+    item_id = (row["ID"] or "").strip()
+    if not item_id:
+        raise ProbeInputError(f"{where}, field 'ID': empty")
+    where = f"{where} (ID {item_id!r})"
+    for name in ("Question", "User_Instruction"):
+        if not (row[name] or "").strip():
+            raise ProbeInputError(f"{where}, field {name!r}: empty")
+    texts = _letter_object(row["Options"], where, "Options")
+    groups = _letter_object(row["Metadata"], where, "Metadata")
+    if set(groups) != set(texts):
+        raise ProbeInputError(
+            f"{where}, field 'Metadata': keys {sorted(groups)} do not match the Options keys {sorted(texts)}"
+        )
+    for letter, culture in groups.items():
+        if culture not in cultures:
+            label = "empty culture label" if not culture else f"unknown culture {culture!r}"
+            raise ProbeInputError(
+                f"{where}, field 'Metadata' key {letter!r}: {label}; expected one of {sorted(cultures)}"
+            )
+    if len(set(groups.values())) != K:
+        raise ProbeInputError(f"{where}, field 'Metadata': expected 4 distinct cultures, got {groups}")
+    options = []
+    for i, letter in enumerate(LETTERS[:K]):
+        fact = (row[f"Context_L{i + 1}"] or "").strip()
+        if not fact:
+            raise ProbeInputError(f"{where}, field 'Context_L{i + 1}': empty (C3 needs one fact per option)")
+        options.append(Option(key=letter, text=texts[letter], group=groups[letter], context=fact))
+    instructions = (row.get("Instructions") or "").strip() or None
+    extra = tuple((k, v or "") for k, v in row.items() if k not in _KNOWN_COLUMNS and k is not None)
+    return Item(
+        item_id=item_id,
+        question=row["Question"].strip(),
+        options=tuple(options),
+        instructions=instructions,
+        user_instruction=row["User_Instruction"].strip(),
+        category=(row.get("Category") or "").strip() or None,
+        extra=(("QID", row["QID"] or ""),) + extra,
+    )
+
+
+def _letter_object(cell: str | None, where: str, field: str) -> dict[str, str]:
+    try:
+        value = json.loads(cell or "", object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as e:
+        raise ProbeInputError(f"{where}, field {field!r}: invalid JSON ({e.msg} at char {e.pos}): {cell!r}") from None
+    except ValueError as e:  # a key repeated inside the object
+        raise ProbeInputError(f"{where}, field {field!r}: {e}") from None
+    if not isinstance(value, dict):
+        raise ProbeInputError(f"{where}, field {field!r}: expected a JSON object A-D, got {type(value).__name__}")
+    if len(value) != K:
+        raise ProbeInputError(f"{where}, field {field!r}: expected 4 options (A-D), got {len(value)}: {sorted(value)}")
+    if sorted(value) != list(LETTERS[:K]):
+        raise ProbeInputError(f"{where}, field {field!r}: expected keys A, B, C, D, got {sorted(value)}")
+    out = {}
+    for k, v in value.items():
+        if not isinstance(v, str):
+            raise ProbeInputError(f"{where}, field {field!r} key {k!r}: expected a string, got {v!r}")
+        out[k] = v.strip()
+        if field == "Options" and not out[k]:
+            raise ProbeInputError(f"{where}, field 'Options' key {k!r}: empty option text")
+    return out
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    keys = [k for k, _ in pairs]
+    dups = sorted({k for k in keys if keys.count(k) > 1})
+    if dups:
+        raise ValueError(f"duplicate key(s) {dups}")
+    return dict(pairs)
+
+
+def build_prompts(items: Sequence[Item], design: DiscoDesign = DiscoDesign()) -> list[Prompt]:
+    """Expand items into the DiSCo protocol, in a fixed order (item, condition, target, k, j).
+
+    Rotation k shows original option (i + k) mod 4 at letter i. In C3 with context rotation j,
+    context slot s shows the fact of the option displayed at letter (s + j) mod 4, so j = 0
+    aligns facts with letters and the slot-1 fact always belongs to letter j.
+    """
+    for c in design.conditions:
+        if c not in CONDITIONS:
+            raise ProbeInputError(f"bench.conditions: unknown condition {c!r}; expected some of {CONDITIONS}")
+    prompts: list[Prompt] = []
+    for item in items:
+        for condition in design.conditions:
+            for target, k, j in _cells(item, condition):
+                order = tuple((i + k) % K for i in range(K))
+                prompts.append(Prompt(
+                    prompt_id=len(prompts),
+                    item_id=item.item_id,
+                    condition=condition,
+                    target=target,
+                    rotation=k,
+                    ctx_rotation=j,
+                    order=order,
+                    groups=tuple(item.options[o].group for o in order),
+                    message=render_message(item, condition, target, order, j),
+                    prefix_key=f"{item.item_id}|{condition}|{target}",
+                    category=item.category,
+                ))
+    return prompts
+
+
+def _cells(item: Item, condition: str) -> list[tuple[str | None, int, int | None]]:
+    if condition == "C0":
+        return [(None, k, None) for k in range(K)]
+    if condition in ("C1", "C2"):
+        return [(o.group, k, None) for o in item.options for k in range(K)]
+    return [(None, k, j) for k in range(K) for j in range(K)]
+
+
+def render_message(
+    item: Item, condition: str, target: str | None, order: tuple[int, ...], ctx_rotation: int | None
+) -> str:
+    """The user-turn text of one DiSCo prompt (SPEC §2 line order; absent parts omitted)."""
+    lines = [f"Question: {item.question}"]
+    if condition in ("C1", "C2"):
+        assert target is not None
+        # The label verbatim (`West_Java`), as the paper's own prompts show it.
+        lines.append(f"User info: The user is located in {target}.")
+    if condition == "C2":
+        lines.append(f"User instruction: {item.user_instruction}")
+    if condition == "C3":
+        assert ctx_rotation is not None
+        lines.append("Context:")
+        for s in range(K):
+            fact = item.options[order[(s + ctx_rotation) % K]].context
+            lines.append(f"{s + 1}. {fact}")
+    lines.append(f"Instructions: {item.instructions or DEFAULT_INSTRUCTIONS}")
+    lines.append("Options:")
+    lines.extend(f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(order))
+    lines.append(FORMAT_LINE)
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""The DiSCo markdown report, rendered only from a run's `metrics.json`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probe.metrics.core import get_path
+from probe.viz.markdown import ci, fmt
+
+HEADLINE = [
+    ("C0.KL", "KL(CSD‖uniform), nats", "C0"),
+    ("C0.Gini", "Gini of CSD", "C0"),
+    ("C1.CR", "Compliance rate (location)", "C1"),
+    ("C2.CR", "Compliance rate (location + intent)", "C2"),
+    ("C2.PSI", "Prior stickiness index", "C2"),
+    ("C0.SPD", "SPD high − low resource", "C0"),
+    ("C2.SPD", "SPD high − low resource", "C2"),
+    ("SPD_reduction", "SPD(C0) − SPD(C2)", "–"),
+    ("C3.JSD", "JSD(C3‖C0), bits", "C3"),
+    ("C3.JSD_aligned", "JSD(C3 j=0‖C0), bits", "C3"),
+    ("C3.PPR", "Primacy pick rate (random 0.25)", "C3"),
+    ("C3.CSC", "Culture selection consistency", "C3"),
+]
+
+
+def report(m: dict[str, Any]) -> str:
+    """DiSCo report: headline metrics with CIs, per-culture steering table, position checks."""
+    exp, gr, cis = m["expected"], m["greedy"], m.get("ci95", {}).get("expected", {})
+    lines = [
+        f"# DiSCo — {m['model']} on `{m['bench']}`", "",
+        f"{m['n_items']} items, {m['n_prompts']} prompts. Expected = probability-weighted selections "
+        f"(temperature {m.get('temperature', 1.0)}); greedy = argmax letter (temperature-0 protocol).", "",
+    ]
+    if "letter_mass" in m:
+        lines += [f"Letter mass: mean {fmt(m['letter_mass']['mean'])}, share of prompts below 0.5: "
+                  f"{fmt(m['letter_mass']['share_below_half'])}; full-vocabulary argmax is a letter in "
+                  f"{fmt(m.get('greedy_valid_rate'))} of prompts.", ""]
+    if "invalid_rate" in m:
+        lines += [f"Generation mode: {m['n_invalid']} of {m['n_prompts']} outputs invalid "
+                  f"({fmt(m['invalid_rate'])}), excluded from the metrics and listed at the end.", ""]
+    lines += ["| metric | condition | expected | 95% CI | greedy |", "|---|---|---|---|---|"]
+    for path, label, cond in HEADLINE:
+        if get_path(exp, path) is not None:
+            lines.append(f"| {label} | {cond} | {fmt(get_path(exp, path))} | {ci(get_path(cis, path))} | "
+                         f"{fmt(get_path(gr, path))} |")
+    lines += ["", "## Per culture (expected)", "",
+              "| culture | CSD C0 | CR C1 | CR C2 | SL | gain C2−C1 | PSI | CSD C3 |",
+              "|---|---|---|---|---|---|---|---|"]
+    cultures = sorted(set(get_path(exp, "C0.CSD") or {}) | set(get_path(exp, "C1.CR_by_culture") or {}))
+    for c in cultures:
+        cols = ["C0.CSD", "C1.CR_by_culture", "C2.CR_by_culture", "C1.SL", "C2.gain_by_culture",
+                "C2.PSI_by_culture", "C3.CSD"]
+        lines.append(f"| {c} | " + " | ".join(fmt(get_path(exp, f"{p}.{c}") if get_path(exp, p) else None)
+                                               for p in cols) + " |")
+    lines += ["", "## Position checks (expected)", "", "| | A | B | C | D |", "|---|---|---|---|---|"]
+    for cond in ("C0", "C3"):
+        lp = get_path(exp, f"{cond}.letter_probs")
+        if lp:
+            lines.append(f"| P(letter) {cond} | " + " | ".join(fmt(lp[k]) for k in sorted(lp)) + " |")
+    ppr = get_path(exp, "C3.PPR_by_ctx_rotation")
+    if ppr:
+        lines.append("| PPR by context rotation j | " + " | ".join(fmt(ppr[j]) for j in sorted(ppr)) + " |")
+        ent = get_path(exp, "C3.entropy_by_ctx_rotation")
+        lines.append("| H/ln 4 by j | " + " | ".join(fmt(ent[j]) for j in sorted(ent)) + " |")
+    return "\n".join(lines) + "\n"
+
+

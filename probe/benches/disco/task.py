@@ -1,0 +1,67 @@
+"""DiSCo as a `Task`: its data, design, metrics, report, figures and table columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from probe.benches import forced
+from probe.benches.disco import figures, report
+from probe.benches.disco.data import (
+    DiscoDesign,
+    DiscoSpec,
+    K,
+    build_prompts,
+    load_items,
+    resolve_source,
+)
+from probe.benches.disco.metrics import DiscoAnalysis, compute
+from probe.benches.task import Column, PreparedBench, Task
+from probe.files import sha256_file
+from probe.metrics.core import AnalysisOptions
+from probe.results.scores import ScoreTable
+from probe.types import LETTERS
+
+
+def prepare(spec: DiscoSpec, generate: bool, cache_dir: Path) -> PreparedBench:
+    """Validated items (CSV from a path, the package or the hub) and their 52-prompt design."""
+    path = resolve_source(spec)
+    items = load_items(path, spec.cultures)
+    prompts = build_prompts(items, DiscoDesign(conditions=spec.conditions))
+    return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
+                         source={"path": str(path), "sha256": sha256_file(path)})
+
+
+def _compute(table: ScoreTable, opts: AnalysisOptions, spec: DiscoSpec) -> dict[str, Any]:
+    return compute(table, DiscoAnalysis(temperature=opts.temperature, n_boot=opts.n_boot, seed=opts.seed,
+                                        high=spec.high_resource, low=spec.low_resource))
+
+
+SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1)", "C1.CR"),
+                 Column("CR(C2)", "C2.CR"), Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"),
+                 Column("SPD(C2)", "C2.SPD"), Column("SPD reduction", "SPD_reduction"),
+                 Column("JSD (bits)", "C3.JSD"), Column("PPR", "C3.PPR"), Column("CSC", "C3.CSC"))
+
+TASK = Task(
+    kind="disco",
+    title="DiSCo",
+    spec_type=DiscoSpec,
+    answers="letters",
+    prepare=prepare,
+    metrics=forced.letter_metrics(_compute, DiscoSpec),
+    headline=forced.headline,
+    report=forced.letter_report(report.report),
+    figures=figures.run_figures,
+    sweep_columns=SWEEP_COLUMNS,
+    pair_columns=(Column("KL", "C0.KL"), Column("CR(C1)", "C1.CR"), Column("CR(C2)", "C2.CR"),
+                  Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"), Column("SPD(C2)", "C2.SPD"),
+                  Column("JSD (bits)", "C3.JSD")),
+    curve_metrics=(Column("KL(CSD‖uniform), C0, nats", "C0.KL"), Column("PSI, C2", "C2.PSI")),
+    sweep_figures=figures.sweep_figures,
+    sweep_note="Expected (probability-weighted) metrics with 95% bootstrap CIs over items.",
+    prompts_schema=forced.PROMPTS_SCHEMA,
+    prompt_rows=forced.forced_choice_rows,
+    generations_schema=forced.GENERATIONS_SCHEMA,
+    parse_generation=forced.parse_letter,
+    judge_jobs=forced.no_judging,
+)

@@ -1,0 +1,109 @@
+"""Ready-made hooks for forced-choice benchmarks (DiSCo, CCD-Bench, a new K-option bench).
+
+A forced-choice task supplies only what is its own — loading, design, the metric formulas,
+the report text, figures, table columns — and takes the rest from here: the prompts table,
+parsing generated answers to letters, the metric header (letter mass, invalid generations,
+temperature, bootstrap), the headline blocks and the invalid-generation listing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from probe.benches.task import JudgeJob, PreparedBench
+from probe.config import build
+from probe.metrics.core import AnalysisOptions
+from probe.prompts.parse import parse_answer
+from probe.results.generations import read_generation_table
+from probe.results.run import Run
+from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
+from probe.results.scores import ScoreTable, forced_choice_rows
+from probe.types import RenderedPrompt
+from probe.viz.markdown import invalid_section
+
+__all__ = ["GENERATIONS_SCHEMA", "PROMPTS_SCHEMA", "forced_choice_rows", "headline", "letter_metrics",
+           "letter_report", "no_judging", "parse_letter"]
+
+Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
+"""`(table, options, bench spec) → {"expected", "greedy", "ci95", …}` of one bench."""
+
+
+def is_generation_run(run: Run) -> bool:
+    """Whether the run decoded text (`backend.mode=generate`) instead of reading letter log-probs."""
+    return run.manifest["backend"].get("mode") == "generate"
+
+
+def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarray | None, AnalysisOptions],
+                                                                  dict[str, Any]]:
+    """The `Task.metrics` hook of a forced-choice bench: the header every such run reports, then
+    the bench's own blocks from `compute` on the (masked) table.
+
+    Generation runs read one-hot choices (invalid outputs excluded and counted); letter runs
+    report the letter mass and how often the full-vocabulary argmax is a letter.
+    """
+    def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+        spec = build(spec_type, run.manifest["bench"]["config"], "bench")
+        out: dict[str, Any] = {}
+        if is_generation_run(run):
+            table, invalid = read_generation_table(run.path, run.letters)
+            if mask is not None:
+                kept = set(np.nonzero(np.asarray(mask, bool))[0].tolist())
+                table = table.subset(np.isin(table.prompt_id, list(kept)))
+                invalid = [g for g in invalid if g["prompt_id"] in kept]
+            n_prompts = len(table.prompt_id) + len(invalid)
+            items = set(table.item_id.astype(str)) | {str(run.prompts.column("item_id")[g["prompt_id"]])
+                                                        for g in invalid}
+            out.update({"n_items": len(items), "n_prompts": n_prompts, "mode": "generate",
+                        "invalid_rate": len(invalid) / n_prompts if n_prompts else float("nan"),
+                        "n_invalid": len(invalid)})
+        else:
+            table = run.table()
+            if mask is not None:
+                table = table.subset(np.asarray(mask, bool)[table.prompt_id])
+            mass = np.exp(table.logprobs.astype(np.float64)).sum(axis=1)
+            out.update({"n_items": int(len(np.unique(table.item_id.astype(str)))),
+                        "n_prompts": int(len(table.prompt_id)),
+                        "letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},
+                        "greedy_valid_rate": float(table.greedy_valid.mean())})
+        out.update({"temperature": opts.temperature,
+                    "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "item"}})
+        if len(table.prompt_id):
+            out.update(compute(table, opts, spec))
+        else:  # every generation invalid: nothing to aggregate, which the report says
+            out.update({"expected": None, "greedy": None, "ci95": {}})
+        return out
+
+    return metrics
+
+
+def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
+    """The expected (probability-weighted) tree and its intervals."""
+    return metrics.get("expected"), (metrics.get("ci95") or {}).get("expected")
+
+
+def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Run], str]:
+    """The `Task.report` hook: the bench's own markdown, a plain note when no answer was valid,
+    and in generation mode the list of invalid outputs."""
+    def report(metrics: Mapping[str, Any], run: Run) -> str:
+        text = body(metrics) if metrics.get("expected") is not None else (
+            f"# {metrics['bench']} — {metrics['model']}\n\nNo valid answers: all {metrics['n_prompts']} "
+            "generations were unparseable, so no metric is defined.\n")
+        if is_generation_run(run):
+            text += invalid_section(read_generation_table(run.path, run.letters)[1])
+        return text
+
+    return report
+
+
+def parse_letter(rendered: RenderedPrompt, text: str, bench: PreparedBench) -> dict[str, Any]:
+    """`parsed_letter` (null = invalid) and `rationale` of a generated answer, read after the cue."""
+    parsed = parse_answer((bench.cue or "") + text, bench.letters)
+    return {"parsed_letter": parsed.letter, "rationale": parsed.rationale}
+
+
+def no_judging(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
+    """Nothing for a judge to read."""
+    return []

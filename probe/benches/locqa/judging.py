@@ -1,0 +1,40 @@
+"""What LocQA asks its judge (SPEC §4): semantic matching once per template × language, then one
+implicit (or, in explicit mode, explicit) verdict per response.
+
+Semantic matches read only the data file, never the evaluated model's answers, so they are
+marked cacheable: a sweep asks the judge once per (judge, template, language) and reuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from probe.benches.locqa.data import LocQAQuestion
+from probe.benches.task import JudgeJob, PreparedBench
+from probe.judges.base import JudgeRequest
+
+
+def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
+    """Semantic matching per question, then a verdict per generated answer (`answer` column)."""
+    questions: Sequence[LocQAQuestion] = bench.items
+    jobs = [JudgeJob(JudgeRequest("semantic_match", {"question": q.question, "us_answer": q.us_answer,
+                                                      "answers": {a.locale: a.answer for a in q.answers}}),
+                     {"prompt_id": None, "task": "semantic_match", "template": q.template, "language": q.language},
+                     cacheable=True) for q in questions]
+    by_key = {(q.template, q.language): q for q in questions}
+    answers = {g["prompt_id"]: g["answer"] for g in generations}
+    for p in bench.prompts:
+        template, language, mode, locale = (p.extra_value(k) for k in ("template", "language", "mode", "locale"))
+        q, response = by_key[(template, language)], answers[p.prompt_id]
+        row = {"prompt_id": p.prompt_id, "template": template, "language": language}
+        if mode == "explicit":
+            local = next(a.answer for a in q.answers if a.locale == locale)
+            jobs.append(JudgeJob(JudgeRequest("explicit", {
+                "question": q.question, "response": response, "locale": locale, "locale_answer": local,
+                "us_answer": q.us_answer}), {**row, "task": "explicit"}))
+        else:
+            jobs.append(JudgeJob(JudgeRequest("implicit", {
+                "question": q.question, "response": response, "language": q.language, "us_answer": q.us_answer,
+                "gold_answers": [a.answer for a in q.answers]}), {**row, "task": "implicit"}))
+    return jobs

@@ -1,0 +1,54 @@
+"""The bench registry: a kind name → its `Task`. The only module that lists the built-in benches.
+
+A new benchmark is one module that builds a `Task` and calls `register(task)` when imported,
+plus one bench config naming its `kind` (and, when the module is not part of probe, the
+`module` to import). Generic code looks tasks up here and never names a kind itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from probe.benches.ccd.task import TASK as _CCD
+from probe.benches.disco.task import TASK as _DISCO
+from probe.benches.locqa.task import TASK as _LOCQA
+from probe.benches.task import Task
+from probe.errors import ProbeInputError
+
+_TASKS: dict[str, Task] = {t.kind: t for t in (_DISCO, _CCD, _LOCQA)}
+
+
+def register(task: Task, replace: bool = False) -> Task:
+    """Add `task` under `task.kind` (an error if the kind is taken, unless `replace`)."""
+    if not replace and task.kind in _TASKS and _TASKS[task.kind] is not task:
+        raise ProbeInputError(f"bench kind {task.kind!r} is already registered")
+    _TASKS[task.kind] = task
+    return task
+
+
+def get_task(kind: str, module: str | None = None) -> Task:
+    """The task registered as `kind`, importing `module` first (a bench defined outside probe
+    registers itself on import); an error lists the kinds there are."""
+    if module and kind not in _TASKS:
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ProbeInputError(f"bench.module: cannot import {module!r} ({e})") from None
+    if kind not in _TASKS:
+        where = f" (module {module!r} did not register it)" if module else ""
+        raise ProbeInputError(f"bench.kind: unknown bench kind {kind!r}{where}; registered: {sorted(_TASKS)}")
+    return _TASKS[kind]
+
+
+def task_of(manifest: Mapping[str, Any]) -> Task:
+    """The task a stored run was made with, from its manifest's bench record (importing the
+    module that registered a bench defined outside probe)."""
+    bench = manifest["bench"]
+    return get_task(bench["kind"], (bench.get("config") or {}).get("module"))
+
+
+def tasks() -> tuple[Task, ...]:
+    """Every registered task, built-ins first, then in registration order."""
+    return tuple(_TASKS.values())

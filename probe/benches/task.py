@@ -1,0 +1,137 @@
+"""The one interface a benchmark implements: a `Task` holds everything benchmark-specific.
+
+Generic code (the pipeline, analysis, reports, sweeps) never asks *which* benchmark it runs; it
+asks the task: how to load and validate the data and expand it into prompts (`prepare`), how
+answers are read (`answers`: letter log-probs with a generation fallback, or open answers that
+a judge reads), how to store its prompts and generations, what to ask the judge, its metrics,
+its report, its figures, and which metrics its sweep tables, base-vs-instruct tables and
+temperature curve show. A task is a frozen record of plain functions and values — no base
+class to inherit from; forced-choice benchmarks share ready-made hooks from
+`probe.benches.forced`. Register one with `probe.benches.registry.register`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from probe.config import build
+from probe.judges.base import JudgeRequest, JudgeResult
+from probe.metrics.core import AnalysisOptions
+from probe.prompts.render import ANSWER_CUE
+from probe.results.run import Run
+from probe.results.schemas import JUDGEMENTS_SCHEMA
+from probe.types import Prompt, RenderedPrompt
+from probe.viz.figures import Figure
+
+
+@dataclass(frozen=True)
+class PreparedBench:
+    """A bench ready to run: validated items and the prompts of its design."""
+
+    name: str
+    kind: str
+    letters: tuple[str, ...]
+    """Option letters in display order; empty for open answers."""
+    items: Sequence[Any]
+    prompts: Sequence[Prompt]
+    source: dict[str, Any]
+    """Provenance for the manifest: file path, sha256, design facts."""
+    cue: str | None = ANSWER_CUE
+    """What the answer starts with, pre-filled so the next token is the letter; None for open
+    answers (the model answers after the generation prompt)."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One metric in a table or a curve: a label and its path in the headline metric tree."""
+
+    label: str
+    path: str
+    """Dotted path in the tree `Task.headline` returns, e.g. `C0.KL`."""
+    cell: Callable[[Mapping[str, Any]], str] | None = None
+    """Custom cell text from the whole `metrics.json` (instead of the value at `path`)."""
+
+
+@dataclass(frozen=True)
+class JudgeJob:
+    """One question for the judge and the `judgements.parquet` columns that identify it."""
+
+    request: JudgeRequest
+    row: Mapping[str, Any]
+    """Identifying columns of the verdict's row: `prompt_id`, `task`, and any others it fills."""
+    cacheable: bool = False
+    """True when the verdict cannot depend on the evaluated model (it reads only the data), so
+    it is cached across runs, keyed by the judge's config and the request."""
+
+
+Answers = Literal["letters", "open"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """Everything one benchmark declares. Every field is a hook generic code calls."""
+
+    kind: str
+    """Registry name; a bench config selects it with `kind:`."""
+    title: str
+    """Display name in reports (`DiSCo`)."""
+    spec_type: type
+    """Frozen dataclass of the `bench:` config block (must have `name` and `kind` fields)."""
+    answers: Answers
+    """`letters`: forced choice, read from letter log-probs (or, with `backend.mode=generate`,
+    parsed from generated text); `open`: answers are generated and read by a judge."""
+    prepare: Callable[[Any, bool, Path], PreparedBench]
+    """`(bench spec, generation mode?, data cache dir) → PreparedBench`; validates the data
+    where it enters."""
+    metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], dict[str, Any]]
+    """`(run, prompt mask or None, options) → metrics.json` entries beyond `bench` and `model`,
+    computed from the stored tables only."""
+    headline: Callable[[Mapping[str, Any]], tuple[Any, Any]]
+    """`metrics.json → (point-estimate tree, its ci95 tree)` that `Column.path`s index."""
+    report: Callable[[Mapping[str, Any], Run], str]
+    """`(metrics.json, run) → report.md` (markdown; the run's tables for listings such as
+    invalid generations)."""
+    figures: Callable[[Run, Path], list[Figure]]
+    """A run's figures, written into the given directory."""
+    sweep_columns: tuple[Column, ...]
+    """Headline columns of the sweep table (one row per run)."""
+    pair_columns: tuple[Column, ...]
+    """Metrics of the base-vs-instruct table (both runs and their difference)."""
+    curve_metrics: tuple[Column, ...]
+    """Metrics the temperature curve recomputes at each T (empty: no curve)."""
+    sweep_figures: Callable[[Sequence[Run], Sequence[str], Path], list[Figure]]
+    """Figures comparing runs (one label per run)."""
+    sweep_note: str
+    """One sentence under the sweep table saying what its numbers are."""
+    prompts_schema: pa.Schema
+    prompt_rows: Callable[[Sequence[RenderedPrompt], Sequence[int]], list[dict[str, Any]]]
+    """`(rendered prompts, shared-prefix lengths) → prompts.parquet rows` in `prompts_schema`."""
+    generations_schema: pa.Schema
+    parse_generation: Callable[[RenderedPrompt, str, PreparedBench], dict[str, Any]]
+    """`(prompt, generated text, bench) → generations.parquet columns` besides `prompt_id` and
+    `text` (a parsed letter, an answer with thinking removed, …)."""
+    judge_jobs: Callable[[PreparedBench, Sequence[Mapping[str, Any]]], list[JudgeJob]]
+    """`(bench, generations rows) → what to ask the judge` (empty: nothing to judge); each
+    verdict becomes a `judgements.parquet` row (`verdict_row`)."""
+
+    def spec_from(self, values: Mapping[str, Any]) -> Any:
+        """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""
+        return build(self.spec_type, values, "bench")
+
+
+_VERDICT_COLUMNS = tuple(n for n in JUDGEMENTS_SCHEMA.names
+                         if n not in ("prompt_id", "task", "template", "language", "judge_error", "judge", "dropped"))
+
+
+def verdict_row(job: JudgeJob, result: JudgeResult) -> dict[str, Any]:
+    """The `judgements.parquet` row of one verdict: the job's identifying columns, the verdict's
+    fields (null where the task has none, or the judge failed), the error and the judge."""
+    out = result.output or {}
+    row = {**job.row, **{c: out.get(c) for c in _VERDICT_COLUMNS if c not in job.row}}
+    return {**row, "judge_error": result.error, "judge": result.judge, "dropped": out.get("dropped") or None}

@@ -1,0 +1,158 @@
+"""The config files under `probe/conf/` whose keys mirror a spec dataclass are generated from it,
+so every default and its one-line description live in one place: the dataclass.
+
+    python -m probe.confgen          # rewrite the generated files
+    python -m probe.confgen --check  # exit 1 if any differs (the test suite runs this check)
+
+Generated: `config.yaml` (its `analysis` block and run options), `backend/*.yaml`,
+`judge/*.yaml`, and `bench/<kind>.yaml` of every built-in bench. Hand-written: model entries
+(`model/*.yaml`: values, not defaults), bench variants that inherit a generated file and set
+only what differs (`bench/demo.yaml`), and `cluster/*.yaml` (launcher settings).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from probe.backends.specs import HFBackendSpec, VLLMSpec
+from probe.benches.registry import tasks
+from probe.config import describe_fields, package_conf_dir
+from probe.judges import JudgeSpec
+from probe.pipeline.spec import AnalysisSpec, RunConfig
+
+COMMENT_COLUMN = 32
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One generated file: its header, the spec it mirrors, and the entry's own values."""
+
+    path: str
+    header: str
+    spec: type
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """Values of this entry that differ from the spec's defaults (e.g. `name`)."""
+    keys: Sequence[str] | None = None
+    """The keys to write (None: every field)."""
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, tuple):
+        v = list(v)
+    text = yaml.safe_dump(v, default_flow_style=True, allow_unicode=True, width=1 << 16).strip()
+    return text.removesuffix("...").strip()
+
+
+def block(spec: type, values: Mapping[str, Any] | None = None, keys: Sequence[str] | None = None,
+          indent: str = "") -> list[str]:
+    """`key: value  # description` lines of a spec's fields (its defaults, updated by `values`)."""
+    lines = []
+    for name, _, default, doc in describe_fields(spec):
+        if keys is not None and name not in keys:
+            continue
+        text = f"{indent}{name}: {_value((values or {}).get(name, default))}"
+        lines.append(f"{text.ljust(COMMENT_COLUMN)}  # {doc}" if doc else text)
+    return lines
+
+
+def entries() -> list[Generated]:
+    """Every generated file of the config tree."""
+    judge_llm = ("name", "model", "retries", "max_new_tokens")
+    out = [
+        Generated("backend/hf.yaml", "# backend=hf (default) — Hugging Face transformers: batched forward passes, "
+                  "letter log-probs at the last position.", HFBackendSpec),
+        Generated("backend/vllm.yaml", "# backend=vllm — the vLLM engine (install: see README).", VLLMSpec),
+        Generated("judge/keyword.yaml", "# judge=keyword — deterministic cue-word judge; offline baseline for "
+                  "rationale dimensions.", JudgeSpec, {"name": "keyword"}, ("name",)),
+        Generated("judge/rules.yaml", "# judge=rules — deterministic LocQA judge: Unicode-normalised, case-folded "
+                  "string and number matching.", JudgeSpec, {"name": "rules"}, ("name",)),
+        Generated("judge/llm.yaml", "# judge=llm — an LLM judge on a model config; validated JSON verdicts, "
+                  "retried, else judge_error.", JudgeSpec, {"name": "llm"}, judge_llm),
+        Generated("judge/http.yaml", "# judge=http judge.base_url=http://127.0.0.1:8000/v1 judge.model=<served "
+                  "model> — an OpenAI-compatible endpoint.", JudgeSpec, {"name": "http", "max_new_tokens": 256},
+                  (*judge_llm, "base_url", "api_key_env", "timeout_s", "max_http_retries", "requests_per_minute")),
+    ]
+    for task in tasks():
+        doc = (task.spec_type.__doc__ or "").strip().splitlines()[0]
+        out.append(Generated(f"bench/{task.kind}.yaml", f"# python -m probe bench={task.kind} — {task.title}. {doc}",
+                             task.spec_type))
+    return out
+
+
+CONFIG_HEAD = """\
+# python -m probe model=<name> bench=<name> [key=value ...]
+# The embedded default: the demo bench on SmolLM2-135M-Instruct (offline via its GGUF copy).
+# Generated from the spec dataclasses by `python -m probe.confgen`; edit those, not this file.
+defaults:
+  - model: smollm2-135m
+  - bench: demo
+  - backend: hf
+  - judge: keyword
+  - _self_
+  - cluster: null    # multirun launcher: cluster=slurm or cluster=local (conf/cluster); none: Hydra's basic launcher
+
+analysis:
+"""
+CONFIG_TAIL = """
+hydra:
+  run:
+    dir: runs/${bench.name}/${model.name}/${now:%Y-%m-%d_%H-%M-%S}
+  sweep:
+    dir: multirun/${now:%Y-%m-%d_%H-%M-%S}
+    subdir: ${hydra.job.num}_${bench.name}_${model.name}
+  job:
+    chdir: false
+"""
+
+
+def render(entry: Generated) -> str:
+    """The text of one generated file."""
+    note = "# Generated from the spec dataclasses by `python -m probe.confgen`; edit those, not this file."
+    return "\n".join([entry.header, note, *block(entry.spec, entry.values, entry.keys)]) + "\n"
+
+
+def render_config() -> str:
+    """`config.yaml`: the defaults list, the analysis block, run options and Hydra's directories."""
+    lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=("progress", "shard_size"))
+    return CONFIG_HEAD + "\n".join(lines) + "\n" + CONFIG_TAIL
+
+
+def files() -> dict[Path, str]:
+    """Every generated path with its text."""
+    root = package_conf_dir()
+    out = {root / e.path: render(e) for e in entries()}
+    out[root / "config.yaml"] = render_config()
+    return out
+
+
+def stale() -> list[Path]:
+    """The generated files whose committed text differs from what the specs give."""
+    return [p for p, text in files().items() if not p.is_file() or p.read_text() != text]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m probe.confgen [--check]`."""
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if "--check" in args:
+        bad = stale()
+        for p in bad:
+            print(f"probe.confgen: {p} differs from its spec; run `python -m probe.confgen`", file=sys.stderr)
+        return 1 if bad else 0
+    for path, text in files().items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        print(f"probe.confgen: wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

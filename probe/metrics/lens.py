@@ -1,0 +1,99 @@
+"""Analyses of the mechanistic outputs: per-layer distributions through the logit lens, and a
+linear probe from captured activations to the chosen group.
+
+Both read only stored files (`lens.safetensors`, `activations.safetensors`, the tables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from probe.errors import ProbeInputError
+from probe.metrics.core import jsd_bits
+from probe.probs import choice_probs
+from probe.results.run import Run
+
+
+def _csd(probs: np.ndarray, groups: np.ndarray, names: list[str]) -> np.ndarray:
+    """Exposure-normalised group shares (`[names]`) of `[prompt, letter]` choice probabilities."""
+    sel = np.array([probs[groups == c].sum() for c in names])
+    app = np.array([(groups == c).any(axis=1).sum() for c in names], dtype=np.float64)
+    rate = sel / np.where(app > 0, app, 1.0)
+    return rate / rate.sum()
+
+
+def layer_table(run: Run, condition: str | None = "C0", temperature: float = 1.0) -> dict[str, Any]:
+    """Per layer: the group distribution (CSD), the letter-position distribution, and the JSD
+    (bits) of the layer's group distribution to the final layer's, over one condition's prompts
+    (`None` = all prompts; CCD-Bench runs use None)."""
+    lens = run.lens()  # [prompt, layer, letter]
+    table = run.table()
+    mask = np.ones(len(table.prompt_id), bool) if condition is None else table.condition == condition
+    if not mask.any():
+        raise ProbeInputError(f"{run.path}: no prompts of condition {condition!r}")
+    groups = table.groups[mask]
+    names = sorted({str(g) for g in groups.ravel()})
+    csd, letters = [], []
+    for layer in range(lens.shape[1]):
+        probs = choice_probs(lens[table.prompt_id[mask], layer], temperature)
+        csd.append(_csd(probs, groups, names))
+        letters.append(probs.mean(axis=0))
+    final = csd[-1]
+    return {
+        "condition": condition, "groups": names, "letters": run.letters[: lens.shape[2]],
+        "csd": [dict(zip(names, map(float, c))) for c in csd],
+        "letter_probs": [list(map(float, p)) for p in letters],
+        "jsd_to_final": [float(jsd_bits(c, final)) for c in csd],
+    }
+
+
+def first_layer_within(table: dict[str, Any], bits: float = 0.01) -> int:
+    """The first layer whose group distribution is within `bits` (JSD) of the final layer's."""
+    return next(i for i, d in enumerate(table["jsd_to_final"]) if d <= bits)
+
+
+@dataclass(frozen=True)
+class ProbeFit:
+    accuracy: float
+    """Mean cross-validated accuracy (folds split by item, so no item is in train and test)."""
+    accuracy_std: float
+    majority_baseline: float
+    """Accuracy of always predicting the most frequent class of each training fold."""
+    n_classes: int
+    n_samples: int
+
+
+def chosen_groups(run: Run) -> np.ndarray:
+    """`[prompt]` the group of each prompt's argmax letter (the greedy choice)."""
+    table = run.table()
+    assert np.array_equal(table.prompt_id, np.arange(len(table.prompt_id))), "letter runs keep every prompt"
+    return table.groups[np.arange(len(table.prompt_id)), table.logprobs.argmax(axis=1)].astype(str)
+
+
+def fit_linear_probe(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int = 5, seed: int = 0) -> ProbeFit:
+    """Cross-validated multinomial logistic regression from activations `x [N, d]` to labels
+    `y [N]`, with `GroupKFold` over `groups` (item ids). Needs scikit-learn (`pip install
+    scikit-learn`, or the `mech` extra)."""
+    try:
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import GroupKFold
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+    except ImportError:
+        raise ProbeInputError("the linear probe needs scikit-learn: pip install 'probe[mech]'") from None
+    n_splits = min(folds, len(np.unique(groups)))
+    if n_splits < 2 or len(np.unique(y)) < 2:
+        raise ProbeInputError("the probe needs ≥ 2 items and ≥ 2 distinct labels")
+    accs, base = [], []
+    for train, test in GroupKFold(n_splits=n_splits).split(x, y, groups):
+        model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, random_state=seed))
+        if len(np.unique(y[train])) < 2:
+            continue
+        model.fit(x[train], y[train])
+        accs.append(float((model.predict(x[test]) == y[test]).mean()))
+        values, counts = np.unique(y[train], return_counts=True)
+        base.append(float((y[test] == values[counts.argmax()]).mean()))
+    return ProbeFit(float(np.mean(accs)), float(np.std(accs)), float(np.mean(base)), len(np.unique(y)), len(y))

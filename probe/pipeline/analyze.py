@@ -1,0 +1,70 @@
+"""Recompute `metrics.json`, `report.md` and `report.html` of a run directory from its stored
+tables (no model): the bench's task says how."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probe.benches.registry import task_of
+from probe.benches.task import Task
+from probe.config import build
+from probe.errors import ProbeInputError
+from probe.files import write_json
+from probe.pipeline.spec import AnalysisSpec
+from probe.report.run import write_run_report
+from probe.results.run import Run, load_run
+
+
+def analysis_spec(manifest: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> AnalysisSpec:
+    """The run's recorded analysis options, updated by `overrides` (checked like the config)."""
+    return build(AnalysisSpec, {**manifest.get("analysis", {}), **dict(overrides or {})}, "analysis")
+
+
+def open_run(path: Path) -> tuple[Run, Task]:
+    """A stored run with its bench's metrics attached (`run.recompute_metrics` works)."""
+    manifest_path = Path(path) / "manifest.json"
+    if not manifest_path.is_file():
+        raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
+    task = task_of(json.loads(manifest_path.read_text()))
+
+    def metrics(run: Run, mask: np.ndarray | None, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+        return task.metrics(run, mask, analysis_spec(run.manifest, overrides).options)
+
+    return load_run(path, metrics_fn=metrics), task
+
+
+def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Compute metrics from the stored tables, write `metrics.json` and `report.md`, return metrics.
+
+    `analysis` overrides the analysis options recorded in the manifest (e.g. a temperature);
+    the results then go to `metrics-<key>=<value>.json` and `report-….md` beside the originals.
+    """
+    t0 = time.perf_counter()
+    run, task = open_run(run_dir)
+    opts = analysis_spec(run.manifest, analysis).options
+    metrics: dict[str, Any] = {"bench": run.manifest["bench"]["name"], "model": run.manifest["model"]["name"],
+                               **task.metrics(run, None, opts)}
+    suffix = suffix_of(analysis)
+    # Overrides are a re-analysis: written beside the run's own metrics, never over them.
+    write_json(run_dir / f"metrics{suffix}.json", metrics)
+    run = load_run(run_dir, metrics_fn=run.metrics_fn)  # with the metrics just written
+    report = task.report(metrics, run)
+    if suffix:
+        (run_dir / f"report{suffix}.md").write_text(report)
+        return metrics
+    write_run_report(run, task, report)
+    manifest = dict(run.manifest)
+    manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
+    write_json(run_dir / "manifest.json", manifest)
+    return metrics
+
+
+def suffix_of(analysis: Mapping[str, Any] | None) -> str:
+    """File-name suffix of a re-analysis with these overrides (`-temperature=0.5`)."""
+    return "".join(f"-{k}={v}" for k, v in sorted((analysis or {}).items()))

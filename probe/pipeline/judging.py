@@ -1,0 +1,93 @@
+"""Running a task's judge jobs: the configured judge, verdicts cached across runs where they
+cannot depend on the evaluated model, every verdict (failures included) kept as a row."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from probe.backends.generate import HFGenerator
+from probe.backends.specs import HFBackendSpec
+from probe.benches.task import JudgeJob, verdict_row
+from probe.judges import Judge, JudgeRequest, JudgeResult, make_judge
+from probe.models import LoadedModel, load_model
+from probe.pipeline.spec import RunConfig
+
+
+class VerdictCache:
+    """Verdicts keyed by a hash of the judge's config and the request; only successes are kept.
+
+    A sweep of many models asks the judge once per data-only question (LocQA's semantic
+    matches) and reuses the verdict."""
+
+    def __init__(self, root: Path | None, judge_cfg: dict[str, Any]) -> None:
+        self.root, self.judge_cfg = root, judge_cfg
+
+    def _path(self, request: JudgeRequest) -> Path | None:
+        if self.root is None:
+            return None
+        blob = json.dumps({"judge": self.judge_cfg, "payload": dict(request.payload)}, sort_keys=True)
+        return self.root / request.task / f"{hashlib.sha256(blob.encode()).hexdigest()}.json"
+
+    def get(self, request: JudgeRequest) -> JudgeResult | None:
+        """The cached verdict, or None."""
+        path = self._path(request)
+        if path is None or not path.is_file():
+            return None
+        stored = json.loads(path.read_text())
+        return JudgeResult(stored["output"], None, stored["judge"])
+
+    def put(self, request: JudgeRequest, result: JudgeResult) -> None:
+        """Keep a successful verdict (written atomically: concurrent runs may share the cache)."""
+        path = self._path(request)
+        if path is None or result.output is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"output": result.output, "judge": result.judge}))
+        os.replace(tmp, path)
+
+
+def run_jobs(judge: Judge, jobs: Sequence[JudgeJob], cache: VerdictCache) -> list[dict[str, Any]]:
+    """`judgements.parquet` rows of every job, in job order; cacheable jobs asked only when not
+    cached."""
+    cached = [cache.get(j.request) if j.cacheable else None for j in jobs]
+    todo = [j for j, c in zip(jobs, cached) if c is None]
+    fresh = iter(judge.judge([j.request for j in todo]))
+    rows = []
+    for job, result in zip(jobs, cached):
+        if result is None:
+            result = next(fresh)
+            if job.cacheable:
+                cache.put(job.request, result)
+        rows.append(verdict_row(job, result))
+    return rows
+
+
+def judge_config(cfg: RunConfig) -> dict[str, Any]:
+    """The judge's identity for the cache: its config without the key's variable name, and for an
+    LLM judge the model it runs on."""
+    record = {k: v for k, v in asdict(cfg.judge).items() if k != "api_key_env"}
+    if cfg.judge.name == "llm":
+        record["model"] = asdict(cfg.judge_model or cfg.model)
+    return record
+
+
+def build_judge(cfg: RunConfig, loaded: LoadedModel, engine: Any = None) -> Judge:
+    """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model
+    (through the run's vLLM engine when that is the backend)."""
+    if cfg.judge.name != "llm":  # keyword, rules and http need no local model
+        return make_judge(cfg.judge)
+    if cfg.judge_model is None and loaded.model is None:
+        return make_judge(cfg.judge, chat=engine)
+    spec_model = cfg.judge_model or cfg.model
+    judge_loaded = loaded if cfg.judge_model is None else load_model(
+        cfg.judge_model, device=cfg.backend.device)
+    spec = HFBackendSpec(max_new_tokens=cfg.judge.max_new_tokens)
+    return make_judge(cfg.judge, chat=HFGenerator(judge_loaded.model, judge_loaded.tokenizer, spec,
+                                                  template_kwargs=spec_model.chat_template_kwargs))

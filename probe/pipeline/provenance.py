@@ -1,0 +1,128 @@
+"""What a run directory records about how it was made: the results key a resumed run must match,
+and the manifest's provenance (code, environment, model, tokenizer, bench)."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from dataclasses import asdict
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from probe.benches.task import PreparedBench
+from probe.errors import ProbeInputError
+from probe.files import write_json
+from probe.models import LoadedModel
+from probe.pipeline.judging import judge_config
+from probe.pipeline.spec import RunConfig
+from probe.prompts.render import RenderSettings, template_hash, tokenizer_hash
+from probe.types import LetterIds
+from probe.version import __version__
+
+PACKAGES = ("torch", "transformers", "tokenizers", "accelerate", "numpy", "scipy", "pyarrow", "safetensors",
+            "hydra-core", "vllm")
+
+
+def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
+            bench: PreparedBench) -> dict[str, Any]:
+    """The results-cache key: everything that changes a number. Unlike lm-eval's request cache,
+    it includes the model (id, revision, resolved commit), tokenizer, template and letter ids."""
+    assert not isinstance(cfg.bench, dict)
+    return {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
+                      "gguf_sha256": loaded.info.get("gguf_sha256")},
+            "tokenizer_sha256": tokenizer_hash(loaded.tokenizer),
+            "template_sha256": template_hash(loaded.tokenizer, settings),
+            "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
+            "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"), "config": cfg.bench.record()},
+            "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
+            "judge": judge_config(cfg) if bench_judged(cfg, bench) else None, "shard_size": cfg.shard_size}
+
+
+def bench_judged(cfg: RunConfig, bench: PreparedBench) -> bool:
+    """Whether a judge reads this run's answers (open answers, or generated rationales)."""
+    return bench.cue is None or cfg.backend.mode == "generate"
+
+
+def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
+               bench: PreparedBench) -> dict[str, Any]:
+    """The manifest's record of code, environment, model, tokenizer and bench."""
+    assert not isinstance(cfg.bench, dict)
+    return {
+        "probe_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(),
+        "packages": versions(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "device": _device_name(loaded.model) if loaded.model is not None else "vllm engine",
+        "model": {**asdict(cfg.model), **{k: v for k, v in loaded.info.items() if k != "config"}},
+        "tokenizer": {"class": type(loaded.tokenizer).__name__, "name_or_path": loaded.tokenizer.name_or_path,
+                      "sha256": tokenizer_hash(loaded.tokenizer)},
+        "letters": list(bench.letters),
+        "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
+        "answer_cue": settings.cue,
+        "template_sha256": template_hash(loaded.tokenizer, settings),
+        "bench": {"name": bench.name, "kind": bench.kind, **bench.source, "n_items": len(bench.items),
+                  "n_prompts": len(bench.prompts), "config": cfg.bench.record()},
+        "judge": judge_config(cfg) if bench_judged(cfg, bench) else None,
+        "analysis": asdict(cfg.analysis),
+    }
+
+
+def resume_or_claim(out: Path, key: dict[str, Any]) -> bool:
+    """True if `out` already holds this exact run, finished. An unfinished run with the same
+    key is resumed; a different key is an error (never mix two configurations' shards)."""
+    key_path = out / "run_key.json"
+    key = json.loads(json.dumps(key))  # the JSON round trip makes tuples lists, as stored
+    if key_path.is_file():
+        stored = json.loads(key_path.read_text())
+        if stored != key:
+            diff = sorted(k for k in set(stored) | set(key) if stored.get(k) != key.get(k))
+            raise ProbeInputError(f"{out} holds a run with a different configuration (differs in {diff}); "
+                                  "choose another output directory")
+        return (out / "DONE").is_file()
+    if (out / "metrics.json").exists():
+        raise ProbeInputError(f"{out} already holds a finished run (metrics.json); choose another output dir")
+    write_json(key_path, key)
+    return False
+
+
+def git_commit() -> str | None:
+    """Commit of the probe checkout this code runs from (None when installed from a wheel)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if sha.returncode != 0:
+        return None
+    return sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of the packages that change numbers."""
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _device_name(model: Any) -> str:
+    device = next(model.parameters()).device
+    if device.type == "cuda":
+        import torch
+
+        return str(torch.cuda.get_device_name(device))
+    return str(device)

@@ -1,0 +1,171 @@
+"""One run, end to end, in plain typed Python (the Hydra entry point only builds `RunConfig`).
+
+The same pipeline for every bench: prepare (data validated before any model loads) → load the
+model → render token ids → claim or resume the run directory → score letters | generate and
+parse → judge → store → analyze → report → `DONE`. What differs between benches is asked of
+the bench's `Task`; what differs between answer modes is one branch here.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from probe.backends.base import LetterBackend
+from probe.backends.factory import make_backend
+from probe.benches.task import PreparedBench
+from probe.errors import ProbeInputError
+from probe.files import write_json
+from probe.models import LoadedModel, cache_root, load_model, max_positions
+from probe.pipeline.analyze import analyze_run
+from probe.pipeline.judging import VerdictCache, build_judge, judge_config, run_jobs
+from probe.pipeline.provenance import bench_judged, provenance, resume_or_claim, run_key
+from probe.pipeline.spec import BenchRef, RunConfig
+from probe.prompts.prefix import shared_prefix_lengths
+from probe.prompts.render import render_prompts
+from probe.results.generations import write_generations, write_judgements
+from probe.results.mech import ActivationWriter, LensWriter
+from probe.results.scores import ScoreWriter, write_prompts
+from probe.types import LetterIds, LetterScore, RenderedPrompt
+
+log = logging.getLogger(__name__)
+
+
+def run(cfg: RunConfig) -> Path:
+    """Run a bench on a model and write the full run directory; returns its path."""
+    ref = cfg.bench
+    assert isinstance(ref, BenchRef)
+    out = cfg.out_dir
+    generate = ref.task.answers == "open" or cfg.backend.mode == "generate"
+    bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
+    log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
+    mech = cfg.analysis.mech
+    if mech.active and (generate or cfg.backend.name != "hf"):
+        raise ProbeInputError("analysis.logit_lens / capture_layers need backend=hf and letter scoring")
+    if generate and cfg.backend.mode != "generate":  # open answers: always generated
+        cfg = replace(cfg, backend=replace(cfg.backend, mode="generate"))
+    out.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf")
+    load_s = time.perf_counter() - t0
+    settings = replace(cfg.model.render_settings(), cue=bench.cue)
+    rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
+                                          settings, cfg.model.name, max_positions=max_positions(loaded))
+    key = run_key(cfg, loaded, settings, letter_ids, bench)
+    if resume_or_claim(out, key):
+        log.info("%s is already complete for this configuration; nothing to do", out)
+        return out
+    if mech.active or generate:  # their outputs are not sharded: such runs restart from scratch
+        shutil.rmtree(out / "scores.parts", ignore_errors=True)
+    write_prompts(out, ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered)), ref.task.prompts_schema)
+    t0 = time.perf_counter()
+    backend = make_backend(cfg.backend, loaded, cfg.model, mech)
+    load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
+    t0 = time.perf_counter()
+    resumed = 0
+    if generate:
+        _generate(cfg, bench, backend, rendered, loaded)
+    else:
+        assert letter_ids is not None
+        resumed = _score(cfg, bench, backend, rendered, letter_ids, loaded)
+    wall_s = time.perf_counter() - t0
+
+    stats = backend.stats
+    manifest = {
+        **provenance(cfg, loaded, settings, letter_ids, bench),
+        "backend": {**asdict(cfg.backend), "n_batches": stats.n_batches,
+                    "batch_sizes": {str(k): v for k, v in sorted(stats.batch_sizes.items())},
+                    "oom_splits": stats.oom_splits, "tokens_computed": stats.tokens_computed,
+                    "prompt_tokens": int(sum(len(r.token_ids) for r in rendered)), "resumed_prompts": resumed,
+                    "prefix_cache_hit_rate": backend.prefix_cache_hit_rate() if cfg.backend.name == "vllm" else None},
+        "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
+                    "prompts_per_s": (len(rendered) - resumed) / wall_s if wall_s > 0 else None},
+    }
+    write_json(out / "manifest.json", manifest)
+    analyze_run(out)
+    (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
+    return out
+
+
+def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Sequence[RenderedPrompt],
+              loaded: LoadedModel) -> None:
+    """Decode every prompt, parse each text as the task says, store; then let the judge read them."""
+    assert isinstance(cfg.bench, BenchRef)
+    task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
+    rows: list[dict[str, Any]] = []
+    with tqdm(total=len(rendered), unit="prompt", desc="generating", disable=not cfg.progress) as bar:
+        for batch in generator.generate(rendered):
+            rows += [{"prompt_id": g.prompt_id, "text": g.text,
+                      **task.parse_generation(by_id[g.prompt_id], g.text, bench)} for g in batch]
+            bar.update(len(batch))
+    rows.sort(key=lambda r: r["prompt_id"])
+    write_generations(cfg.out_dir, rows, task.generations_schema)
+    jobs = task.judge_jobs(bench, rows)
+    if jobs and bench_judged(cfg, bench):
+        cache = VerdictCache(cache_root() / "judgements", judge_config(cfg))
+        write_judgements(cfg.out_dir, run_jobs(build_judge(cfg, loaded, generator), jobs, cache))
+
+
+@dataclass
+class Writers:
+    """Where a scoring pass streams its outputs."""
+
+    scores: ScoreWriter
+    lens: LensWriter | None = None
+    activations: ActivationWriter | None = None
+
+    def add(self, batch: Sequence[LetterScore]) -> None:
+        self.scores.add(batch)
+        for s in batch:
+            if self.lens is not None:
+                assert s.lens is not None
+                self.lens.add(s.prompt_id, s.lens)
+            if self.activations is not None:
+                assert s.activations is not None
+                self.activations.add(s.prompt_id, s.activations)
+
+    def close(self, letters: Sequence[str]) -> None:
+        self.scores.close()
+        if self.lens is not None:
+            self.lens.close(letters)
+        if self.activations is not None:
+            self.activations.close()
+
+
+def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendered: Sequence[RenderedPrompt],
+           letter_ids: LetterIds, loaded: LoadedModel) -> int:
+    """Stream every prompt's scores (and lens / activations) to disk; returns how many prompts an
+    interrupted earlier run had already scored."""
+    mech = cfg.analysis.mech
+    writers = Writers(
+        ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size),
+        LensWriter(cfg.out_dir) if mech.logit_lens else None,
+        ActivationWriter(cfg.out_dir, len(rendered), getattr(backend, "capture", ()), _d_model(loaded.model),
+                         mech.capture_dtype) if mech.capture_layers else None)
+    done = set(writers.scores.done)
+    expected = {int(r.prompt.prompt_id) for r in rendered}
+    seen: set[int] = set(done)
+    with tqdm(total=len(rendered), unit="prompt", desc="scoring", disable=not cfg.progress,
+              dynamic_ncols=True) as bar:
+        bar.update(len(done))
+        for batch in backend.score(rendered, letter_ids, done):
+            writers.add(batch)
+            new = [s.prompt_id for s in batch if s.prompt_id not in seen]
+            seen.update(new)
+            bar.update(len(new))
+    assert seen == expected, "backend must score every prompt exactly once"
+    writers.close(bench.letters)
+    return len(done)
+
+
+def _d_model(model: Any) -> int:
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(config.hidden_size)

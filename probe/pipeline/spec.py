@@ -1,0 +1,122 @@
+"""A run's typed configuration: what the entry point builds from the Hydra config, validated
+before anything is written, and what `probe.pipeline.run` takes from plain Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from probe.backends.specs import BACKENDS, BackendSpec, HFBackendSpec
+from probe.backends.taps import MechSpec
+from probe.benches.registry import get_task
+from probe.benches.task import Task
+from probe.config import Ge, Gt, build
+from probe.errors import ProbeInputError
+from probe.judges import JudgeSpec
+from probe.metrics.core import AnalysisOptions
+from probe.models import ModelSpec
+
+
+@dataclass(frozen=True)
+class AnalysisSpec:
+    """The `analysis:` block: how stored log-probs become metrics, and what the forward pass
+    also records for mechanistic follow-ups."""
+
+    temperature: Annotated[float, Gt(0)] = 1.0
+    """Expected metrics at sampling temperature T; greedy (T → 0) is always reported too."""
+    n_boot: Annotated[int, Ge(0)] = 5000
+    """Bootstrap resamples (of items; LocQA: templates) behind every ci95 interval."""
+    seed: int = 0
+    """Bootstrap seed."""
+    logit_lens: bool = False
+    """Store [prompt, layer, letter] letter log-probs through the logit lens (lens.safetensors)."""
+    capture_layers: tuple[int, ...] = ()
+    """Residual stream at the answer position after these layers (activations.safetensors)."""
+    capture_dtype: Literal["float32", "float16"] = "float32"
+    """float32, or float16 (half the disk)."""
+
+    @property
+    def options(self) -> AnalysisOptions:
+        """The metric options."""
+        return AnalysisOptions(temperature=self.temperature, n_boot=self.n_boot, seed=self.seed)
+
+    @property
+    def mech(self) -> MechSpec:
+        """What the scoring forward pass records besides the scores."""
+        return MechSpec(logit_lens=self.logit_lens, capture_layers=self.capture_layers,
+                        capture_dtype=self.capture_dtype)
+
+
+@dataclass(frozen=True)
+class BenchRef:
+    """A bench spec with the task it belongs to (and the module that registered it, if any)."""
+
+    task: Task
+    spec: Any
+    module: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The bench config as recorded in the run key and manifest (complete, with defaults)."""
+        out = asdict(self.spec)
+        return {**out, "module": self.module} if self.module else out
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run needs, typed and validated."""
+
+    model: ModelSpec
+    bench: BenchRef | Mapping[str, Any]
+    """A `BenchRef`, or a bench config mapping (`{"kind": …, …}`), built strictly on entry."""
+    out_dir: Path
+    backend: BackendSpec = field(default_factory=HFBackendSpec)
+    analysis: AnalysisSpec = field(default_factory=AnalysisSpec)
+    judge: JudgeSpec = field(default_factory=JudgeSpec)
+    judge_model: ModelSpec | None = None
+    """The LLM judge's model; None = the run's own model."""
+    progress: bool = True
+    """Progress bar with prompts/s and ETA."""
+    shard_size: Annotated[int, Ge(1)] = 4096
+    """Prompts per score shard; a killed run resumes from its last complete shard."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.bench, BenchRef):
+            object.__setattr__(self, "bench", bench_ref(self.bench))
+
+
+def bench_ref(values: Mapping[str, Any]) -> BenchRef:
+    """The task named by `values["kind"]` (importing `values["module"]` first when given) and its
+    typed spec built from the rest."""
+    values = dict(values)
+    module = values.pop("module", None)
+    if "kind" not in values:
+        raise ProbeInputError(f"bench: missing key 'kind' (the registered bench kind); got keys {sorted(values)}")
+    task = get_task(str(values["kind"]), module)
+    return BenchRef(task=task, spec=task.spec_from(values), module=module)
+
+
+def backend_spec(values: Mapping[str, Any]) -> BackendSpec:
+    """The spec of the backend `values["name"]` names (hf when absent)."""
+    name = values.get("name", "hf")
+    if name not in BACKENDS:
+        raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: {sorted(BACKENDS)}")
+    return build(BACKENDS[name], values, "backend")
+
+
+TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "progress", "shard_size")
+
+
+def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None) -> RunConfig:
+    """The typed run config of a composed config tree (every key checked; unknown keys stop)."""
+    unknown = sorted(set(values) - set(TOP_LEVEL))
+    if unknown:
+        raise ProbeInputError(f"config: unknown top-level key(s) {unknown}; valid keys: {sorted(TOP_LEVEL)}")
+    return build(RunConfig, {
+        "model": values["model"], "bench": bench_ref(values["bench"]), "out_dir": out_dir,
+        "backend": backend_spec(values.get("backend") or {}), "analysis": values.get("analysis") or {},
+        "judge": values.get("judge") or {}, "judge_model": judge_model,
+        **{k: values[k] for k in ("progress", "shard_size") if k in values},
+    }, "config")

@@ -1,0 +1,28 @@
+"""The choice distribution read from letter log-probs (SPEC §1): the quantity every metric and the
+run API start from. Pure numpy, shared by the results API and the metrics.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def choice_probs(logprobs: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """`softmax(lp / T)` over the K letters: the choice distribution at temperature T.
+
+    `logprobs` is `[prompt, letter]` full-vocabulary log-probs; renormalising over the letters
+    conditions on the model answering with a valid letter. T → 0 is `greedy_onehot`.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}; use greedy_onehot for T=0")
+    z = logprobs.astype(np.float64) / temperature
+    z -= z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def greedy_onehot(logprobs: np.ndarray) -> np.ndarray:
+    """One-hot of the argmax letter (first letter on ties), `[prompt, letter]`."""
+    out = np.zeros(logprobs.shape, dtype=np.float64)
+    np.put_along_axis(out, logprobs.argmax(axis=-1)[..., None], 1.0, axis=-1)
+    return out

@@ -1,0 +1,54 @@
+"""Generated answers and judge verdicts on disk (`generations.parquet`, `judgements.parquet`).
+
+A forced-choice run in generation mode stores, per prompt, the raw text after the pre-filled
+cue, the parsed letter (null when invalid) and the rationale; metrics read it back as a one-hot
+`ScoreTable`, so generation and letter runs go through the same metric code. Judge verdicts
+(failures included, as `judge_error`) go to `judgements.parquet`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from probe.errors import ProbeInputError
+from probe.results.schemas import JUDGEMENTS_SCHEMA
+from probe.results.scores import ScoreTable, read_prompts, write_table
+
+
+def write_generations(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
+    """`generations.parquet`, rows sorted by `prompt_id`."""
+    ordered = sorted(rows, key=lambda r: r["prompt_id"])
+    write_table(run_dir / "generations.parquet", pa.Table.from_pylist(ordered, schema=schema))
+
+
+def write_judgements(run_dir: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """`judgements.parquet`: one row per verdict; columns a task does not use stay null."""
+    write_table(run_dir / "judgements.parquet", pa.Table.from_pylist(list(rows), schema=JUDGEMENTS_SCHEMA))
+
+
+def read_judgements(run_dir: Path) -> list[dict[str, Any]]:
+    """The rows of `judgements.parquet` (empty when the run judged nothing)."""
+    path = run_dir / "judgements.parquet"
+    return pq.read_table(path).to_pylist() if path.is_file() else []
+
+
+def read_generation_table(run_dir: Path, letters: Sequence[str]) -> tuple[ScoreTable, list[dict[str, Any]]]:
+    """Valid generations as a one-hot `ScoreTable` (log p = 0 for the chosen letter, −inf else),
+    so generation runs go through the same metric code; and the invalid rows, kept for the report."""
+    prompts = read_prompts(run_dir)
+    gens = pq.read_table(run_dir / "generations.parquet").sort_by("prompt_id").to_pylist()
+    if [g["prompt_id"] for g in gens] != prompts.prompt_id.tolist():
+        raise ProbeInputError(f"{run_dir}: generations.parquet and prompts.parquet hold different prompt ids")
+    valid = np.array([g["parsed_letter"] is not None for g in gens], dtype=bool)
+    lp = np.full((len(gens), len(letters)), -np.inf, dtype=np.float32)
+    for i, g in enumerate(gens):
+        if g["parsed_letter"] is not None:
+            lp[i, list(letters).index(g["parsed_letter"])] = 0.0
+    table = prompts.with_scores(lp, np.ones(len(gens), dtype=bool)).subset(valid)
+    return table, [g for g, ok in zip(gens, valid) if not ok]

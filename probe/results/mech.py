@@ -1,0 +1,81 @@
+"""Mechanistic outputs on disk (indexed by `prompt_id`, rows in prompt-id order):
+- `lens.safetensors`: `lens` `[prompt, layer, letter]` float32 — full-vocabulary log p of each
+  letter when the final norm and the unembedding are applied after layer `l`;
+- `activations.safetensors`: `activations` `[prompt, captured layer, d_model]` (float32 or
+  float16) and `layers` (the captured layer indices). A full DiSCo run of a 12B model
+  (15,808 prompts, d_model 3,840) is 243 MB per captured layer in float32, 121 MB in float16.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
+
+
+class LensWriter:
+    """Collects `[layer, letter]` lens rows (small) and writes `lens.safetensors` at the end."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.rows: dict[int, np.ndarray] = {}
+
+    def add(self, prompt_id: int, lens: np.ndarray) -> None:
+        self.rows[prompt_id] = lens.astype(np.float32)
+
+    def close(self, letters: Sequence[str]) -> None:
+        ids = np.array(sorted(self.rows), dtype=np.int64)
+        tmp = self.run_dir / ".lens.safetensors.tmp"
+        save_file({"lens": np.stack([self.rows[i] for i in ids]), "prompt_id": ids}, str(tmp),
+                  metadata={"letters": "".join(letters), "layer": "output of decoder layer l, 0-based"})
+        os.replace(tmp, self.run_dir / "lens.safetensors")
+
+
+class ActivationWriter:
+    """Writes `[prompt, layer, d_model]` rows straight to their place in a safetensors file.
+
+    Rows arrive in batch (length-sorted) order; the file is pre-sized, so each row is written at
+    `prompt_id`'s offset and nothing but one batch is ever in memory. Renamed into place when
+    every row is written.
+    """
+
+    def __init__(self, run_dir: Path, n_prompts: int, layers: Sequence[int], d_model: int, dtype: str) -> None:
+        self.path, self.tmp = run_dir / "activations.safetensors", run_dir / ".activations.safetensors.tmp"
+        self.np_dtype = np.dtype(dtype)
+        self.row_bytes = len(layers) * d_model * self.np_dtype.itemsize
+        ids = np.arange(n_prompts, dtype=np.int64)
+        lay = np.array(layers, dtype=np.int64)
+        n_act = n_prompts * self.row_bytes
+        header = {
+            "activations": {"dtype": {"float32": "F32", "float16": "F16"}[dtype],
+                            "shape": [n_prompts, len(layers), d_model], "data_offsets": [0, n_act]},
+            "layers": {"dtype": "I64", "shape": [len(layers)], "data_offsets": [n_act, n_act + lay.nbytes]},
+            "prompt_id": {"dtype": "I64", "shape": [n_prompts],
+                          "data_offsets": [n_act + lay.nbytes, n_act + lay.nbytes + ids.nbytes]},
+            "__metadata__": {"layer": "output of decoder layer l, 0-based; row = prompt_id"},
+        }
+        blob = json.dumps(header).encode()
+        blob += b" " * (-len(blob) % 8)  # safetensors aligns the data section to 8 bytes
+        self.data_start = 8 + len(blob)
+        self.n_prompts, self.written = n_prompts, 0
+        self.f = open(self.tmp, "wb")
+        self.f.write(struct.pack("<Q", len(blob)) + blob)
+        self.f.truncate(self.data_start + n_act)
+        self.f.seek(self.data_start + n_act)
+        self.f.write(lay.tobytes() + ids.tobytes())
+
+    def add(self, prompt_id: int, acts: np.ndarray) -> None:
+        assert 0 <= prompt_id < self.n_prompts, "prompt ids are 0..n-1"
+        self.f.seek(self.data_start + prompt_id * self.row_bytes)
+        self.f.write(np.ascontiguousarray(acts, dtype=self.np_dtype).tobytes())
+        self.written += 1
+
+    def close(self) -> None:
+        self.f.close()
+        assert self.written == self.n_prompts, "every prompt's activations must be written"
+        os.replace(self.tmp, self.path)

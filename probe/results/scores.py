@@ -1,0 +1,225 @@
+"""Prompts and scores tables: writers (streamed in checkpointed parts) and the joined reader.
+
+Every file is written to a temporary name and renamed into place, so a reader never sees a
+half-written file. Metrics and reports are computed from what is read back here, never from
+in-memory state of the scoring pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from safetensors.numpy import save_file
+
+from probe.errors import ProbeInputError
+from probe.results.schemas import SCORES_SCHEMA
+from probe.types import LetterScore, RenderedPrompt
+
+log = logging.getLogger(__name__)
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """One run's prompts and scores joined by `prompt_id` (rows sorted by it).
+
+    `logprobs` is float32 `[prompt, letter]`: full-vocabulary log p of each letter.
+    """
+
+    prompt_id: np.ndarray
+    item_id: np.ndarray
+    condition: np.ndarray
+    target: np.ndarray
+    rotation: np.ndarray
+    ctx_rotation: np.ndarray
+    """-1 where the prompt has no context rotation."""
+    groups: np.ndarray
+    """`[prompt, letter]` array of group labels shown at each letter."""
+    logprobs: np.ndarray
+    greedy_valid: np.ndarray
+    category: np.ndarray | None = None
+    """Per-prompt item category (CCD-Bench domain), None-filled object array when absent."""
+    order: np.ndarray | None = None
+    """`[prompt, letter]` source-option index shown at each letter."""
+
+    def subset(self, mask: np.ndarray) -> ScoreTable:
+        """The rows where `mask` is true."""
+        return ScoreTable(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[mask]
+                             for f in dataclasses.fields(self)})
+
+
+def write_table(path: Path, table: pa.Table) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def write_prompts(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
+    """`prompts.parquet`: one row per prompt (the bench's schema), including the exact rendered text."""
+    write_table(run_dir / "prompts.parquet", pa.Table.from_pylist(list(rows), schema=schema))
+
+
+def forced_choice_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
+    """`PROMPTS_SCHEMA` rows of forced-choice prompts."""
+    rows = []
+    for r, plen in zip(rendered, prefix_lens):
+        p = r.prompt
+        rows.append({"prompt_id": p.prompt_id, "item_id": p.item_id, "condition": p.condition, "target": p.target,
+                     "rotation": p.rotation, "ctx_rotation": p.ctx_rotation, "category": p.category,
+                     "order": list(p.order), "groups": list(p.groups), "n_tokens": len(r.token_ids),
+                     "prefix_len": plen, "text": r.text})
+    return rows
+
+
+class ScoreWriter:
+    """Streams scores to `scores.parts/` in bounded chunks, then merges them into the final
+    `scores.parquet` and `scores.safetensors` sorted by `prompt_id`.
+
+    Memory during scoring stays at one chunk; each part is renamed into place only when
+    complete, so a killed run never leaves a part that reads as whole.
+    """
+
+    def __init__(self, run_dir: Path, letters: Sequence[str], chunk: int = 4096) -> None:
+        self.run_dir, self.letters, self.chunk = run_dir, tuple(letters), chunk
+        self.parts = run_dir / "scores.parts"
+        self.parts.mkdir(parents=True, exist_ok=True)
+        self._buffer: list[LetterScore] = []
+        self.done = self._recover()
+        """Prompt ids already scored by an earlier, interrupted run into this directory."""
+
+    def _recover(self) -> set[int]:
+        """Keep the complete parts of an interrupted run; drop temporary and unreadable ones.
+
+        A part only gets its final name after it is fully written, so a `.tmp` is an
+        interrupted write and an unreadable part is damage: both are removed and recomputed.
+        """
+        for tmp in self.parts.glob(".*.tmp"):
+            tmp.unlink()
+        done: set[int] = set()
+        numbers = [-1]
+        for part in sorted(self.parts.glob("part-*.parquet")):
+            try:
+                table = pq.read_table(part)
+                ids = table.column("prompt_id").to_pylist()
+                if table.schema != SCORES_SCHEMA or len(set(ids)) != len(ids) or done & set(ids):
+                    raise ValueError("unexpected schema or duplicate prompt ids")
+            except (OSError, ValueError, pa.ArrowException) as e:
+                log.warning("%s is damaged (%s); its prompts will be scored again", part, e)
+                part.unlink()
+                continue
+            done.update(ids)
+            numbers.append(int(part.stem.split("-")[1]))
+        self._n_parts = max(numbers) + 1
+        return done
+
+    def add(self, scores: Sequence[LetterScore]) -> None:
+        """Buffer a batch; parts are cut at batch boundaries, so a resumed run recomputes whole
+        batches exactly as planned and gets bit-identical scores."""
+        self._buffer.extend(s for s in scores if s.prompt_id not in self.done)
+        if len(self._buffer) >= self.chunk:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        lp = np.array([s.letter_logprobs for s in self._buffer], dtype=np.float32).reshape(-1, len(self.letters))
+        ids = np.array([s.prompt_id for s in self._buffer], dtype=np.int64)
+        valid = np.array([s.greedy_valid for s in self._buffer], dtype=bool)
+        write_table(self.parts / f"part-{self._n_parts:05d}.parquet", _scores_table(ids, lp, valid, self.letters))
+        self._n_parts += 1
+        self._buffer = []
+
+    def close(self) -> None:
+        """Merge the parts into the final files and remove them."""
+        self._flush()
+        files = sorted(self.parts.glob("part-*.parquet"))
+        table = pa.concat_tables([pq.read_table(f) for f in files]) if files else \
+            _scores_table(np.zeros(0, np.int64), np.zeros((0, len(self.letters)), np.float32),
+                          np.zeros(0, bool), self.letters)
+        table = table.sort_by("prompt_id")
+        lp = np.asarray(table.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(-1, len(self.letters))
+        write_scores_arrays(self.run_dir, table.column("prompt_id").to_numpy(), lp,
+                            table.column("greedy_valid").to_numpy(zero_copy_only=False), self.letters)
+        shutil.rmtree(self.parts)
+
+
+def _scores_table(ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str]) -> pa.Table:
+    return pa.table({
+        "prompt_id": ids,
+        "letter_logprobs": pa.FixedSizeListArray.from_arrays(pa.array(lp.ravel(), pa.float32()), len(letters))
+        .cast(pa.list_(pa.float32())),
+        "letter_mass": np.exp(lp.astype(np.float64)).sum(axis=1),
+        "greedy_letter": [letters[i] for i in lp.argmax(axis=1)] if len(ids) else pa.array([], pa.string()),
+        "greedy_valid": valid,
+    }, schema=SCORES_SCHEMA)
+
+
+def write_scores_arrays(
+    run_dir: Path, ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str]
+) -> None:
+    """`scores.parquet` and `scores.safetensors` (`letter_logprobs` `[prompt, letter]` float32)."""
+
+    write_table(run_dir / "scores.parquet", _scores_table(ids, lp, valid, letters))
+    tmp = run_dir / ".scores.safetensors.tmp"
+    save_file({"letter_logprobs": np.ascontiguousarray(lp), "prompt_id": np.ascontiguousarray(ids, dtype=np.int64)},
+              str(tmp), metadata={"letters": "".join(letters)})
+    os.replace(tmp, run_dir / "scores.safetensors")
+
+
+@dataclass(frozen=True)
+class PromptTable:
+    """`prompts.parquet` as arrays, sorted by `prompt_id` (see `ScoreTable` for the fields)."""
+
+    prompt_id: np.ndarray
+    item_id: np.ndarray
+    condition: np.ndarray
+    target: np.ndarray
+    rotation: np.ndarray
+    ctx_rotation: np.ndarray
+    groups: np.ndarray
+    category: np.ndarray
+    order: np.ndarray
+
+    def with_scores(self, logprobs: np.ndarray, greedy_valid: np.ndarray) -> ScoreTable:
+        return ScoreTable(logprobs=logprobs, greedy_valid=greedy_valid,
+                          **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+
+
+def read_prompts(run_dir: Path) -> PromptTable:
+    if not (run_dir / "prompts.parquet").is_file():
+        raise ProbeInputError(f"{run_dir}: missing prompts.parquet; is this a probe run directory?")
+    prompts = pq.read_table(run_dir / "prompts.parquet").sort_by("prompt_id")
+    ctx = prompts.column("ctx_rotation").to_numpy(zero_copy_only=False)
+    return PromptTable(
+        prompt_id=prompts.column("prompt_id").to_numpy(),
+        item_id=np.asarray(prompts.column("item_id").to_pylist(), dtype=object),
+        condition=np.asarray(prompts.column("condition").to_pylist(), dtype=object),
+        target=np.asarray(prompts.column("target").to_pylist(), dtype=object),
+        rotation=prompts.column("rotation").to_numpy(),
+        ctx_rotation=np.nan_to_num(ctx.astype(np.float64), nan=-1).astype(np.int64),
+        groups=np.asarray(prompts.column("groups").to_pylist(), dtype=object),
+        category=np.asarray(prompts.column("category").to_pylist(), dtype=object),
+        order=np.asarray(prompts.column("order").to_pylist(), dtype=np.int64),
+    )
+
+
+def read_table(run_dir: Path) -> ScoreTable:
+    """Join `prompts.parquet` and `scores.parquet`; fails if either is missing or they disagree."""
+    prompts = read_prompts(run_dir)
+    if not (run_dir / "scores.parquet").is_file():
+        raise ProbeInputError(f"{run_dir}: missing scores.parquet; is this a finished probe run directory?")
+    scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id")
+    if not np.array_equal(prompts.prompt_id, scores.column("prompt_id").to_numpy()):
+        raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
+    return prompts.with_scores(
+        logprobs=np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32),
+        greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False),
+    )

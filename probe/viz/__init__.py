@@ -1,0 +1,1 @@
+"""Rendering primitives shared by reports: plots, markdown number formats, the HTML page."""
