@@ -80,3 +80,12 @@ def ccd_items(n: int) -> list[dict[str, str]]:
 def write_json_file(path: Path, obj: object) -> Path:
     path.write_text(json.dumps(obj), encoding="utf-8")
     return path
+
+
+def prepare(cfg: dict, generate: bool = False):  # type: ignore[no-untyped-def]
+    """A bench config mapping → its validated `PreparedBench` (what `probe.pipeline.run` does first)."""
+    from probe.models import cache_root
+    from probe.pipeline.spec import bench_ref
+
+    ref = bench_ref(cfg)
+    return ref.task.prepare(ref.spec, generate, cache_root() / "data")

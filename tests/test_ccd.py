@@ -13,9 +13,11 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import CCD_CLUSTERS, ccd_items, write_json_file
 
-from probe.benches import ccd, get_bench
+from conftest import prepare
+
+from probe.benches.ccd import data as ccd
 from probe.errors import ProbeInputError
-from probe.results import sha256_file
+from probe.files import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 M_KEYS = {"shares", "position_shares", "position_chi2", "position_V", "cluster_position_V",
@@ -82,7 +84,7 @@ def test_items_and_cyclic_design(tmp_path: Path) -> None:
 
 def test_latin_square_design(tmp_path: Path) -> None:
     path = write_json_file(tmp_path / "c.json", ccd_items(70))  # 10 items per domain
-    bench = get_bench("ccd").prepare({"kind": "ccd", "path": str(path), "design": "latin_square"}, False)
+    bench = prepare({"kind": "ccd", "path": str(path), "design": "latin_square"}, False)
     assert len(bench.prompts) == 70 and bench.source["balance_score"] == 100.0
     for domain in ("Arts", "Work"):
         orders = [p.order for p in bench.prompts if p.category == domain]

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import disco_rows, write_csv
 
-from probe.analyze import analyze_run
+from probe.pipeline.analyze import analyze_run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 N_ITEMS = 3

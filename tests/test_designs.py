@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from probe.designs import balance_score, latin_square_orders, williams_square
+from probe.benches.designs import balance_score, latin_square_orders, williams_square
 
 CCD_DOMAINS = ["Arts", "Education", "Family", "Wellness", "Work", "Scientific", "Lifestyle"]
 

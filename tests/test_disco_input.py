@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import COLUMNS, disco_rows, write_csv
 
-from probe.benches.disco import DEFAULT_INSTRUCTIONS, build_prompts, load_items
+from probe.benches.disco.data import DEFAULT_INSTRUCTIONS, build_prompts, load_items
 from probe.errors import ProbeInputError
 from probe.types import Item, Prompt
 

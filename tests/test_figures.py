@@ -17,8 +17,22 @@ import pytest
 from conftest import ccd_items, disco_rows, write_csv, write_json_file
 
 from probe.api import load_run
-from probe.figures import CAPTIONS, Figure, position_cluster_rates, run_figures, sweep_figures, temperature_curve
-from probe.html_report import markdown_to_html, write_html
+from probe.benches.ccd.figures import CAPTIONS as CCD_CAPTIONS
+from probe.benches.ccd.figures import position_cluster_rates
+from probe.benches.disco.figures import CAPTIONS as DISCO_CAPTIONS
+from probe.benches.registry import task_of
+from probe.report.run import temperature_curve
+from probe.report.sweep import sweep_figures
+from probe.viz.figures import Figure
+from probe.viz.html import markdown_to_html, write_html
+
+CAPTIONS = {**DISCO_CAPTIONS, **CCD_CAPTIONS}
+
+
+def run_figures(run_dir: Path, out_dir: Path) -> list[Figure]:
+    """A stored run's figures, as its bench's task draws them."""
+    run = load_run(run_dir)
+    return task_of(run.manifest).figures(run, out_dir)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DISCO_FIGURES = ["csd.png", "lorenz.png", "letter_positions.png", "ppr_by_rotation.png"]
@@ -108,11 +122,12 @@ def test_sweep_figures(runs: dict[str, Path], tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["disco-tiny", "ccd-tiny"])
 def test_temperature_curve(runs: dict[str, Path], tmp_path: Path, key: str) -> None:
-    fig = temperature_curve(load_run(runs[key]), [0.5, 1.0, 2.0], tmp_path)
+    run = load_run(runs[key])
+    fig = temperature_curve(run, task_of(run.manifest), [0.5, 1.0, 2.0], tmp_path)
     assert fig is not None and fig.name == "temperature_curve.png"
     assert_png(fig.path)
     with pytest.raises(ValueError, match="positive"):
-        temperature_curve(load_run(runs[key]), [0.0, 1.0], tmp_path)
+        temperature_curve(run, task_of(run.manifest), [0.0, 1.0], tmp_path)
 
 
 MARKDOWN = """# Report <b>title</b>

@@ -10,16 +10,19 @@ import pytest
 import torch
 
 from probe.backends.generate import HFGenerator
-from probe.backends.hf import HFBackendSpec, HFScorer
-from probe.benches import get_bench
-from probe.generation import JUDGEMENTS_SCHEMA, pluralism
+from probe.backends.hf import HFScorer
+from probe.backends.specs import HFBackendSpec
+from conftest import prepare
+from probe.benches.ccd.metrics import pluralism
+from probe.results.generations import read_judgements
+from probe.results.schemas import JUDGEMENTS_SCHEMA
 from probe.judges import JudgeRequest, make_judge
 from probe.judges.tasks import GLOBE_DIMENSIONS, extract_json
 from probe.models import ModelSpec, load_model
-from probe.parse import parse_answer
-from probe.render import render_prompts
-from probe.results import write_table
-from probe.tiny import TinySpec
+from probe.prompts.parse import parse_answer
+from probe.prompts.render import render_prompts
+from probe.results.scores import write_table
+from probe.models.tiny import TinySpec
 
 PARSE_CASES = [
     ('{"answer_choice":"C"}', "C", None),
@@ -92,7 +95,7 @@ def test_pluralism_from_stored_judgements(tmp_path: Path) -> None:
             {"prompt_id": 2, "task": "globe_dimensions", "dimensions": [pd], "judge": "k"},
             {"prompt_id": 3, "task": "globe_dimensions", "dimensions": None, "judge_error": "bad", "judge": "k"}]
     write_table(tmp_path / "judgements.parquet", pa.Table.from_pylist(rows, schema=JUDGEMENTS_SCHEMA))
-    p = pluralism(tmp_path)
+    p = pluralism(read_judgements(tmp_path))
     assert p["rate"] == pytest.approx(2 / 3) and p["n_rationales"] == 3 and p["n_judge_errors"] == 1
     assert p["top_pairs"][0] == [po, fo, 2] and sorted(map(tuple, p["top_pairs"][1:])) == [(fo, pd, 1), (po, pd, 1)]
     assert set(GLOBE_DIMENSIONS) >= {po, fo, pd}
@@ -104,7 +107,7 @@ def test_greedy_generation_equals_letter_argmax(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("PROBE_CACHE", str(tmp_path))
     spec = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())
     loaded = load_model(spec, device="cpu")
-    bench = get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
     rendered, letters = render_prompts(loaded.tokenizer, bench.prompts[:104], bench.letters,
                                        spec.render_settings(), spec.name)
     # A random tiny model rarely puts its argmax on a letter; scale the letter rows of the head

@@ -8,18 +8,20 @@ import numpy as np
 import pytest
 import torch
 
-from probe.backends.hf import HFBackendSpec, HFScorer, plan_batches
-from probe.benches import get_bench
+from probe.backends.batching import plan_batches
+from probe.backends.hf import HFScorer
+from probe.backends.specs import HFBackendSpec
+from conftest import prepare
 from probe.models import LoadedModel, ModelSpec, load_model
-from probe.render import render_prompts
-from probe.tiny import TinySpec, build_model, build_tokenizer
+from probe.prompts.render import render_prompts
+from probe.models.tiny import TinySpec, build_model, build_tokenizer
 from probe.types import LetterIds, RenderedPrompt
 
 TOL = 1e-4  # nats, fp32 (SPEC §7)
 
 
 def _demo_prompts(n_items: int):
-    bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
+    bench = prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
     keep = {i.item_id for i in bench.items[:n_items]}
     return [p for p in bench.prompts if p.item_id in keep]
 
@@ -149,7 +151,7 @@ def test_tiny_build_is_deterministic() -> None:
 
 
 def test_tiny_cache_dir_is_reused(tmp_path: Path) -> None:
-    from probe.tiny import tiny_model_dir
+    from probe.models.tiny import tiny_model_dir
 
     first = tiny_model_dir(TinySpec(), tmp_path)
     stamp = (first / "model.safetensors").stat().st_mtime_ns

@@ -113,7 +113,7 @@ def _free_port() -> int:
                     reason="transformers serve needs transformers[serving] (fastapi, uvicorn, openai)")
 def test_real_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`transformers serve` on loopback with the tiny model: request, reply and validation end to end."""
-    from probe.tiny import TinySpec, tiny_model_dir
+    from probe.models.tiny import TinySpec, tiny_model_dir
 
     model_dir = str(tiny_model_dir(TinySpec(), tmp_path / "tiny"))
     port = _free_port()

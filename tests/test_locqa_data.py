@@ -7,14 +7,16 @@ compute expected counts independently from the raw JSON where they depend on fil
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import shared_dir, write_json_file
 
-from probe.benches import locqa
+from probe.benches.locqa import data as locqa
 from probe.errors import ProbeInputError
-from probe.render import RenderSettings
+from probe.prompts.parse import normalize_answer
+from probe.prompts.render import RenderSettings, render_prompts
 
 LANGUAGES_12 = ["English", "Spanish", "French", "German", "Hebrew", "Hindi", "Indonesian", "Italian",
                 "Japanese", "Korean", "Portuguese", "Chinese"]
@@ -40,7 +42,7 @@ def real_questions(real_path: Path) -> list[locqa.LocQAQuestion]:
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from probe.tiny import TinySpec, build_tokenizer
+    from probe.models.tiny import TinySpec, build_tokenizer
 
     return build_tokenizer(TinySpec())
 
@@ -126,7 +128,7 @@ def test_real_prompt_counts(real_questions: list[locqa.LocQAQuestion]) -> None:
 # --- answers, exemplars ----------------------------------------------------------------------
 
 def test_normalize_answer() -> None:
-    n = locqa.normalize_answer
+    n = normalize_answer
     assert n("Every 5 years") == n("every 5 years")
     assert n("6 ans ") == n("6 ans") == "6 ans"
     assert n("１２") == "12"
@@ -221,41 +223,47 @@ def test_prompt_ids_and_explicit_text(tmp_path: Path) -> None:
 
 # --- rendering -------------------------------------------------------------------------------
 
+def render(prompts, tokenizer, settings: RenderSettings, max_positions: int | None = None):  # type: ignore[no-untyped-def]
+    """LocQA prompts rendered for generation, as the pipeline does (no answer cue)."""
+    return render_prompts(tokenizer, [p.to_prompt() for p in prompts], None, replace(settings, cue=None), "test",
+                          max_positions=max_positions)[0]
+
+
 def test_render_instruct(tmp_path: Path, tokenizer) -> None:
     qs = locqa.load_questions(small_file(tmp_path), languages=("Chinese",))
     three = locqa.build_prompts(qs, locqa.LocQASpec(mode="three_shot"))
     settings = RenderSettings(kind="instruct")
-    messages = locqa.chat_messages(three[0], settings)
-    assert [m["role"] for m in messages] == ["user", "assistant"] * 3 + ["user"]
-    assert messages[0]["content"] == locqa.EXEMPLARS["Chinese"]["arith_q"] and messages[-1]["content"] == qs[0].question
-    r = locqa.render(three, tokenizer, settings)
+    g = three[0].to_prompt()  # exemplars become chat turns before the question
+    assert len(g.shots) == 3 and g.shots[0] == (locqa.EXEMPLARS["Chinese"]["arith_q"], locqa.EXEMPLARS["Chinese"]["arith_a"])
+    assert g.message == qs[0].question
+    r = render(three, tokenizer, settings)
     assert r[0].text.endswith(f"{qs[0].question}<|im_end|>\n<|im_start|>assistant\n")
     assert r[0].text.count("<|im_start|>") == 8  # 7 turns + the generation prompt
     assert r[0].token_ids[0] == tokenizer.bos_token_id and list(r[0].token_ids).count(tokenizer.bos_token_id) == 1
     assert r[0].prompt.condition == "three_shot" and r[0].prompt.target is None
     sys = RenderSettings(kind="instruct", system_prompt="Be brief.")
     zero = locqa.build_prompts(qs, locqa.LocQASpec())
-    text = locqa.render(zero[:1], tokenizer, sys)[0].text
+    text = render(zero[:1], tokenizer, sys)[0].text
     assert text.startswith("<|bos|><|im_start|>system\nBe brief.<|im_end|>") and text.count("<|im_start|>") == 3
 
 
 def test_render_base(tmp_path: Path, tokenizer) -> None:
     qs = locqa.load_questions(small_file(tmp_path))
     settings = RenderSettings(kind="base")
-    zero = locqa.render(locqa.build_prompts(qs, locqa.LocQASpec()), tokenizer, settings)
+    zero = render(locqa.build_prompts(qs, locqa.LocQASpec()), tokenizer, settings)
     assert zero[0].text == "Question: What side of the road do people drive on?\nAnswer:"
     assert zero[1].text == "问题: 人们开车靠哪边行驶？\n答案:"
     assert all(r.token_ids[0] == tokenizer.bos_token_id for r in zero)
-    three = locqa.render(locqa.build_prompts(qs[:1], locqa.LocQASpec(mode="three_shot")), tokenizer, settings)[0]
+    three = render(locqa.build_prompts(qs[:1], locqa.LocQASpec(mode="three_shot")), tokenizer, settings)[0]
     blocks = three.text.split("\n\n")
     assert len(blocks) == 4 and blocks[1] == "Question: What is the largest ocean on Earth?\nAnswer: The Pacific Ocean"
     assert three.text.endswith("\nAnswer:")
     with pytest.raises(ProbeInputError, match="longer than the model allows"):
-        locqa.render(locqa.build_prompts(qs[:1], locqa.LocQASpec(mode="three_shot")), tokenizer, settings,
+        render(locqa.build_prompts(qs[:1], locqa.LocQASpec(mode="three_shot")), tokenizer, settings,
                      max_positions=10)
 
 
 def test_render_real_three_shot_fits(real_questions: list[locqa.LocQAQuestion], tokenizer) -> None:
     ps = locqa.build_prompts(real_questions, locqa.LocQASpec(mode="three_shot"))
-    rendered = locqa.render(ps, tokenizer, RenderSettings(kind="instruct"))
+    rendered = render(ps, tokenizer, RenderSettings(kind="instruct"))
     assert len(rendered) == 528 and all(r.text.endswith("<|im_start|>assistant\n") for r in rendered)

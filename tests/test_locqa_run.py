@@ -14,9 +14,9 @@ import pytest
 from conftest import shared_dir
 
 import probe
-from probe.analyze import analyze_run
+from probe.pipeline.analyze import analyze_run
 from probe.errors import ProbeInputError
-from probe.locqa_run import strip_thinking
+from probe.prompts.parse import strip_thinking
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 M_KEYS = {"B_US", "B_US_macro", "B_R", "B_R_dev", "B_R_dev_macro", "taxonomy", "no_answer_rate", "multiplicity",
@@ -98,12 +98,17 @@ def test_explicit_and_three_shot_modes(tmp_path: Path) -> None:
 
 
 def test_semantic_matches_are_cached_across_runs(tmp_path: Path) -> None:
-    from probe.benches.locqa import LocQASpec, build_prompts, load_questions
+    from probe.benches.locqa.data import LocQASpec, build_prompts, load_questions
+    from probe.benches.locqa.judging import judge_jobs
+    from probe.benches.task import PreparedBench
     from probe.judges import JudgeRequest, JudgeResult
-    from probe.locqa_run import SemanticCache, judge_all
+    from probe.pipeline.judging import VerdictCache, run_jobs
+    from probe.results.generations import write_judgements
 
     questions = load_questions(_data(), ("Korean",), ("Law",))
-    prompts = build_prompts(questions, LocQASpec())
+    prompts = [p.to_prompt() for p in build_prompts(questions, LocQASpec())]
+    bench = PreparedBench(name="locqa", kind="locqa", letters=(), items=questions, prompts=prompts, source={},
+                          cue=None)
 
     class Counting:
         name = "counting"
@@ -117,16 +122,16 @@ def test_semantic_matches_are_cached_across_runs(tmp_path: Path) -> None:
                                 {"mentioned_answers": [], "framing_style": "NEUTRAL"}, None, self.name)
                     for r in requests]
 
-    cache = SemanticCache(tmp_path / "cache", {"name": "counting"})
+    cache = VerdictCache(tmp_path / "cache", {"name": "counting"})
     first, second = Counting(), Counting()
-    answers = {p.prompt_id: "" for p in prompts}
+    jobs = judge_jobs(bench, [{"prompt_id": p.prompt_id, "answer": ""} for p in prompts])
     for judge, out in ((first, tmp_path / "a"), (second, tmp_path / "b")):
         out.mkdir()
-        judge_all(judge, questions, prompts, answers, out, cache)
+        write_judgements(out, run_jobs(judge, jobs, cache))
     assert first.semantic == len(questions) == 3 and second.semantic == 0
     assert pq.read_table(tmp_path / "a" / "judgements.parquet").equals(pq.read_table(tmp_path / "b" / "judgements.parquet"))
     q = questions[0]
     request = JudgeRequest("semantic_match", {"question": q.question, "us_answer": q.us_answer,
                                               "answers": {a.locale: a.answer for a in q.answers}})
     assert cache.get(request) is not None  # the same judge: reused
-    assert SemanticCache(tmp_path / "cache", {"name": "another judge"}).get(request) is None  # keyed by the judge
+    assert VerdictCache(tmp_path / "cache", {"name": "another judge"}).get(request) is None  # keyed by the judge

@@ -14,14 +14,16 @@ import torch
 from conftest import ccd_items, write_json_file
 
 import probe
-from probe.backends.hf import HFBackendSpec, HFScorer
-from probe.benches import get_bench
+from probe.backends.hf import HFScorer
+from probe.backends.specs import HFBackendSpec
+from conftest import prepare
 from probe.errors import ProbeInputError
-from probe.lens import fit_linear_probe, layer_table
-from probe.mech import ActivationWriter, MechSpec
+from probe.metrics.lens import fit_linear_probe, layer_table
+from probe.backends.taps import MechSpec
+from probe.results.mech import ActivationWriter
 from probe.models import ModelSpec, load_model
-from probe.render import render_prompts
-from probe.tiny import TinySpec
+from probe.prompts.render import render_prompts
+from probe.models.tiny import TinySpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +34,7 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     arch = request.param
     spec = ModelSpec(name=arch, kind="instruct", source="tiny", tiny=TinySpec(arch=arch, num_layers=4))
     loaded = load_model(spec, device="cpu")
-    bench = get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
     rendered, letters = render_prompts(loaded.tokenizer, bench.prompts[:52], bench.letters,
                                        spec.render_settings(), spec.name)
     return loaded, rendered, letters

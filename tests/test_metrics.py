@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from probe.benches.disco import build_prompts
+from probe.benches.disco.data import build_prompts
 from probe.metrics.core import (
     bootstrap_weights, choice_probs, gini, greedy_onehot, jsd_bits, kl_to_uniform, normalized_entropy,
 )
-from probe.metrics.disco import DiscoAnalysis, compute, evaluate, item_sums
-from probe.results import ScoreTable
+from probe.benches.disco.metrics import DiscoAnalysis, compute, evaluate, item_sums
+from probe.results.scores import ScoreTable
 from probe.types import Item, Option
 
 WEIGHT = {"US": 4.0, "UK": 2.0, "China": 1.0, "Assam": 1.0, "Spain": 3.0, "Ethiopia": 0.5,

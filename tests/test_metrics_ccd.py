@@ -16,9 +16,12 @@ import numpy as np
 import pytest
 
 from probe.errors import ProbeInputError
-from probe.metrics.ccd import CLUSTERS, CCDAnalysis, compute, evaluate, item_sums, symmetric_kl
+from probe.benches.ccd.data import CLUSTERS
+from probe.benches.ccd.metrics import compute, evaluate, item_sums
+from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import symmetric_kl
 from probe.metrics.core import choice_probs
-from probe.results import ScoreTable
+from probe.results.scores import ScoreTable
 
 NORDIC, ME, ANGLO = "nordic_europe", "middle_east", "anglo"
 
@@ -66,7 +69,7 @@ def _cyclic(n_items: int, lp_fn, domains=("Arts", "Work")) -> ScoreTable:
 
 @pytest.fixture(scope="module")
 def hand() -> dict:
-    return compute(_table(HAND), CCDAnalysis(n_boot=0))
+    return compute(_table(HAND), AnalysisOptions(n_boot=0))
 
 
 def test_keys_are_the_public_names(hand: dict) -> None:
@@ -141,13 +144,13 @@ def test_greedy_hand(hand: dict) -> None:
 
 
 def test_temperature_and_letter_mass() -> None:
-    hot = compute(_table(HAND, mass=0.3), CCDAnalysis(n_boot=0, temperature=0.5))
+    hot = compute(_table(HAND, mass=0.3), AnalysisOptions(n_boot=0, temperature=0.5))
     # T = .5 squares the odds in "a": 1:9 → anglo .1, so its share is .1/2
     assert hot["expected"]["shares"][ANGLO] == pytest.approx(0.05, abs=1e-6)
 
 
 def test_uniform_choices_are_unbiased() -> None:
-    m = compute(_cyclic(3, lambda g: [0.1] * 10), CCDAnalysis(n_boot=0))["expected"]
+    m = compute(_cyclic(3, lambda g: [0.1] * 10), AnalysisOptions(n_boot=0))["expected"]
     assert m["shares"] == pytest.approx({c: 0.1 for c in CLUSTERS})
     assert m["position_V"] == pytest.approx(0.0, abs=1e-6)
     assert m["mean_cluster_position_V"] == pytest.approx(0.0, abs=1e-6)
@@ -160,7 +163,7 @@ def test_unbalanced_design_uses_exposure() -> None:
     O_c[ℓ] = .1·S_c[ℓ] is exactly E_c[ℓ]. A uniform expectation N_c/10 would report bias."""
     rng = np.random.default_rng(0)
     rows = [(f"i{i}", "Arts", list(np.array(CLUSTERS)[rng.permutation(10)]), [0.1] * 10) for i in range(7)]
-    m = compute(_table(rows), CCDAnalysis(n_boot=0))["expected"]
+    m = compute(_table(rows), AnalysisOptions(n_boot=0))["expected"]
     assert m["cluster_position_V"] == pytest.approx({c: 0.0 for c in CLUSTERS}, abs=1e-6)
     assert m["position_V"] == pytest.approx(0.0, abs=1e-6)
 
@@ -171,10 +174,10 @@ def test_always_letter_a_under_cyclic() -> None:
     and every V_c is 1 too (its N_c picks all at A)."""
     t = _cyclic(2, lambda g: _onehots(A=0.99, B=0.01))
     for flavour in ("expected", "greedy"):
-        m = compute(t, CCDAnalysis(n_boot=0))[flavour]
+        m = compute(t, AnalysisOptions(n_boot=0))[flavour]
         assert m["shares"] == pytest.approx({c: 0.1 for c in CLUSTERS})
         assert m["entropy_bits"] == pytest.approx(math.log2(10)) and m["gini"] == pytest.approx(0.0, abs=1e-9)
-    g = compute(t, CCDAnalysis(n_boot=0))["greedy"]
+    g = compute(t, AnalysisOptions(n_boot=0))["greedy"]
     assert g["position_chi2"] == pytest.approx(9 * 20) and g["position_V"] == pytest.approx(1.0)
     assert g["cluster_position_V"] == pytest.approx({c: 1.0 for c in CLUSTERS})
 
@@ -201,9 +204,9 @@ def test_item_weights_equal_an_explicit_resample() -> None:
     """Bootstrap weights [2, 0, 1] must give exactly the metrics of the table a, a', c."""
     rows = _random_rows(["a", "b", "c"], seed=5)
     table = _table(rows)
-    weighted = evaluate(item_sums(table, choice_probs(table.logprobs)), np.array([2.0, 0.0, 1.0]), CCDAnalysis())
+    weighted = evaluate(item_sums(table, choice_probs(table.logprobs)), np.array([2.0, 0.0, 1.0]), AnalysisOptions())
     resampled = _table(rows[:2] + [("a2", *r[1:]) for r in rows[:2]] + rows[4:])
-    direct = evaluate(item_sums(resampled, choice_probs(resampled.logprobs)), np.ones(3), CCDAnalysis())
+    direct = evaluate(item_sums(resampled, choice_probs(resampled.logprobs)), np.ones(3), AnalysisOptions())
     lw, ld = _leaves(weighted), _leaves(direct)
     for path, value in ld.items():
         assert float(lw[path]) == pytest.approx(float(value), abs=1e-9, nan_ok=True), path
@@ -214,7 +217,7 @@ def test_item_weights_equal_an_explicit_resample() -> None:
 
 def test_ci_tree_mirrors_point_tree() -> None:
     table = _table(_random_rows(["a", "b", "c"], seed=1))
-    m = compute(table, CCDAnalysis(n_boot=200, seed=3))
+    m = compute(table, AnalysisOptions(n_boot=200, seed=3))
     for flavour in ("expected", "greedy"):
         point, ci = _leaves(m[flavour]), _leaves(m["ci95"][flavour])
         assert set(ci) == {path + (end,) for path in point for end in (0, 1)}
@@ -224,17 +227,17 @@ def test_ci_tree_mirrors_point_tree() -> None:
             assert isinstance(value, float) and isinstance(lo, float) and isinstance(hi, float)
             assert (math.isnan(lo) and math.isnan(hi)) or lo <= hi, path
     # seeded; assert_equal recurses and counts NaN == NaN (a never-chosen cluster's V_c)
-    np.testing.assert_equal(compute(table, CCDAnalysis(n_boot=200, seed=3))["ci95"], m["ci95"])
+    np.testing.assert_equal(compute(table, AnalysisOptions(n_boot=200, seed=3))["ci95"], m["ci95"])
 
 
 def test_bad_input_is_named() -> None:
     bad = _table([("a", "Work", ["atlantis"] + list(CLUSTERS[1:]), [0.1] * 10)])
     with pytest.raises(ProbeInputError, match="atlantis"):
-        compute(bad, CCDAnalysis(n_boot=0))
+        compute(bad, AnalysisOptions(n_boot=0))
     mixed = _table(HAND)
     mixed.category[1] = None
     with pytest.raises(ProbeInputError, match="category"):
-        compute(mixed, CCDAnalysis(n_boot=0))
+        compute(mixed, AnalysisOptions(n_boot=0))
 
 
 def test_symmetric_kl() -> None:

@@ -43,9 +43,9 @@ from probe.judges import JudgeRequest
 from probe.judges.llm import LLMJudge
 from probe.judges.rules import RulesJudge, frames_us, mentions, normalize_answer, same_answer
 from probe.judges.tasks import TASKS
-from probe.metrics.core import bootstrap_weights
-from probe.metrics.locqa import (
-    Judgement, LocQAAnalysis, LocQAItem, PromptRef, compute, evaluate, locqa_sums,
+from probe.metrics.core import AnalysisOptions, bootstrap_weights
+from probe.benches.locqa.metrics import (
+    Judgement, LocQAItem, PromptRef, compute, evaluate, locqa_sums,
 )
 
 T1, T2, T3, T4, T5 = ("What is the national emergency phone number?", "What is the legal drinking age?",
@@ -115,7 +115,7 @@ def _approx(tree: Any, expected: Any) -> None:
 # --- metrics: the hand example -----------------------------------------------------------------
 
 def test_hand_example_every_metric() -> None:
-    out = compute(*_implicit_run(), LocQAAnalysis(n_boot=0))
+    out = compute(*_implicit_run(), AnalysisOptions(n_boot=0))
     expected = {
         # English: Q = T1..T4 (T5's judge failed). Observed 3/4 (T2 gave nothing); every template's
         # single locale is ≡ US, expected (1+1+1+1)/4 = 1 → B_US = 3/4 − 1 = −0.25.
@@ -168,7 +168,7 @@ def test_semantic_judge_error_drops_the_template_language() -> None:
     q, p, js = _implicit_run()
     js = [Judgement("semantic_match", T3, "Spanish", judge_error="bad JSON")
           if j.task == "semantic_match" and (j.template, j.language) == (T3, "Spanish") else j for j in js]
-    out = compute(q, p, js, LocQAAnalysis(n_boot=0))
+    out = compute(q, p, js, AnalysisOptions(n_boot=0))
     m = out["metrics"]
     # Spanish Q = T1, T2, T4, T5: observed 3/4, expected (2/3 + 0 + 1 + 1)/4 = 2/3 → 1/12.
     assert m["B_US"]["Spanish"] == pytest.approx(1 / 12)
@@ -182,7 +182,7 @@ def test_language_without_any_locale_answer_has_nan_regional_bias() -> None:
     js = [Judgement("implicit", j.template, "Spanish", prompt_id=j.prompt_id, mentioned_answers=("21",) if
                     j.template == T2 else (), framing_style="NEUTRAL")
           if j.task == "implicit" and j.language == "Spanish" else j for j in js]
-    m = compute(q, p, js, LocQAAnalysis(n_boot=0))["metrics"]
+    m = compute(q, p, js, AnalysisOptions(n_boot=0))["metrics"]
     # Only "21" (the US answer, valid nowhere in Spanish) is ever given: no locale's answer.
     assert all(math.isnan(v) for v in m["B_R"]["Spanish"].values())
     assert math.isnan(m["B_R_dev"]["Spanish"]) and math.isnan(m["B_R_dev_macro"])
@@ -202,7 +202,7 @@ def test_explicit_mode() -> None:
                             mentions_us_answer=us))
     prompts.append(PromptRef(len(prompts), T1, "English", "explicit", "USA"))
     js.append(Judgement("explicit", T1, "English", prompt_id=prompts[-1].prompt_id, judge_error="timeout"))
-    out = compute(questions, prompts, js, LocQAAnalysis(n_boot=50, seed=1))
+    out = compute(questions, prompts, js, AnalysisOptions(n_boot=50, seed=1))
     # accuracy 3/6; wrong = 3 (T1 Spain, T2 Spain, T2 Argentina), 2 of them name the US answer.
     assert out["metrics"]["explicit"] == pytest.approx({"accuracy": 0.5, "us_hallucination_share": 2 / 3})
     assert math.isnan(out["metrics"]["B_US"]["Spanish"]) and math.isnan(out["metrics"]["taxonomy"]["erasure"])
@@ -221,9 +221,9 @@ def _same_shape(ci: Any, m: Any) -> None:
 
 def test_bootstrap_ci_mirrors_metrics_and_is_seeded() -> None:
     run = _implicit_run()
-    a = compute(*run, LocQAAnalysis(n_boot=200, seed=3))
-    b = compute(*run, LocQAAnalysis(n_boot=200, seed=3))
-    c = compute(*run, LocQAAnalysis(n_boot=200, seed=4))
+    a = compute(*run, AnalysisOptions(n_boot=200, seed=3))
+    b = compute(*run, AnalysisOptions(n_boot=200, seed=3))
+    c = compute(*run, AnalysisOptions(n_boot=200, seed=4))
     _same_shape(a["ci95"], a["metrics"])
     assert set(a["metrics"]) == {"B_US", "B_US_macro", "B_R", "B_R_dev", "B_R_dev_macro", "taxonomy",
                                  "no_answer_rate", "multiplicity", "by_category"}
@@ -253,10 +253,10 @@ def test_vectorised_replicates_equal_one_at_a_time() -> None:
 def test_missing_judgement_is_an_error() -> None:
     q, p, js = _implicit_run()
     with pytest.raises(ProbeInputError, match="no judgement for prompt_id"):
-        compute(q, p, [j for j in js if j.prompt_id != 7], LocQAAnalysis(n_boot=0))
+        compute(q, p, [j for j in js if j.prompt_id != 7], AnalysisOptions(n_boot=0))
     with pytest.raises(ProbeInputError, match="no semantic_match"):
         compute(q, p, [j for j in js if not (j.task == "semantic_match" and j.template == T2
-                                              and j.language == "Spanish")], LocQAAnalysis(n_boot=0))
+                                              and j.language == "Spanish")], AnalysisOptions(n_boot=0))
 
 
 def test_unknown_answers_in_judgements_are_errors() -> None:
@@ -264,11 +264,11 @@ def test_unknown_answers_in_judgements_are_errors() -> None:
     bad = [Judgement("implicit", T1, "Spanish", prompt_id=5, mentioned_answers=("999",), framing_style="NEUTRAL")
            if j.prompt_id == 5 else j for j in js]
     with pytest.raises(ProbeInputError, match="'999' is not a gold answer"):
-        compute(q, p, bad, LocQAAnalysis(n_boot=0))
+        compute(q, p, bad, AnalysisOptions(n_boot=0))
     bad = [Judgement("semantic_match", T1, "Spanish", matches=("Narnia",))
            if j.task == "semantic_match" and (j.template, j.language) == (T1, "Spanish") else j for j in js]
     with pytest.raises(ProbeInputError, match="Narnia"):
-        compute(q, p, bad, LocQAAnalysis(n_boot=0))
+        compute(q, p, bad, AnalysisOptions(n_boot=0))
 
 
 def test_judgement_from_parquet_record() -> None:

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from probe.benches.registry import get_task
 from probe.errors import ProbeInputError
-from probe.sweep import bench_table, load_entries, pair_table, sweep_markdown
+from probe.report.sweep import bench_table, find_runs, load_entries, pair_table, sweep_markdown
+
+DISCO, CCD = get_task("disco"), get_task("ccd")
 
 
 def _run(root: Path, name: str, model: str, kind: str, pair: str | None, kl: float, revision: str | None = None,
@@ -26,6 +29,7 @@ def _run(root: Path, name: str, model: str, kind: str, pair: str | None, kl: flo
         ci = {}
     (d / "manifest.json").write_text(json.dumps(manifest))
     (d / "metrics.json").write_text(json.dumps({"expected": m, "greedy": m, "ci95": {"expected": ci}}))
+    (d / "DONE").write_text("complete\n")
     return d
 
 
@@ -36,21 +40,25 @@ def test_tables_pairs_and_order(tmp_path: Path) -> None:
     _run(tmp_path, "3", "olmo", "instruct", None, 0.3, revision="stage1-step500")
     _run(tmp_path, "4", "qwen", "instruct", None, 2.5, bench_kind="ccd")
     (tmp_path / "unfinished").mkdir()
-    (tmp_path / "unfinished" / "manifest.json").write_text("{}")  # no metrics.json: not a finished run
+    (tmp_path / "unfinished" / "manifest.json").write_text("{}")  # no DONE: not a finished run
+    killed = _run(tmp_path, "killed", "llama", "instruct", None, 0.9)
+    (killed / "DONE").unlink()  # metrics of a run killed after analysis, before DONE: not final
     entries = load_entries([tmp_path])
+    assert find_runs([tmp_path])[1] == [killed, tmp_path / "unfinished"]
     assert [e.label for e in entries] == ["qwen", "gemma-it", "gemma-pt", "olmo@stage1-step500",
                                           "olmo@stage1-step2000"]  # bench, model, then training step
-    table = bench_table(entries, "disco").splitlines()
+    table = bench_table(entries, DISCO).splitlines()
     assert table[0].startswith("| run | kind | bench | KL | Gini | CR(C1) | CR(C2) | PSI |")
     assert table[2].startswith("| gemma-it | instruct | disco | 0.150 [0.140, 0.160] | 0.300 | 0.500 | 0.600 | 0.400 |")
     assert len(table) == 2 + 4
-    pairs = pair_table(entries, "disco")
+    pairs = pair_table(entries, DISCO)
     assert "| gemma-it vs gemma-pt | KL | 0.150 [0.140, 0.160] | 0.100 [0.090, 0.110] | +0.050 |" in pairs
-    assert pair_table(entries, "ccd") is None
-    ccd = bench_table(entries, "ccd").splitlines()
+    assert pair_table(entries, CCD) is None
+    ccd = bench_table(entries, CCD).splitlines()
     assert "middle_east 0.50, nordic_europe 0.30, anglo 0.20" in ccd[2] and "| 2.500 |" in ccd[2]
-    md = sweep_markdown(entries)
+    md = sweep_markdown(entries, find_runs([tmp_path])[1])
     assert "## DiSCo" in md and "### DiSCo: base vs instruct" in md and "## CCD-Bench" in md
+    assert "## Skipped: 2 unfinished run(s) (no DONE)" in md and f"`{killed}`" in md
 
 
 def test_no_runs_is_an_error(tmp_path: Path) -> None:
@@ -67,7 +75,8 @@ def test_locqa_rows_and_pairs(tmp_path: Path) -> None:
                                                      "bench": {"name": "locqa", "kind": "locqa"}}))
         m = {"B_US_macro": b_us, "B_R_dev_macro": 0.5, "multiplicity": 1.2, "no_answer_rate": 0.1}
         (d / "metrics.json").write_text(json.dumps({"metrics": m, "ci95": {"B_US_macro": [b_us - 0.05, b_us + 0.05]}}))
+        (d / "DONE").write_text("complete\n")
     entries = load_entries([tmp_path])
-    assert "| olmo | instruct | locqa | 0.300 [0.250, 0.350] | 0.500 | 1.200 | 0.100 |" in bench_table(entries, "locqa")
+    assert "| olmo | instruct | locqa | 0.300 [0.250, 0.350] | 0.500 | 1.200 | 0.100 |" in bench_table(entries, get_task("locqa"))
     assert "| olmo vs olmo-base | B_US | 0.300 [0.250, 0.350] | 0.100 [0.050, 0.150] | +0.200 |" in \
-        pair_table(entries, "locqa")
+        pair_table(entries, get_task("locqa"))

@@ -8,7 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 from safetensors.numpy import load_file
 
-from probe.results import ScoreWriter, write_json
+from probe.files import write_json
+from probe.results.scores import ScoreWriter
 from probe.types import LetterScore
 
 

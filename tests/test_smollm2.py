@@ -14,11 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from probe.backends.hf import HFBackendSpec, HFScorer
-from probe.benches import get_bench
+from probe.backends.hf import HFScorer
+from probe.backends.specs import HFBackendSpec
+from conftest import prepare
 from probe.config import build
 from probe.models import ModelSpec, load_model
-from probe.render import render_prompts
+from probe.prompts.render import render_prompts
 
 pytestmark = [
     pytest.mark.real,
@@ -46,7 +47,7 @@ def test_offline_load_uses_the_converted_gguf(smollm2) -> None:
 
 def test_letters_and_batched_exactness(smollm2) -> None:
     spec, loaded = smollm2
-    bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
+    bench = prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
     # 16 prompts: the 4 rotations of the first C0 group (a shared prefix), then every 4th
     # prompt of the item (all conditions)
     prompts = [p for p in bench.prompts if p.item_id == "demo-01"]
@@ -116,10 +117,10 @@ def test_ccd_runs_on_smollm2(smollm2, tmp_path: Path, args: list[str]) -> None:
 
 
 def test_logit_lens_last_layer_equals_scores(smollm2) -> None:
-    from probe.mech import MechSpec
+    from probe.backends.taps import MechSpec
 
     spec, loaded = smollm2
-    bench = get_bench("disco").prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
+    bench = prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
     prompts = [p for p in bench.prompts if p.item_id == "demo-02"][:8]
     rendered, letters = render_prompts(loaded.tokenizer, prompts, bench.letters, spec.render_settings(), spec.name)
     scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu"), MechSpec(logit_lens=True, capture_layers=(-1,)))
@@ -154,12 +155,15 @@ def test_judge_config_wiring(smollm2) -> None:
     """judge=llm without judge.model runs on the run's own model, with its chat-template settings."""
     from probe.backends.generate import HFGenerator
     from probe.judges.llm import LLMJudge
-    from probe.run import RunConfig, _judge
+    from probe.judges import JudgeSpec
+    from probe.pipeline.judging import build_judge
+    from probe.pipeline.spec import RunConfig
 
     _, loaded = smollm2
     cfg = RunConfig(model=ModelSpec(name="m", kind="instruct", chat_template_kwargs={"enable_thinking": False}),
-                    bench={}, out_dir=Path("."), judge={"name": "llm", "retries": 3, "max_new_tokens": 32})
-    judge = _judge(cfg, loaded)
+                    bench={"kind": "disco", "packaged": "demo_disco.csv"}, out_dir=Path("."),
+                    judge=JudgeSpec(name="llm", retries=3, max_new_tokens=32))
+    judge = build_judge(cfg, loaded)
     assert isinstance(judge, LLMJudge) and judge.retries == 3 and isinstance(judge.chat, HFGenerator)
     assert judge.chat.model is loaded.model and judge.chat.spec.max_new_tokens == 32
     assert judge.chat.template_kwargs == {"enable_thinking": False}

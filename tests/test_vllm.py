@@ -17,11 +17,12 @@ import pytest
 from conftest import ccd_items, disco_rows, write_csv, write_json_file
 
 from probe.backends.generate import HFGenerator
-from probe.backends.hf import HFBackendSpec, HFScorer
-from probe.benches import get_bench
+from probe.backends.hf import HFScorer
+from probe.backends.specs import HFBackendSpec
+from conftest import prepare
 from probe.models import ModelSpec, load_model
-from probe.render import render_prompts
-from probe.tiny import TinySpec
+from probe.prompts.render import render_prompts
+from probe.models.tiny import TinySpec
 
 pytestmark = [pytest.mark.vllm,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed (vLLM venv)")]
@@ -56,21 +57,21 @@ def _parity(models, prompts, letters) -> None:
 
 
 def test_letter_parity_disco(models) -> None:
-    bench = get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
     _parity(models, bench.prompts[:104], bench.letters)
 
 
 @pytest.mark.parametrize("design", ["cyclic", "latin_square"])
 def test_letter_parity_ccd(models, tmp_path: Path, design: str) -> None:
     path = write_json_file(tmp_path / "CCD-Bench.json", ccd_items(4))
-    bench = get_bench("ccd").prepare({"kind": "ccd", "path": str(path), "design": design}, False)
+    bench = prepare({"kind": "ccd", "path": str(path), "design": design}, False)
     _parity(models, bench.prompts, bench.letters)
 
 
 def test_generation_parity(models) -> None:
     """Greedy continuations after the pre-filled cue: the same tokens, hence text, from both backends."""
     hf, engine = models
-    bench = get_bench("disco").prepare({"kind": "disco", "packaged": "demo_disco.csv"}, True)
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, True)
     rendered, _ = render_prompts(hf.tokenizer, bench.prompts[:52], None, SPEC.render_settings(), "tiny")
     a = {g.prompt_id: g.text for b in HFGenerator(hf.model, hf.tokenizer, HFBackendSpec(max_new_tokens=6))
          .generate(rendered) for g in b}

@@ -2,13 +2,15 @@
 through one `from_pretrained` path; `ModelSpec` is one `conf/model/*.yaml`."""
 
 from probe.models.load import (
-    LoadedModel,
-    ModelSpec,
-    cache_root,
-    hub_reachable,
-    load_model,
-    load_tokenizer,
-    max_positions,
+                               GGUFFallback,
+                               LoadedModel,
+                               ModelSpec,
+                               cache_root,
+                               hub_reachable,
+                               load_model,
+                               load_tokenizer,
+                               max_positions,
 )
 
-__all__ = ["LoadedModel", "ModelSpec", "cache_root", "hub_reachable", "load_model", "load_tokenizer", "max_positions"]
+__all__ = ["GGUFFallback", "LoadedModel", "ModelSpec", "cache_root", "hub_reachable", "load_model", "load_tokenizer",
+           "max_positions"]

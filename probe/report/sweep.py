@@ -18,7 +18,8 @@ from probe.benches.registry import task_of, tasks
 from probe.benches.task import Column, Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import get_path
-from probe.results.run import load_run
+from probe.results.run import Run, load_run
+from probe.viz.figures import Figure
 from probe.viz.html import write_html
 
 
@@ -150,6 +151,20 @@ def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ())
     return "\n".join(parts) + "\n"
 
 
+def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> list[Figure]:
+    """Each task's sweep figures over its runs (one label per run), tasks in registry order."""
+    if len(runs) != len(labels):
+        raise ValueError(f"sweep_figures: {len(runs)} runs but {len(labels)} labels")
+    by_task = [(task_of(r.manifest), r, lab) for r, lab in zip(runs, labels)]
+    present = {t.kind: t for t, _, _ in by_task}
+    ordered = [t for t in tasks() if t.kind in present] + [t for k, t in present.items() if t not in tasks()]
+    figures: list[Figure] = []
+    for task in ordered:
+        mine = [(r, lab) for t, r, lab in by_task if t.kind == task.kind]
+        figures += task.sweep_figures([r for r, _ in mine], [lab for _, lab in mine], Path(out_dir))
+    return figures
+
+
 def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     """`report.md`, figures and a self-contained `report.html` in `out_dir`; returns the HTML path."""
     entries = load_entries(paths)
@@ -157,9 +172,6 @@ def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = sweep_markdown(entries, unfinished)
     (out_dir / "report.md").write_text(markdown)
-    figures = []
-    for task in _present_tasks(entries):
-        mine = [e for e in entries if e.task.kind == task.kind]
-        figures += task.sweep_figures([load_run(e.path) for e in mine], [e.label for e in mine], out_dir)
+    figures = sweep_figures([load_run(e.path) for e in entries], [e.label for e in entries], out_dir)
     write_html(out_dir / "report.html", "probe sweep report", markdown, figures)
     return out_dir / "report.html"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from huggingface_hub import hf_hub_download
+import huggingface_hub
 
 from probe.errors import ProbeInputError
 from probe.types import LETTERS, Item, Option, Prompt
@@ -92,7 +92,7 @@ def resolve_source(spec: DiscoSpec) -> Path:
         if not path.is_file():
             raise ProbeInputError(f"bench.packaged: {spec.packaged!r} is not shipped in probe/data")
         return path
-    return Path(hf_hub_download(spec.hub_repo, spec.hub_file, repo_type="dataset", revision=spec.revision))
+    return Path(huggingface_hub.hf_hub_download(spec.hub_repo, spec.hub_file, repo_type="dataset", revision=spec.revision))
 
 
 def load_items(path: Path, cultures: Sequence[str] = DEFAULT_CULTURES) -> list[Item]:
