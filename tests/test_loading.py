@@ -44,7 +44,7 @@ def test_unknown_bench_kind_and_key() -> None:
         get_task("discoo")
     with pytest.raises(ProbeInputError, match=r"bench: unknown key\(s\) \['pth'\]"):
         prepare({"kind": "disco", "pth": "x.csv"}, False)
-    with pytest.raises(ProbeInputError, match="unknown condition 'C4'"):
+    with pytest.raises(ProbeInputError, match=r"bench.conditions\[1\]: 'C4' is not one of \['C0', 'C1', 'C2', 'C3'\]"):
         prepare({"kind": "disco", "packaged": "demo_disco.csv", "conditions": ["C0", "C4"]})
 
 
