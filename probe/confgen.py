@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from probe.backends.specs import HFBackendSpec, VLLMSpec
-from probe.benches.registry import tasks
+from probe.benches.registry import BUILTIN
 from probe.config import describe_fields, package_conf_dir
 from probe.judges import JudgeSpec
 from probe.pipeline.spec import AnalysisSpec, RunConfig
@@ -78,7 +78,7 @@ def entries() -> list[Generated]:
                   "model> — an OpenAI-compatible endpoint.", JudgeSpec, {"name": "http", "max_new_tokens": 256},
                   (*judge_llm, "base_url", "api_key_env", "timeout_s", "max_http_retries", "requests_per_minute")),
     ]
-    for task in tasks():
+    for task in BUILTIN:
         doc = (task.spec_type.__doc__ or "").strip().splitlines()[0]
         out.append(Generated(f"bench/{task.kind}.yaml", f"# python -m probe bench={task.kind} — {task.title}. {doc}",
                              task.spec_type))
@@ -108,6 +108,16 @@ hydra:
     subdir: ${hydra.job.num}_${bench.name}_${model.name}
   job:
     chdir: false
+  help:
+    app_name: probe
+    header: |
+      python -m probe model=<name> bench=<name> [key=value ...]   (-m for a sweep over comma lists)
+
+      Scores a benchmark with a model and writes a run directory: exact letter distributions,
+      metrics with CIs, a report. Every key below is type- and range-checked before anything runs.
+    footer: |
+      Re-analysis: python -m probe.analyze --help. Sweep report: python -m probe.report --help.
+      Hydra's own options: --hydra-help.
 """
 
 

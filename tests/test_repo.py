@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
+from hydra import compose, initialize_config_dir
 
-from probe.benches import OPEN_ANSWER_KINDS, REGISTRY
-from probe.config import build
+from probe.benches.registry import BUILTIN, get_task
+from probe.config import build, package_conf_dir
+from probe.confgen import stale
 from probe.models import ModelSpec
+from probe.pipeline.spec import RunConfig, run_config
 
 ROOT = Path(__file__).resolve().parent.parent
+CONF = package_conf_dir()
 
 
 def _readme_commands() -> list[str]:
@@ -27,9 +34,18 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert test_cmd in ci_lines
 
 
+def test_configs_live_in_the_package() -> None:
+    assert CONF == ROOT / "probe" / "conf" and (CONF / "config.yaml").is_file()
+    assert not (ROOT / "conf").exists()
+
+
+def test_generated_configs_match_their_specs() -> None:
+    """Defaults live in the spec dataclasses; the YAML files are generated from them."""
+    assert stale() == [], "run `python -m probe.confgen`"
+
+
 def test_every_model_config_builds_and_pairs_are_mutual() -> None:
-    specs = {p.stem: build(ModelSpec, yaml.safe_load(p.read_text()), p.name)
-             for p in (ROOT / "conf/model").glob("*.yaml")}
+    specs = {p.stem: build(ModelSpec, yaml.safe_load(p.read_text()), p.name) for p in (CONF / "model").glob("*.yaml")}
     assert {"tiny", "smollm2-135m", "gemma-3-12b", "gemma-3-12b-pt", "llama-3.1-8b", "llama-3.1-8b-base",
             "qwen3-8b", "qwen3-8b-base", "olmo-2-7b", "olmo-2-7b-base"} <= set(specs)
     for stem, spec in specs.items():
@@ -43,16 +59,41 @@ def test_every_model_config_builds_and_pairs_are_mutual() -> None:
     assert "date_string" in specs["llama-3.1-8b"].chat_template_kwargs
 
 
-def test_bench_configs_name_registered_kinds() -> None:
-    for p in (ROOT / "conf/bench").glob("*.yaml"):
-        cfg = yaml.safe_load(p.read_text())
-        assert (cfg["kind"] in REGISTRY or cfg["kind"] in OPEN_ANSWER_KINDS) and cfg["name"] == p.stem, p.name
+def _group(name: str) -> list[str]:
+    return sorted(p.stem for p in (CONF / name).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("bench", _group("bench"))
+@pytest.mark.parametrize("backend", _group("backend"))
+@pytest.mark.parametrize("judge", _group("judge"))
+def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge: str, tmp_path: Path) -> None:
+    """Compose each bench × backend × judge as the entry point does and build the typed run config."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("config", overrides=[f"bench={bench}", f"backend={backend}", f"judge={judge}"])
+    from omegaconf import OmegaConf
+
+    values = OmegaConf.to_container(cfg, resolve=False)
+    values.pop("hydra", None)
+    config = run_config(values, tmp_path)
+    assert isinstance(config, RunConfig) and config.backend.name == backend and config.judge.name == judge
+    assert config.bench.spec.name == bench and config.bench.task is get_task(config.bench.spec.kind)
+
+
+def test_builtin_bench_configs_name_their_kind() -> None:
+    for task in BUILTIN:
+        cfg = yaml.safe_load((CONF / "bench" / f"{task.kind}.yaml").read_text())
+        assert cfg["kind"] == task.kind == cfg["name"]
+
+
+@pytest.mark.parametrize("module", ["probe", "probe.analyze", "probe.report", "probe.confgen"])
+def test_every_cli_answers_help(module: str) -> None:
+    out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "python -m probe" in out.stdout
 
 
 def test_import_probe_stays_light() -> None:
-    import subprocess
-    import sys
-
-    code = "import sys, probe; print('torch' in sys.modules, 'transformers' in sys.modules)"
+    code = ("import sys, probe, probe.api; "
+            "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False"]
+    assert out.stdout.split() == ["False", "False"]  # the run API needs neither

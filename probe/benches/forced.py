@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from probe.benches.task import JudgeJob, PreparedBench
-from probe.config import build
+from probe.benches.task import JudgeJob, PreparedBench, bench_spec
 from probe.metrics.core import AnalysisOptions
 from probe.prompts.parse import parse_answer
 from probe.results.generations import read_generation_table
@@ -45,7 +44,7 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
     report the letter mass and how often the full-vocabulary argmax is a letter.
     """
     def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
-        spec = build(spec_type, run.manifest["bench"]["config"], "bench")
+        spec = bench_spec(spec_type, run.manifest["bench"]["config"])
         out: dict[str, Any] = {}
         if is_generation_run(run):
             table, invalid = read_generation_table(run.path, run.letters)

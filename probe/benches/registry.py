@@ -17,7 +17,9 @@ from probe.benches.locqa.task import TASK as _LOCQA
 from probe.benches.task import Task
 from probe.errors import ProbeInputError
 
-_TASKS: dict[str, Task] = {t.kind: t for t in (_DISCO, _CCD, _LOCQA)}
+BUILTIN: tuple[Task, ...] = (_DISCO, _CCD, _LOCQA)
+"""The benches shipped with probe (their configs are generated into `probe/conf/bench/`)."""
+_TASKS: dict[str, Task] = {t.kind: t for t in BUILTIN}
 
 
 def register(task: Task, replace: bool = False) -> Task:

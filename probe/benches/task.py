@@ -122,7 +122,13 @@ class Task:
 
     def spec_from(self, values: Mapping[str, Any]) -> Any:
         """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""
-        return build(self.spec_type, values, "bench")
+        return bench_spec(self.spec_type, values)
+
+
+def bench_spec(spec_type: type, values: Mapping[str, Any]) -> Any:
+    """A typed bench spec from a config block or a manifest's recorded one; `module` (which
+    module registered the kind) is the registry's key, not the spec's."""
+    return build(spec_type, {k: v for k, v in values.items() if k != "module"}, "bench")
 
 
 _VERDICT_COLUMNS = tuple(n for n in JUDGEMENTS_SCHEMA.names

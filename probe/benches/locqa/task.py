@@ -17,8 +17,7 @@ from probe.benches.locqa.data import (
     resolve_source,
 )
 from probe.benches.locqa.metrics import Judgement, PromptRef, compute
-from probe.benches.task import Column, PreparedBench, Task
-from probe.config import build
+from probe.benches.task import Column, PreparedBench, Task, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions
@@ -56,7 +55,7 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
     path = Path(bench["path"])
     if not path.is_file() or sha256_file(path) != bench["sha256"]:
         raise ProbeInputError(f"{run.path}: the LocQA data file {path} is missing or changed (sha256 in manifest.json)")
-    spec = build(LocQASpec, bench["config"], "bench")
+    spec = bench_spec(LocQASpec, bench["config"])
     questions = load_questions(path, spec.languages, spec.categories)
     rows = pq.read_table(run.path / "prompts.parquet").to_pylist()
     keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
