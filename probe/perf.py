@@ -10,7 +10,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+from transformers import Gemma3TextConfig
 
+from probe.backends.hf import HFScorer
+from probe.backends.specs import HFBackendSpec
 from probe.benches.disco.data import (
     DiscoSpec,
     build_prompts,
@@ -59,10 +62,6 @@ def score_with_probe(
     batch_tokens: int, max_batch_size: int,
 ) -> tuple[np.ndarray, Timing]:
     """Letter log-probs `[prompt, letter]` in `rendered` order, and the wall time of scoring."""
-    from probe.backends.hf import (
-        HFScorer,  # torch: only the scripts that time scoring need it
-    )
-    from probe.backends.specs import HFBackendSpec
 
     scorer = HFScorer(model, HFBackendSpec(batch_tokens=batch_tokens, max_batch_size=max_batch_size,
                                            prefix_reuse=prefix_reuse))
@@ -77,8 +76,6 @@ def score_with_probe(
 
 def gemma3_12b_text_config() -> Any:
     """The Gemma 3 12B text decoder's architecture (published config), for random-weight runs."""
-    from transformers import Gemma3TextConfig
-
     layers = 48
     return Gemma3TextConfig(
         vocab_size=262208, hidden_size=3840, intermediate_size=15360, num_hidden_layers=layers,

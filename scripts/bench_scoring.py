@@ -42,12 +42,12 @@ def worker(args: argparse.Namespace) -> None:
     import torch
 
     from probe import perf
-    from probe.render import render_prompts
+    from probe.prompts.render import render_prompts
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
     if args.model == "tiny":
         from probe.models import ModelSpec, load_model
-        from probe.tiny import TinySpec
+        from probe.models.tiny import TinySpec
 
         spec = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())
         loaded = load_model(spec, device="cpu")
@@ -86,7 +86,8 @@ def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
 
 def score_with_vllm(loaded, rendered, letters):
     """probe's vLLM backend (float32 on CPU, prefix caching on); engine start-up not timed."""
-    from probe.backends.vllm import VLLMEngine, VLLMSpec
+    from probe.backends.specs import VLLMSpec
+    from probe.backends.vllm import VLLMEngine
     from probe.perf import Timing, peak_rss_mb
 
     engine = VLLMEngine(loaded.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048),
@@ -151,8 +152,8 @@ def gpu(args: argparse.Namespace) -> None:
     from transformers import AutoTokenizer, Gemma3ForCausalLM
 
     from probe import perf
-    from probe.render import RenderSettings, render_prompts
-    from probe.tiny import TinySpec, build_tokenizer
+    from probe.prompts.render import RenderSettings, render_prompts
+    from probe.models.tiny import TinySpec, build_tokenizer
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not args.small:

@@ -16,7 +16,7 @@ import argparse
 import numpy as np
 
 import probe
-from probe.lens import chosen_groups, first_layer_within, fit_linear_probe, layer_table
+from probe.metrics.lens import chosen_groups, first_layer_within, fit_linear_probe, layer_table
 
 
 def main() -> None:

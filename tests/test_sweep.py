@@ -1,4 +1,4 @@
-"""Checkpoint sweeps through Hydra multirun and the submitit launchers (conf/cluster).
+"""Checkpoint sweeps through Hydra multirun and the submitit launchers (probe/conf/cluster).
 
 `cluster=local` runs for real: one fresh process per model, one after the other, each writing its
 run into hydra.sweep.dir/hydra.sweep.subdir. `cluster=slurm` is only composed (nothing submitted).
@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = REPO_ROOT / "conf"
+CONF_DIR = REPO_ROOT / "probe" / "conf"
 MODELS = ("tiny", "tiny-gemma3")
 RUN_FILES = ("DONE", "metrics.json", "prompts.parquet", "scores.parquet", "manifest.json")
 

@@ -100,10 +100,11 @@ def _item(n: int = 0) -> Item:
     )
 
 
-def _message() -> str:
-    message = build_prompts([_item()])[0].message
+def _prompt() -> Prompt:
+    prompt = build_prompts([_item()])[0]
+    message = prompt.message
     assert "\nA. " in message and "\nD. " in message and message.endswith(FORMAT_LINE)
-    return message
+    return prompt
 
 
 def _expected_ids(tok: Any, case: Case, verified: dict[str, Any], letters: str) -> list[int]:
@@ -123,7 +124,7 @@ def _expected_ids(tok: Any, case: Case, verified: dict[str, Any], letters: str) 
 @pytest.mark.parametrize(("case", "kind"), PARAMS)
 def test_letter_ids_in_context(case: Case, kind: ModelKind) -> None:
     tok, settings, verified = _setup(case, kind)
-    text = render_text(tok, _message(), settings)
+    text = render_text(tok, _prompt(), settings)
     assert text.endswith(ANSWER_CUE)
     if case.family == "qwen3" and kind == "instruct":
         assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n" + ANSWER_CUE)
@@ -157,7 +158,7 @@ def test_render_prompts(case: Case, kind: ModelKind) -> None:
     assert list(letter_ids.ids) == _expected_ids(tok, case, verified, "ABCD")
     cue = list(letter_ids.cue_token_ids)
     for r in rendered:
-        assert r.text == render_text(tok, r.prompt.message, settings)
+        assert r.text == render_text(tok, r.prompt, settings)
         assert r.text.endswith(ANSWER_CUE)
         assert list(r.token_ids) == encode(tok, r.text, settings)
         assert list(r.token_ids[-len(cue):]) == cue
@@ -183,7 +184,7 @@ def test_matches_raw_tokenizer_json(family: str, kind: ModelKind, request: pytes
         request.applymarker(pytest.mark.xfail(reason=RAW_DIFFERS[family, kind], strict=False))
     tok, settings, _ = _setup(Case(family, bos=(0, 0)), kind)
     raw = Tokenizer.from_file(str(_tokenizers_dir() / family / "tokenizer.json"))
-    text = render_text(tok, _message(), settings)
+    text = render_text(tok, _prompt(), settings)
     assert encode(tok, text, settings) == raw.encode(text, add_special_tokens=kind == "base").ids
 
 
@@ -199,7 +200,7 @@ def test_tokenizer_json_loader_matches_the_file(family: str, kind: ModelKind) ->
     tok = load_tokenizer(ModelSpec(name=family, kind=kind, tokenizer_loader="tokenizer_json"), str(folder))
     settings = RenderSettings(kind=kind)
     raw = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    text = render_text(tok, _message(), settings)
+    text = render_text(tok, _prompt(), settings)
     assert encode(tok, text, settings) == raw.encode(text, add_special_tokens=kind == "base").ids
     assert derive_letter_ids(tok, text, list("ABCD"), settings, family).ids == tuple(
         raw.token_to_id(L) for L in "ABCD")
@@ -214,7 +215,7 @@ def _merging_tokenizer(merged: str) -> Any:
     from tokenizers.models import BPE
     from transformers import PreTrainedTokenizerFast
 
-    chars = sorted(set(_message() + ANSWER_CUE + "".join(LETTERS) + '"'))
+    chars = sorted(set(_prompt().message + ANSWER_CUE + "".join(LETTERS) + '"'))
     vocab = {c: i for i, c in enumerate(chars)}
     vocab[merged] = len(vocab)
     backend = Tokenizer(BPE(vocab=vocab, merges=[(merged[0], merged[1])]))
@@ -225,7 +226,7 @@ def _merging_tokenizer(merged: str) -> Any:
 def test_letter_merging_with_quote_is_refused(merged: str) -> None:
     tok = _merging_tokenizer(merged)
     settings = RenderSettings(kind="base")
-    text = render_text(tok, _message(), settings)
+    text = render_text(tok, _prompt(), settings)
     assert derive_letter_ids(tok, text, ["B", "C"], settings, "toy-merger").ids  # other letters are fine
     with pytest.raises(ProbeInputError, match=r"model 'toy-merger'.*letter 'A'"):
         derive_letter_ids(tok, text, list("ABCD"), settings, "toy-merger")

@@ -36,7 +36,8 @@ def models(tmp_path_factory: pytest.TempPathFactory):
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ["PROBE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    from probe.backends.vllm import VLLMEngine, VLLMSpec
+    from probe.backends.specs import VLLMSpec
+    from probe.backends.vllm import VLLMEngine
 
     hf = load_model(SPEC, device="cpu")
     engine = VLLMEngine(hf.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048,

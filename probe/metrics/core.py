@@ -165,9 +165,10 @@ def nanmean(a: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.nanmean(a, axis=axis)
 
 
-def get_path(tree: Any, path: str) -> Any:
-    """`tree["a"]["b"]` for the metric path `"a.b"`; None where a level is missing or null."""
-    for key in path.split("."):
+def get_path(tree: Any, *path: str) -> Any:
+    """`tree["a"]["b"]` for the metric path `"a.b"` (or the parts `"a", "b"`); None where a level
+    is missing or null."""
+    for key in (k for part in path for k in part.split(".")):
         if not isinstance(tree, Mapping) or tree.get(key) is None:
             return None
         tree = tree[key]

@@ -34,15 +34,6 @@ def pyplot() -> Any:
     return plt
 
 
-def get(tree: Any, *keys: str) -> Any:
-    """`tree[k0][k1]…`, or None where a level is missing or null."""
-    for key in keys:
-        if not isinstance(tree, Mapping) or tree.get(key) is None:
-            return None
-        tree = tree[key]
-    return tree
-
-
 def num(v: Any) -> float:
     """A metric value as a float, NaN for null."""
     return float("nan") if v is None else float(v)

@@ -20,6 +20,7 @@ from probe.benches.task import Column, PreparedBench, Task
 from probe.metrics.core import (
     AnalysisOptions,
     expected_greedy_ci,
+    get_path,
     kl_to_uniform,
     ratio,
     wsum,
@@ -27,7 +28,7 @@ from probe.metrics.core import (
 from probe.results.run import Run
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS, Item, Option, Prompt
-from probe.viz.figures import Figure, bars, get, pyplot, save
+from probe.viz.figures import Figure, bars, pyplot, save
 
 REGIONS = ("east", "north", "south")
 QUESTIONS = (
@@ -97,11 +98,11 @@ def report(m: Mapping[str, Any]) -> str:
 
 
 def figures(run: Run, out_dir: Path) -> list[Figure]:
-    shares = get(run.metrics, "expected", "shares")
+    shares = get_path(run.metrics, "expected", "shares")
     if not shares:
         return []
     fig, ax = pyplot().subplots(figsize=(4, 3), constrained_layout=True)
-    bars(ax, shares, get(run.metrics, "ci95", "expected", "shares"), list(REGIONS))
+    bars(ax, shares, get_path(run.metrics, "ci95", "expected", "shares"), list(REGIONS))
     return [save(fig, out_dir, "toy_shares.png", "Region shares with 95% CIs (dotted: uniform).")]
 
 

@@ -10,9 +10,9 @@ from scipy.cluster.hierarchy import dendrogram, linkage
 from scipy.spatial.distance import squareform
 
 from probe.benches.ccd.data import CLUSTERS
-from probe.metrics.core import symmetric_kl
+from probe.metrics.core import get_path, symmetric_kl
 from probe.results.run import Run
-from probe.viz.figures import Figure, bars, get, heatmap, num, pyplot, save
+from probe.viz.figures import Figure, bars, heatmap, num, pyplot, save
 
 CAPTIONS: dict[str, str] = {
     "cluster_shares.png": "Expected share of each GLOBE cluster among the model's choices, with 95% bootstrap "
@@ -28,15 +28,15 @@ CAPTIONS: dict[str, str] = {
 
 def run_figures(run: Run, out_dir: Path) -> list[Figure]:
     """A CCD-Bench run's figures: cluster shares with CIs and the position × cluster heatmap."""
-    if not run.metrics or get(run.metrics, "expected") is None:
+    if not run.metrics or get_path(run.metrics, "expected") is None:
         return []
     plt, m, figs = pyplot(), run.metrics or {}, []
     title = f"{m.get('model', '')} on {m.get('bench', '')}"
-    shares = get(m, "expected", "shares")
+    shares = get_path(m, "expected", "shares")
     if shares:
         clusters = [c for c in CLUSTERS if c in shares] + sorted(set(shares) - set(CLUSTERS))
         fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
-        bars(ax, shares, get(m, "ci95", "expected", "shares"), clusters)
+        bars(ax, shares, get_path(m, "ci95", "expected", "shares"), clusters)
         ax.set(ylabel="share of choices (expected)", title=f"GLOBE cluster shares — {title}")
         figs.append(save(fig, out_dir, "cluster_shares.png", CAPTIONS["cluster_shares.png"]))
     rate, clusters = position_cluster_rates(run)
@@ -57,7 +57,7 @@ def position_cluster_rates(run: Run) -> tuple[np.ndarray, list[str]]:
     table = run.table()
     if not len(table.prompt_id):
         return np.zeros((0, 0)), []
-    probs = run.choice_probs(temperature=float(get(run.metrics, "temperature") or 1.0))
+    probs = run.choice_probs(temperature=float(get_path(run.metrics, "temperature") or 1.0))
     groups = np.asarray(table.groups).astype(str)
     present = set(np.unique(groups))
     clusters = [c for c in CLUSTERS if c in present] + sorted(present - set(CLUSTERS))
@@ -75,7 +75,7 @@ def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> 
     clustered by symmetrized KL."""
     out_dir, plt, figs = Path(out_dir), pyplot(), []
     ccd = [(lab, r.metrics) for r, lab in zip(runs, labels) if r.metrics]
-    shares = [(lab, s) for lab, m in ccd if (s := get(m, "expected", "shares"))]
+    shares = [(lab, s) for lab, m in ccd if (s := get_path(m, "expected", "shares"))]
     if shares:
         present = {c for _, s in shares for c in s}
         clusters = [c for c in CLUSTERS if c in present] + sorted(present - set(CLUSTERS))

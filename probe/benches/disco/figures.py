@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
+from probe.metrics.core import get_path
 from probe.results.run import Run
 from probe.viz.figures import (
     Figure,
     bars,
-    get,
     heatmap,
     lorenz,
     lorenz_axes,
@@ -40,24 +40,24 @@ CAPTIONS: dict[str, str] = {
 def run_figures(run: Run, out_dir: Path) -> list[Figure]:
     """A DiSCo run's figures (CSD with CIs, Lorenz curve, letter positions, C3 primacy by j),
     each skipped when its metrics are absent (e.g. a run on some conditions only)."""
-    if not run.metrics or get(run.metrics, "expected") is None:
+    if not run.metrics or get_path(run.metrics, "expected") is None:
         return []
     plt, m, figs = pyplot(), run.metrics or {}, []
     title = f"{m.get('model', '')} on {m.get('bench', '')}"
-    csd = get(m, "expected", "C0", "CSD")
+    csd = get_path(m, "expected", "C0", "CSD")
     if csd:
         cultures = sorted(csd)
         fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
-        bars(ax, csd, get(m, "ci95", "expected", "C0", "CSD"), cultures)
+        bars(ax, csd, get_path(m, "ci95", "expected", "C0", "CSD"), cultures)
         ax.set(ylabel="CSD (exposure-normalised share)", title=f"C0 cultural selection distribution — {title}")
         figs.append(save(fig, out_dir, "csd.png", CAPTIONS["csd.png"]))
         fig, ax = plt.subplots(figsize=(4.6, 4.6), constrained_layout=True)
-        gini = num(get(m, "expected", "C0", "Gini"))
+        gini = num(get_path(m, "expected", "C0", "Gini"))
         lorenz(ax, [num(csd[c]) for c in cultures], f"C0 CSD (Gini {gini:.3f})")
         lorenz_axes(ax)
         ax.set_title(f"Lorenz curve — {title}", fontsize=9)
         figs.append(save(fig, out_dir, "lorenz.png", CAPTIONS["lorenz.png"]))
-    rows = {c: p for c in ("C0", "C3") if (p := get(m, "expected", c, "letter_probs"))}
+    rows = {c: p for c in ("C0", "C3") if (p := get_path(m, "expected", c, "letter_probs"))}
     if rows:
         letters = sorted({k for p in rows.values() for k in p})
         data = np.array([[num(p.get(k)) for k in letters] for p in rows.values()])
@@ -65,15 +65,15 @@ def run_figures(run: Run, out_dir: Path) -> list[Figure]:
         heatmap(ax, fig, data, list(rows), letters, "P(letter)", center=1 / len(letters))
         ax.set_title(f"Letter-position probabilities — {title}", fontsize=9)
         figs.append(save(fig, out_dir, "letter_positions.png", CAPTIONS["letter_positions.png"]))
-    ppr = get(m, "expected", "C3", "PPR_by_ctx_rotation")
+    ppr = get_path(m, "expected", "C3", "PPR_by_ctx_rotation")
     if ppr:
         js = sorted(ppr, key=int)
         values = np.array([num(ppr[j]) for j in js])
         fig, ax = plt.subplots(figsize=(4.6, 3.4), constrained_layout=True)
         ax.bar(np.arange(len(js)), values, capsize=3, color="tab:orange",
-               yerr=yerr(values, get(m, "ci95", "expected", "C3", "PPR_by_ctx_rotation"), js))
+               yerr=yerr(values, get_path(m, "ci95", "expected", "C3", "PPR_by_ctx_rotation"), js))
         ax.axhline(1 / len(run.letters), color="grey", ls=":", lw=1, label=f"chance {1 / len(run.letters):.2f}")
-        overall = get(m, "expected", "C3", "PPR")
+        overall = get_path(m, "expected", "C3", "PPR")
         if overall is not None:
             ax.axhline(overall, color="tab:red", lw=1, label=f"all j: {overall:.3f}")
         ax.set_xticks(np.arange(len(js)), [f"j={j}" for j in js])
@@ -89,8 +89,8 @@ def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> 
     SL-vs-PSI scatter, each skipped when no run has its metrics."""
     out_dir, plt, figs = Path(out_dir), pyplot(), []
     disco = [(lab, r.metrics) for r, lab in zip(runs, labels) if r.metrics]
-    csd = [(lab, c, num(get(m, "expected", "C0", "Gini"))) for lab, m in disco
-           if (c := get(m, "expected", "C0", "CSD"))]
+    csd = [(lab, c, num(get_path(m, "expected", "C0", "Gini"))) for lab, m in disco
+           if (c := get_path(m, "expected", "C0", "CSD"))]
     if csd:
         cultures = sorted({c for _, d, _ in csd for c in d})
         data = np.array([[num(d.get(c)) for _, d, _ in csd] for c in cultures])
@@ -105,7 +105,7 @@ def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> 
         ax.set_title("Lorenz curves of the C0 CSD", fontsize=9)
         figs.append(save(fig, out_dir, "lorenz_models.png", CAPTIONS["lorenz_models.png"]))
     pairs = [(lab, sl, psi) for lab, m in disco
-             if (sl := get(m, "expected", "C1", "SL")) and (psi := get(m, "expected", "C2", "PSI_by_culture"))]
+             if (sl := get_path(m, "expected", "C1", "SL")) and (psi := get_path(m, "expected", "C2", "PSI_by_culture"))]
     if pairs:
         fig, ax = plt.subplots(figsize=(6.5, 5), constrained_layout=True)
         for lab, sl, psi in pairs:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from probe.metrics.core import get_path
 from probe.results.run import Run
-from probe.viz.figures import Figure, get, heatmap, num, pyplot, save, yerr
+from probe.viz.figures import Figure, heatmap, num, pyplot, save, yerr
 
 CAPTIONS: dict[str, str] = {
     "b_us_by_language.png": "Global (US) bias B_US per language: how much more often responses give the US "
@@ -20,14 +21,14 @@ CAPTIONS: dict[str, str] = {
 
 def run_figures(run: Run, out_dir: Path) -> list[Figure]:
     """B_US per language with template-bootstrap CIs (skipped when no language has a value)."""
-    b_us = get(run.metrics, "metrics", "B_US") or {}
+    b_us = get_path(run.metrics, "metrics", "B_US") or {}
     langs = [lang for lang, v in b_us.items() if v is not None]
     if not langs:
         return []
     plt = pyplot()
     values = np.array([num(b_us[lang]) for lang in langs])
     fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
-    ax.bar(np.arange(len(langs)), values, yerr=yerr(values, get(run.metrics, "ci95", "B_US"), langs), capsize=3,
+    ax.bar(np.arange(len(langs)), values, yerr=yerr(values, get_path(run.metrics, "ci95", "B_US"), langs), capsize=3,
            color="tab:blue")
     ax.axhline(0.0, color="grey", ls=":", lw=1)
     ax.set_xticks(np.arange(len(langs)), langs, rotation=45, ha="right")
@@ -38,7 +39,7 @@ def run_figures(run: Run, out_dir: Path) -> list[Figure]:
 
 def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> list[Figure]:
     """B_US heatmap, language × model (skipped when no run has per-language values)."""
-    cols = [(lab, b) for r, lab in zip(runs, labels) if (b := get(r.metrics, "metrics", "B_US"))]
+    cols = [(lab, b) for r, lab in zip(runs, labels) if (b := get_path(r.metrics, "metrics", "B_US"))]
     if not cols:
         return []
     langs = sorted({lang for _, b in cols for lang in b})
