@@ -14,10 +14,10 @@ import sys
 from probe import cli
 from probe.errors import ProbeInputError
 from probe.pipeline.analyze import analyze_run
-from probe.pipeline.spec import AnalysisSpec
+from probe.metrics.core import AnalysisOptions
 
 USAGE = f"{__doc__}\nOptions (defaults: the values recorded in the run's manifest):\n" \
-        f"{cli.options_help(AnalysisSpec, 'analysis.')}"
+        f"{cli.options_help(AnalysisOptions, 'analysis.')}"
 
 
 def _body(argv: list[str]) -> int:

@@ -1,12 +1,5 @@
-"""The Python API over a run directory, for follow-up studies. No model needed.
-
-    run = probe.load_run("runs/demo/smollm2-135m/2026-11-30_12-00-00")
-    run.prompts.to_pandas()                      # one row per prompt
-    p = run.choice_probs()                       # [prompt, letter], rows in prompt-id order
-    run.group_distribution(run.mask(condition="C0"))   # {culture: expected share}
-    run.recompute_metrics(run.mask(condition="C0"))    # any metric on a subset
-    lens = run.lens()                            # [prompt, layer, letter] (if stored)
-"""
+"""The Python API over a run directory, for follow-up studies (no model needed): `load_run` gives
+a `probe.results.run.Run` with the bench's metrics attached, so `run.recompute_metrics` works."""
 
 from __future__ import annotations
 

@@ -59,7 +59,9 @@ def options_help(cls: type, prefix: str) -> str:
     """One line per option of a config dataclass: key, type, default, meaning."""
     lines = []
     for name, typ, default, doc in describe_fields(cls):
-        lines.append(f"  {prefix}{name}={default!r:<10} {typ}. {doc}".rstrip())
+        value = yaml.safe_dump(list(default) if isinstance(default, tuple) else default,
+                               default_flow_style=True).strip().removesuffix("...").strip()
+        lines.append(f"  {f'{prefix}{name}={value}':<28} {typ}. {doc}".rstrip())
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import fields
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,20 @@ from probe.benches.task import Task
 from probe.config import build
 from probe.errors import ProbeInputError
 from probe.files import write_json
+from probe.metrics.core import AnalysisOptions
 from probe.pipeline.spec import AnalysisSpec
 from probe.report.run import write_run_report
 from probe.results.run import Run, load_run
 
 
 def analysis_spec(manifest: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> AnalysisSpec:
-    """The run's recorded analysis options, updated by `overrides` (checked like the config)."""
+    """The run's recorded analysis options, updated by metric-option `overrides` (checked like the
+    config; options that change the forward pass need a new run)."""
+    metric_options = {f.name for f in fields(AnalysisOptions)}
+    fixed = sorted(set(overrides or {}) - metric_options)
+    if fixed and set(fixed) <= {f.name for f in fields(AnalysisSpec)}:
+        raise ProbeInputError(f"analysis: {fixed} change what the model's forward pass records, so a stored run "
+                              f"cannot be re-analysed with them; re-analysis takes {sorted(metric_options)}")
     return build(AnalysisSpec, {**manifest.get("analysis", {}), **dict(overrides or {})}, "analysis")
 
 
