@@ -13,8 +13,8 @@ import sys
 
 from probe import cli
 from probe.errors import ProbeInputError
-from probe.pipeline.analyze import analyze_run
 from probe.metrics.core import AnalysisOptions
+from probe.pipeline.analyze import analyze_run
 
 USAGE = f"{__doc__}\nOptions (defaults: the values recorded in the run's manifest):\n" \
         f"{cli.options_help(AnalysisOptions, 'analysis.')}"

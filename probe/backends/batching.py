@@ -21,6 +21,8 @@ class BackendStats:
     oom_splits: int = 0
     tokens_computed: int = 0
     """Tokens actually run through the model (shared prefixes once per group)."""
+    head_check: dict[str, object] | None = None
+    """What the HF backend's once-per-run head check measured (prompts, largest letter gap)."""
 
     def count_batch(self, rows: int, seconds: float) -> None:
         """Record one finished batch."""

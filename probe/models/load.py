@@ -206,6 +206,11 @@ def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
         model.load_state_dict(quantized.state_dict())
         model.save_pretrained(tmp, safe_serialization=True)
         os.replace(tmp, out)
+    except OSError:
+        # Another process converting the same file renamed its copy into place first (the rename
+        # onto a non-empty directory fails): that copy is complete, so use it.
+        if not (out / "config.json").exists():
+            raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

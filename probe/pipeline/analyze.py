@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import fields
 from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 

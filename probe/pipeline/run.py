@@ -84,6 +84,7 @@ def run(cfg: RunConfig) -> Path:
         "backend": {**asdict(cfg.backend), "n_batches": stats.n_batches,
                     "batch_sizes": {str(k): v for k, v in sorted(stats.batch_sizes.items())},
                     "oom_splits": stats.oom_splits, "tokens_computed": stats.tokens_computed,
+                    "head_check": stats.head_check,
                     "prompt_tokens": int(sum(len(r.token_ids) for r in rendered)), "resumed_prompts": resumed,
                     "prefix_cache_hit_rate": backend.prefix_cache_hit_rate() if cfg.backend.name == "vllm" else None},
         "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,

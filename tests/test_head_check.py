@@ -1,0 +1,56 @@
+"""The HF backend's once-per-run head check: measured on the exact scoring path, deterministic
+across fresh and resumed runs, and still catching a broken head path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import prepare
+
+from probe.backends.hf import HEAD_CHECK_TOL, HFScorer
+from probe.backends.specs import HFBackendSpec
+from probe.errors import ProbeInputError
+from probe.models import ModelSpec, load_model
+from probe.models.tiny import TinySpec
+from probe.prompts.render import render_prompts
+
+
+def _scorer_and_prompts(arch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **spec: object):
+    monkeypatch.setenv("PROBE_CACHE", str(tmp_path))
+    model = ModelSpec(name="t", kind="instruct", source="tiny", tiny=TinySpec(arch=arch, num_layers=2))
+    loaded = load_model(model, device="cpu")
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"})
+    rendered, letters = render_prompts(loaded.tokenizer, bench.prompts[:104], bench.letters, model.render_settings(),
+                                       "t")
+    return HFScorer(loaded.model, HFBackendSpec(**spec)), rendered, letters
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_head_check_measures_the_scoring_path(arch: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scorer, rendered, letters = _scorer_and_prompts(arch, tmp_path, monkeypatch, batch_tokens=4096)
+    next(scorer.score(rendered, letters))
+    check = scorer.stats.head_check
+    assert check is not None and check["argmax_agrees"] and check["tolerance"] == HEAD_CHECK_TOL[True]
+    assert check["max_letter_gap"] < 1e-5  # float32: the prefix-shared path equals the full forward
+    # A resumed run (most prompts done) checks the same prompts as the fresh run did.
+    resumed, _, _ = _scorer_and_prompts(arch, tmp_path, monkeypatch, batch_tokens=4096)
+    done = {r.prompt.prompt_id for r in rendered[:100]}
+    list(resumed.score(rendered, letters, done))
+    assert resumed.stats.head_check["prompt_ids"] == check["prompt_ids"]
+
+
+def test_head_check_catches_missing_softcapping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scorer, rendered, letters = _scorer_and_prompts("gemma3", tmp_path, monkeypatch)
+    assert scorer.softcap == 30.0
+    scorer.softcap = None  # a head path that forgets Gemma's final-logit softcapping
+    with pytest.raises(ProbeInputError, match="scoring path disagrees with the model's forward"):
+        next(scorer.score(rendered, letters))
+
+
+def test_head_check_catches_a_wrong_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    scorer, rendered, letters = _scorer_and_prompts("llama", tmp_path, monkeypatch)
+    scorer.head_weight = scorer.head_weight * (1 + 1e-3 * torch.randn_like(scorer.head_weight))
+    with pytest.raises(ProbeInputError, match="letter log-probs differ by up to"):
+        next(scorer.score(rendered, letters))
