@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import hydra
@@ -31,7 +32,9 @@ def main(cfg: DictConfig) -> None:
         assert isinstance(values, dict)
         judge = values.get("judge") or {}
         config = run_config(values, Path(HydraConfig.get().runtime.output_dir), _judge_model(judge))
-        out = run(config)
+        record = {".hydra/config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
+                  ".hydra/overrides.yaml": OmegaConf.to_yaml(list(HydraConfig.get().overrides.task))}
+        out = run(replace(config, launch_record=record))
     except ProbeInputError as e:
         log.error("%s", e)
         print(f"probe: error: {e}", file=sys.stderr)

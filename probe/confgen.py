@@ -96,11 +96,13 @@ defaults:
   - judge: keyword
   - _self_
   - cluster: null    # multirun launcher: cluster=slurm or cluster=local (conf/cluster); none: Hydra's basic launcher
+  - override hydra/job_logging: stdout   # logs to the console (SLURM: submitit's log files), not into the run dir
 
 analysis:
 """
 CONFIG_TAIL = """
 hydra:
+  output_subdir: null   # probe writes the run's .hydra/config.yaml itself, once it holds the directory
   run:
     dir: runs/${bench.name}/${model.name}/${now:%Y-%m-%d_%H-%M-%S}
   sweep:

@@ -16,6 +16,7 @@ Gemma 3) would dwarf the model's activations.
 from __future__ import annotations
 
 import inspect
+import logging
 import time
 from collections.abc import Iterator, Sequence, Set
 from typing import Any, NamedTuple
@@ -31,6 +32,8 @@ from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
+
+log = logging.getLogger(__name__)
 
 
 class BatchOutput(NamedTuple):
@@ -213,30 +216,47 @@ class HFScorer:
         `model(input_ids)`. What scoring stores must agree: each letter's full-vocabulary log-prob
         (within `HEAD_CHECK_TOL` nats) and the argmax token (unless the reference's top two are
         tied within that tolerance). This guards against architectures whose `forward` does more
-        after the decoder than the head and softcapping replicated here. The measured gaps go to
-        the manifest (`backend.head_check`).
+        after the decoder than the head and softcapping replicated here.
+
+        A disagreement is measured once more before the run stops: a missing piece of the head
+        path disagrees every time, while a rare transient gap on a loaded CPU (seen once, 4.5e-4
+        nats, in dozens of runs; never reproduced) must not kill one job of a large array. Every
+        measurement goes to the manifest (`backend.head_check`).
         """
         self._head_checked = True
         rows = group.rows[:2]
-        before = self.stats.tokens_computed
-        ours = self._forward([PrefixGroup(rows=rows, prefix_len=group.prefix_len)], letter_ids)
-        self.stats.tokens_computed = before  # a check, not scoring work
         tol = HEAD_CHECK_TOL[self.model.dtype == torch.float32]
+        attempts = []
+        for _ in range(2):
+            gap, argmax_ok = self._head_gap(PrefixGroup(rows=rows, prefix_len=group.prefix_len), letter_ids, tol)
+            attempts.append({"max_letter_gap": gap, "argmax_agrees": argmax_ok})
+            if gap <= tol and argmax_ok:
+                break
+            log.warning("head check: scoring path and model forward differ by %.3g nats (tolerance %g); measuring "
+                        "again", gap, tol)
+        self.stats.head_check = {"prompt_ids": [int(r.prompt.prompt_id) for r in rows], **attempts[-1],
+                                 "tolerance": tol, "attempts": attempts}
+        if gap > tol or not argmax_ok:
+            raise ProbeInputError(
+                f"model {type(self.model).__name__}: the HF backend's scoring path disagrees with the model's forward "
+                f"(letter log-probs differ by up to {gap:.3g} nats, tolerance {tol:g}; argmax agrees: {argmax_ok}; "
+                f"measured {len(attempts)} times); this architecture needs support in probe.backends.hf"
+            )
+
+    def _head_gap(self, group: PrefixGroup, letter_ids: torch.Tensor, tol: float) -> tuple[float, bool]:
+        """Largest letter log-prob gap between the scoring path and `model(input_ids)` over the
+        group's rows, and whether every row's argmax token agrees (or the reference is tied)."""
+        before = self.stats.tokens_computed
+        ours = self._forward([group], letter_ids)
+        self.stats.tokens_computed = before  # a check, not scoring work
         gap, argmax_ok = 0.0, True
-        for i, r in enumerate(rows):
+        for i, r in enumerate(group.rows):
             ids = torch.from_numpy(r.token_ids.astype(np.int64))[None].to(self.device)
             ref = F.log_softmax(self.model(input_ids=ids).logits[0, -1].float(), dim=-1).cpu()
             gap = max(gap, (ours.logprobs[i] - ref[letter_ids.cpu()]).abs().max().item())
             top2 = ref.topk(2).values
             argmax_ok &= int(ours.argmax[i]) == int(ref.argmax()) or float(top2[0] - top2[1]) <= tol
-        self.stats.head_check = {"prompt_ids": [int(r.prompt.prompt_id) for r in rows], "max_letter_gap": gap,
-                                 "argmax_agrees": bool(argmax_ok), "tolerance": tol}
-        if gap > tol or not argmax_ok:
-            raise ProbeInputError(
-                f"model {type(self.model).__name__}: the HF backend's scoring path disagrees with the model's forward "
-                f"(letter log-probs differ by up to {gap:.3g} nats, tolerance {tol:g}; argmax agrees: {argmax_ok}); "
-                "this architecture needs support in probe.backends.hf"
-            )
+        return gap, bool(argmax_ok)
 
 
 def _right_pad(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -78,6 +78,15 @@ def judge_config(cfg: RunConfig) -> dict[str, Any]:
     return record
 
 
+TRANSPORT = ("api_key_env", "timeout_s", "max_http_retries", "requests_per_minute", "concurrency", "max_error_rate")
+"""Judge settings that change how verdicts are fetched, never what they say."""
+
+
+def verdict_config(cfg: RunConfig) -> dict[str, Any]:
+    """The judge settings a verdict depends on (the run key's judge entry)."""
+    return {k: v for k, v in judge_config(cfg).items() if k not in TRANSPORT}
+
+
 def build_judge(cfg: RunConfig, loaded: LoadedModel, engine: Any = None) -> Judge:
     """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model
     (through the run's vLLM engine when that is the backend)."""

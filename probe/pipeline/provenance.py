@@ -3,7 +3,6 @@ and the manifest's provenance (code, environment, model, tokenizer, bench)."""
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
@@ -14,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from probe.benches.task import PreparedBench
-from probe.errors import ProbeInputError
-from probe.files import write_json
 from probe.models import LoadedModel
-from probe.pipeline.judging import judge_config
+from probe.pipeline.judging import judge_config, verdict_config
 from probe.pipeline.spec import RunConfig
 from probe.prompts.render import RenderSettings, template_hash, tokenizer_hash
 from probe.types import LetterIds
@@ -29,8 +26,10 @@ PACKAGES = ("torch", "transformers", "tokenizers", "accelerate", "numpy", "scipy
 
 def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
             bench: PreparedBench) -> dict[str, Any]:
-    """The results-cache key: everything that changes a number. Unlike lm-eval's request cache,
-    it includes the model (id, revision, resolved commit), tokenizer, template and letter ids."""
+    """The results-cache key: everything that changes a stored number, nothing else. Unlike lm-eval's
+    request cache, it includes the model (id, revision, resolved commit), tokenizer, template and
+    letter ids; unlike the full config, it leaves out the analysis options (a finished run is
+    re-analysed instead), the shard size and the judge's transport settings."""
     assert not isinstance(cfg.bench, dict)
     return {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
                       "gguf_sha256": loaded.info.get("gguf_sha256")},
@@ -39,7 +38,7 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"), "config": cfg.bench.record()},
             "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
-            "judge": judge_config(cfg) if bench_judged(cfg, bench) else None, "shard_size": cfg.shard_size}
+            "judge": verdict_config(cfg) if bench_judged(cfg, bench) else None}
 
 
 def bench_judged(cfg: RunConfig, bench: PreparedBench) -> bool:
@@ -71,24 +70,6 @@ def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, le
         "judge": judge_config(cfg) if bench_judged(cfg, bench) else None,
         "analysis": asdict(cfg.analysis),
     }
-
-
-def resume_or_claim(out: Path, key: dict[str, Any]) -> bool:
-    """True if `out` already holds this exact run, finished. An unfinished run with the same
-    key is resumed; a different key is an error (never mix two configurations' shards)."""
-    key_path = out / "run_key.json"
-    key = json.loads(json.dumps(key))  # the JSON round trip makes tuples lists, as stored
-    if key_path.is_file():
-        stored = json.loads(key_path.read_text())
-        if stored != key:
-            diff = sorted(k for k in set(stored) | set(key) if stored.get(k) != key.get(k))
-            raise ProbeInputError(f"{out} holds a run with a different configuration (differs in {diff}); "
-                                  "choose another output directory")
-        return (out / "DONE").is_file()
-    if (out / "metrics.json").exists():
-        raise ProbeInputError(f"{out} already holds a finished run (metrics.json); choose another output dir")
-    write_json(key_path, key)
-    return False
 
 
 def git_commit() -> str | None:

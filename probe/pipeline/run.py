@@ -8,6 +8,7 @@ the bench's `Task`; what differs between answer modes is one branch here.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -25,8 +26,9 @@ from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.models import LoadedModel, cache_root, load_model, max_positions
 from probe.pipeline.analyze import analyze_run
-from probe.pipeline.judging import VerdictCache, build_judge, judge_config, run_jobs
-from probe.pipeline.provenance import bench_judged, provenance, resume_or_claim, run_key
+from probe.pipeline.claim import claim
+from probe.pipeline.judging import VerdictCache, build_judge, run_jobs, verdict_config
+from probe.pipeline.provenance import bench_judged, provenance, run_key
 from probe.pipeline.spec import BenchRef, RunConfig
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
@@ -60,9 +62,13 @@ def run(cfg: RunConfig) -> Path:
     rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
                                           settings, cfg.model.name, max_positions=max_positions(loaded))
     key = run_key(cfg, loaded, settings, letter_ids, bench)
-    if resume_or_claim(out, key):
-        log.info("%s is already complete for this configuration; nothing to do", out)
+    held = claim(out, key)
+    if held.state == "done":
+        _reanalyse_if_options_changed(cfg)
         return out
+    for name, text in cfg.launch_record.items():  # written only once the directory is ours
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(text)
     if mech.active or generate:  # their outputs are not sharded: such runs restart from scratch
         shutil.rmtree(out / "scores.parts", ignore_errors=True)
     write_prompts(out, ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered)), ref.task.prompts_schema)
@@ -93,7 +99,22 @@ def run(cfg: RunConfig) -> Path:
     write_json(out / "manifest.json", manifest)
     analyze_run(out)
     (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
+    shutil.rmtree(out / "scores.parts", ignore_errors=True)  # kept until DONE: a kill in analysis rescores nothing
+    held.release()
     return out
+
+
+def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
+    """A finished run asked for with other analysis options is re-analysed from its stored tables
+    (the scores do not depend on them); with the same options there is nothing to do."""
+    manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
+    if manifest.get("analysis") == asdict(cfg.analysis):
+        log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
+        return
+    log.info("%s is complete; re-analysing its stored tables with the new analysis options", cfg.out_dir)
+    manifest["analysis"] = asdict(cfg.analysis)
+    write_json(cfg.out_dir / "manifest.json", manifest)
+    analyze_run(cfg.out_dir)
 
 
 def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Sequence[RenderedPrompt],
@@ -111,7 +132,7 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     write_generations(cfg.out_dir, rows, task.generations_schema)
     jobs = task.judge_jobs(bench, rows)
     if jobs and bench_judged(cfg, bench):
-        cache = VerdictCache(cache_root() / "judgements", judge_config(cfg))
+        cache = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
         write_judgements(cfg.out_dir, run_jobs(build_judge(cfg, loaded, generator), jobs, cache))
 
 

@@ -81,6 +81,9 @@ class RunConfig:
     """Progress bar with prompts/s and ETA."""
     shard_size: Annotated[int, Ge(1)] = 4096
     """Prompts per score shard; a killed run resumes from its last complete shard."""
+    launch_record: Mapping[str, str] = field(default_factory=dict)
+    """Files recording how the run was launched (path in the run directory → text, e.g. the
+    composed Hydra config), written once the directory is claimed."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.bench, BenchRef):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +137,8 @@ class ScoreWriter:
         self._buffer = []
 
     def close(self) -> None:
-        """Merge the parts into the final files and remove them."""
+        """Merge the parts into the final files. The parts stay until the run writes `DONE`, so a
+        run killed after this point (in analysis, say) resumes without scoring anything again."""
         self._flush()
         files = sorted(self.parts.glob("part-*.parquet"))
         table = pa.concat_tables([pq.read_table(f) for f in files]) if files else \
@@ -148,7 +148,6 @@ class ScoreWriter:
         lp = np.asarray(table.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(-1, len(self.letters))
         write_scores_arrays(self.run_dir, table.column("prompt_id").to_numpy(), lp,
                             table.column("greedy_valid").to_numpy(zero_copy_only=False), self.letters)
-        shutil.rmtree(self.parts)
 
 
 def _scores_table(ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str]) -> pa.Table:
