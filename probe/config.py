@@ -67,7 +67,8 @@ class Le:
 def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
     """Construct dataclass `cls` from `values`, recursing into nested dataclass fields.
 
-    Lists become tuples where the field is a tuple; `where` names the config block in errors.
+    Lists become tuples where the field is a tuple; `where` names the config block in errors
+    (empty for the top level).
     """
     if values is not None and not isinstance(values, Mapping):
         raise ProbeInputError(f"{where}: expected a mapping of keys to values, got {values!r}")
@@ -75,13 +76,13 @@ def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ProbeInputError(f"{where}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
+        raise ProbeInputError(f"{where or 'config'}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
     hints = _hints(cls)
-    kwargs = {name: coerce(hints[name], value, f"{where}.{name}") for name, value in values.items()}
+    kwargs = {name: coerce(hints[name], value, f"{where}.{name}" if where else name) for name, value in values.items()}
     missing = [n for n, f in fields.items() if n not in kwargs and f.default is dataclasses.MISSING
                and f.default_factory is dataclasses.MISSING]
     if missing:
-        raise ProbeInputError(f"{where}: missing required key(s) {missing}")
+        raise ProbeInputError(f"{where or 'config'}: missing required key(s) {missing}")
     return cls(**kwargs)
 
 
@@ -94,7 +95,10 @@ def coerce(hint: Any, value: Any, where: str) -> Any:
     """`value` checked against the type `hint` (and its `Annotated` bounds); tuples from lists."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
-        out = coerce(args[0], value, where)
+        try:
+            out = coerce(args[0], value, where)
+        except ProbeInputError:
+            raise ProbeInputError(f"{where}: expected {_describe(hint)}, got {value!r}") from None
         for bound in args[1:]:
             if out is not None and hasattr(bound, "check") and not bound.check(out):
                 raise ProbeInputError(f"{where}: {value!r} is out of range; expected a value {bound}")

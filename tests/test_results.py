@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +24,9 @@ def test_score_writer_streams_parts_and_merges_sorted(tmp_path: Path) -> None:
         writer.add([LetterScore(int(i), tuple(lp[i]), bool(i % 2)) for i in order[start:start + 3]])
     assert len(list((tmp_path / "scores.parts").glob("part-*.parquet"))) == 4  # buffers of 6, 6, 6 and 5 reach the chunk of 5
     writer.close()
-    assert not (tmp_path / "scores.parts").exists()
+    # the parts stay (with their checksums) until the pipeline has written DONE
+    index = json.loads((tmp_path / "scores.parts" / "index.json").read_text())
+    assert sorted(index) == sorted(p.name for p in (tmp_path / "scores.parts").glob("part-*.parquet"))
     table = pq.read_table(tmp_path / "scores.parquet")
     assert table.column("prompt_id").to_pylist() == list(range(23))
     got = np.array(table.column("letter_logprobs").to_pylist(), dtype=np.float32)

@@ -77,10 +77,15 @@ def test_damaged_and_partial_shards_are_recomputed(reference: tuple[Path, Path],
     _kill_after_parts(out, cache, n_parts=4)
     parts = sorted((out / "scores.parts").glob("part-*.parquet"))
     parts[1].write_bytes(parts[1].read_bytes()[:50])  # truncated: unreadable
+    flipped = bytearray(parts[2].read_bytes())
+    flipped[len(flipped) // 2] ^= 0x01  # one bit inside a complete part: may still read as parquet
+    parts[2].write_bytes(bytes(flipped))
     (out / "scores.parts" / ".part-99999.parquet.tmp").write_bytes(b"half a write")
     proc = _run(out, cache)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "part-00001.parquet is damaged" in (out / "__main__.log").read_text()  # Hydra's job log
+    log = proc.stdout + proc.stderr
+    assert "part-00001.parquet is damaged (sha256 mismatch)" in log
+    assert "part-00002.parquet is damaged (sha256 mismatch)" in log
     _same_results(ref, out)
 
 

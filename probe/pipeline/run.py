@@ -108,7 +108,7 @@ def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
     """A finished run asked for with other analysis options is re-analysed from its stored tables
     (the scores do not depend on them); with the same options there is nothing to do."""
     manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
-    if manifest.get("analysis") == asdict(cfg.analysis):
+    if manifest.get("analysis") == json.loads(json.dumps(asdict(cfg.analysis))):  # tuples as stored: lists
         log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
         return
     log.info("%s is complete; re-analysing its stored tables with the new analysis options", cfg.out_dir)

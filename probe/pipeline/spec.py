@@ -118,8 +118,9 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
     if unknown:
         raise ProbeInputError(f"config: unknown top-level key(s) {unknown}; valid keys: {sorted(TOP_LEVEL)}")
     return build(RunConfig, {
-        "model": values["model"], "bench": bench_ref(values["bench"]), "out_dir": out_dir,
-        "backend": backend_spec(values.get("backend") or {}), "analysis": values.get("analysis") or {},
-        "judge": values.get("judge") or {}, "judge_model": judge_model,
+        "model": build(ModelSpec, values["model"], "model"), "bench": bench_ref(values["bench"]), "out_dir": out_dir,
+        "backend": backend_spec(values.get("backend") or {}),
+        "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
+        "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
         **{k: values[k] for k in ("progress", "shard_size") if k in values},
-    }, "config")
+    }, "")

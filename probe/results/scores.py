@@ -8,6 +8,7 @@ in-memory state of the scoring pass.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from collections.abc import Sequence
@@ -21,6 +22,7 @@ import pyarrow.parquet as pq
 from safetensors.numpy import save_file
 
 from probe.errors import ProbeInputError
+from probe.files import sha256_file, write_json
 from probe.results.schemas import SCORES_SCHEMA
 from probe.types import LetterScore, RenderedPrompt
 
@@ -95,17 +97,23 @@ class ScoreWriter:
         """Prompt ids already scored by an earlier, interrupted run into this directory."""
 
     def _recover(self) -> set[int]:
-        """Keep the complete parts of an interrupted run; drop temporary and unreadable ones.
+        """Keep the complete, intact parts of an interrupted run; drop everything else.
 
-        A part only gets its final name after it is fully written, so a `.tmp` is an
-        interrupted write and an unreadable part is damage: both are removed and recomputed.
+        A part only gets its final name after it is fully written, and only counts once its
+        sha256 is in `index.json` (written after it), so a `.tmp` is an interrupted write, a
+        part missing from the index was cut off before its checksum, and a part whose bytes no
+        longer match it is damage (a flipped bit reads as valid parquet): all are removed and
+        their prompts scored again.
         """
         for tmp in self.parts.glob(".*.tmp"):
             tmp.unlink()
+        index = self._read_index()
         done: set[int] = set()
         numbers = [-1]
         for part in sorted(self.parts.glob("part-*.parquet")):
             try:
+                if index.get(part.name) != sha256_file(part):
+                    raise ValueError("missing from index.json" if part.name not in index else "sha256 mismatch")
                 table = pq.read_table(part)
                 ids = table.column("prompt_id").to_pylist()
                 if table.schema != SCORES_SCHEMA or len(set(ids)) != len(ids) or done & set(ids):
@@ -113,11 +121,22 @@ class ScoreWriter:
             except (OSError, ValueError, pa.ArrowException) as e:
                 log.warning("%s is damaged (%s); its prompts will be scored again", part, e)
                 part.unlink()
+                index.pop(part.name, None)
                 continue
             done.update(ids)
             numbers.append(int(part.stem.split("-")[1]))
+        self._index = {name: sha for name, sha in index.items() if (self.parts / name).is_file()}
         self._n_parts = max(numbers) + 1
         return done
+
+    def _read_index(self) -> dict[str, str]:
+        path = self.parts / "index.json"
+        try:
+            index = json.loads(path.read_text()) if path.is_file() else {}
+        except (OSError, ValueError):
+            log.warning("%s is unreadable; every part will be checked as unlisted", path)
+            return {}
+        return index if isinstance(index, dict) else {}
 
     def add(self, scores: Sequence[LetterScore]) -> None:
         """Buffer a batch; parts are cut at batch boundaries, so a resumed run recomputes whole
@@ -132,7 +151,10 @@ class ScoreWriter:
         lp = np.array([s.letter_logprobs for s in self._buffer], dtype=np.float32).reshape(-1, len(self.letters))
         ids = np.array([s.prompt_id for s in self._buffer], dtype=np.int64)
         valid = np.array([s.greedy_valid for s in self._buffer], dtype=bool)
-        write_table(self.parts / f"part-{self._n_parts:05d}.parquet", _scores_table(ids, lp, valid, self.letters))
+        part = self.parts / f"part-{self._n_parts:05d}.parquet"
+        write_table(part, _scores_table(ids, lp, valid, self.letters))
+        self._index[part.name] = sha256_file(part)
+        write_json(self.parts / "index.json", self._index)
         self._n_parts += 1
         self._buffer = []
 

@@ -1,0 +1,132 @@
+"""Run-directory discipline: config checked before anything is written, one writer at a time, a
+refused or no-op rerun changes nothing, other analysis options re-analyse, a kill during
+analysis rescores nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ARGS = ["model=tiny", "bench=demo", "bench.conditions=[C0]", "analysis.n_boot=50", "progress=false"]
+
+
+def _cmd(out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "probe", *ARGS, f"hydra.run.dir={out}", *extra]
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "PROBE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+
+
+def _run(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(_cmd(out, *extra), cwd=REPO_ROOT, env=_env(cache), capture_output=True, text=True,
+                          timeout=600)
+
+
+def _snapshot(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    tmp = tmp_path_factory.mktemp("rundir")
+    proc = _run(tmp / "run", tmp / "cache")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return tmp / "run", tmp / "cache"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("backend.batch_tokens=abc", "backend.batch_tokens: expected an integer ≥ 1, got 'abc'"),
+    ("backend.max_batch_size=0", "backend.max_batch_size: 0 is out of range; expected a value ≥ 1"),
+    ("analysis.n_boot=-5", "analysis.n_boot: -5 is out of range; expected a value ≥ 0"),
+    ("analysis.temperature=0", "analysis.temperature: 0 is out of range; expected a value > 0"),
+    ("bench.conditions=[C0,C4]", "bench.conditions[1]: 'C4' is not one of ['C0', 'C1', 'C2', 'C3']"),
+    ("+foo=1", "config: unknown top-level key(s) ['foo']"),
+    ("+backend.batch_tokns=8", "backend: unknown key(s) ['batch_tokns']"),
+])
+def test_bad_config_stops_before_any_file_is_written(override: str, message: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = _run(out, tmp_path / "cache", override)
+    assert proc.returncode == 2 and f"probe: error: {message}" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert not out.exists() or not any(out.iterdir()), sorted(out.iterdir())
+
+
+def test_limit_must_be_positive(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=ccd", "bench.limit=-1",
+                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=REPO_ROOT, env=_env(tmp_path / "cache"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "bench.limit: -1 is not an integer ≥ 1 or null" in proc.stderr, proc.stderr
+
+
+def test_refused_and_no_op_reruns_change_nothing(finished: tuple[Path, Path]) -> None:
+    out, cache = finished
+    before = _snapshot(out)
+    refused = _run(out, cache, "backend.max_batch_size=8")
+    assert refused.returncode == 2 and "different configuration (differs in ['backend'])" in refused.stderr
+    noop = _run(out, cache)
+    assert noop.returncode == 0, noop.stderr[-2000:]
+    assert _snapshot(out) == before  # the recorded config included
+
+
+def test_other_analysis_options_reanalyse_a_finished_run(finished: tuple[Path, Path], tmp_path: Path) -> None:
+    out, cache = finished
+    copy = tmp_path / "copy"
+    subprocess.run(["cp", "-a", str(out), str(copy)], check=True)
+    scores = (copy / "scores.parquet").read_bytes()
+    t0 = time.time()
+    proc = _run(copy, cache, "analysis.n_boot=80", "analysis.temperature=0.5")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    m = json.loads((copy / "metrics.json").read_text())
+    assert m["bootstrap"]["n_boot"] == 80 and m["temperature"] == 0.5
+    assert (copy / "scores.parquet").read_bytes() == scores  # nothing rescored
+    assert json.loads((copy / "manifest.json").read_text())["analysis"]["n_boot"] == 80
+    assert time.time() - t0 < 120
+
+
+def test_a_second_writer_is_refused(tmp_path: Path, finished: tuple[Path, Path]) -> None:
+    """While one process holds a run directory, another gets a one-line refusal and writes nothing."""
+    from probe.pipeline.claim import claim
+
+    _, cache = finished
+    out = tmp_path / "busy"
+    held = claim(out, {"a": "run in progress"})
+    before = _snapshot(out)
+    second = _run(out, cache)
+    assert second.returncode == 2, second.stderr[-2000:]
+    assert f"probe: error: {out} is being written by probe pid {os.getpid()}" in second.stderr
+    assert _snapshot(out) == before
+    held.release()
+    third = _run(out, cache)  # free again; the directory holds another key, so refused for that reason
+    assert third.returncode == 2 and "different configuration" in third.stderr
+
+
+def test_a_kill_during_analysis_rescores_nothing(tmp_path: Path, finished: tuple[Path, Path]) -> None:
+    ref, cache = finished
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(_cmd(out), cwd=REPO_ROOT, env=_env(cache), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        if (out / "manifest.json").exists():  # written after scoring, before analysis
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and not (out / "DONE").exists()
+    rerun = _run(out, cache)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["backend"]["resumed_prompts"] == manifest["bench"]["n_prompts"]  # every score was kept
+    assert (out / "scores.parquet").read_bytes() == (ref / "scores.parquet").read_bytes()
+    assert not (out / "scores.parts").exists()
