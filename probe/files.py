@@ -44,3 +44,14 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_finite(v) for v in obj]
     return obj
+
+
+def utf8_error(path: Path) -> str:
+    """Where a file stops being valid UTF-8, as `line N, byte B (…)`, for input-error messages
+    (a decoder's own offset counts from the start of its read buffer, not of the file)."""
+    for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return f"line {number}, byte {e.start + 1} of the line: {e.reason}"
+    return "no invalid byte found on a second read"

@@ -3,6 +3,7 @@ into exit status 2, and `build_prompts` expands each valid item into the 52-prom
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -241,3 +242,32 @@ def test_cli_exits_2_on_bad_input(tmp_path: Path, case: str) -> None:
         assert fragment in result.stderr, f"{fragment!r} not in {result.stderr!r}"
     assert not (run_dir / "scores.parquet").exists()
     assert not (run_dir / "prompts.parquet").exists()
+
+
+def test_a_repeated_header_column_is_an_error(tmp_path: Path) -> None:
+    """csv.DictReader would let the second `ID` column silently become the ids."""
+    path = tmp_path / "dup.csv"
+    rows = disco_rows(2)
+    header = list(rows[0]) + ["ID"]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for r in rows:
+            w.writerow([*r.values(), f"other-{r['ID']}"])
+    with pytest.raises(ProbeInputError, match=r"dup.csv: line 1 \(header\): column\(s\) \['ID'\] appear more than once"):
+        load_items(path)
+
+
+def test_an_oversized_field_names_its_line(tmp_path: Path) -> None:
+    rows = disco_rows(3)
+    rows[1]["Question"] = "x" * (csv.field_size_limit() + 10)
+    path = write_csv(tmp_path / "big.csv", rows)
+    with pytest.raises(ProbeInputError, match=r"big.csv: line 3: unreadable CSV \(field larger than field limit"):
+        load_items(path)
+
+
+def test_a_non_utf8_byte_names_its_line(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "latin1.csv", disco_rows(3))
+    path.write_bytes(path.read_bytes().replace(b"item-2", b"item-\xe9"))
+    with pytest.raises(ProbeInputError, match=r"latin1.csv: not valid UTF-8 \(line 4, byte \d+ of the line"):
+        load_items(path)

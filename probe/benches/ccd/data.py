@@ -18,6 +18,7 @@ from probe.benches.designs import latin_square_orders
 from probe.benches.sources import fetch
 from probe.config import Ge
 from probe.errors import ProbeInputError
+from probe.files import utf8_error
 from probe.types import LETTERS, Item, Option, Prompt
 
 CLUSTERS: tuple[str, ...] = (
@@ -70,8 +71,8 @@ def load_items(path: Path) -> list[Item]:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as e:
         raise ProbeInputError(f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except UnicodeDecodeError as e:
-        raise ProbeInputError(f"{path}: not valid UTF-8 (byte {e.start}: {e.reason})") from None
+    except UnicodeDecodeError:
+        raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None
     if not isinstance(data, list) or not data:
         raise ProbeInputError(f"{path}: expected a non-empty JSON array of items, got {type(data).__name__}")
     return [_item(obj, f"{path}: item {i}", i) for i, obj in enumerate(data)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -16,6 +16,7 @@ from typing import Literal
 import huggingface_hub
 
 from probe.errors import ProbeInputError
+from probe.files import utf8_error
 from probe.types import LETTERS, Item, Option, Prompt
 
 K = 4
@@ -103,10 +104,8 @@ def load_items(path: Path, cultures: Sequence[str] = DEFAULT_CULTURES) -> list[I
     """
     try:
         return _read_items(path, set(cultures))
-    except UnicodeDecodeError as e:
-        raise ProbeInputError(f"{path}: not valid UTF-8 (byte {e.start}: {e.reason})") from None
-    except csv.Error as e:
-        raise ProbeInputError(f"{path}: unreadable CSV ({e})") from None
+    except UnicodeDecodeError:
+        raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None
 
 
 def _read_items(path: Path, cultures: set[str]) -> list[Item]:
@@ -115,12 +114,16 @@ def _read_items(path: Path, cultures: set[str]) -> list[Item]:
         header = reader.fieldnames
         if not header:
             raise ProbeInputError(f"{path}: empty file, expected a header row with {REQUIRED_COLUMNS}")
+        repeated = sorted({c for c in header if header.count(c) > 1})
+        if repeated:
+            raise ProbeInputError(f"{path}: line 1 (header): column(s) {repeated} appear more than once; each column "
+                                  "must be named once (a repeated name would silently shadow the first)")
         missing = [c for c in REQUIRED_COLUMNS if c not in header]
         if missing:
             raise ProbeInputError(f"{path}: missing column(s) {missing}; found columns {header}")
         items: list[Item] = []
         seen: dict[str, int] = {}
-        for row in reader:
+        for row in _rows(reader, path):
             where = f"{path}: line {reader.line_num}"
             item = _parse_row(row, where, cultures)
             if item.item_id in seen:
@@ -132,6 +135,18 @@ def _read_items(path: Path, cultures: set[str]) -> list[Item]:
     if not items:
         raise ProbeInputError(f"{path}: no data rows after the header")
     return items
+
+
+def _rows(reader: csv.DictReader, path: Path) -> Iterator[dict[str, str | None]]:
+    """The reader's rows; a CSV-level error (an oversized field, a stray quote) names its line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            raise ProbeInputError(f"{path}: line {reader.line_num + 1}: unreadable CSV ({e})") from None
+        yield row
 
 
 def _parse_row(row: dict[str, str | None], where: str, cultures: set[str]) -> Item:

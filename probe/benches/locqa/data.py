@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from probe.benches.sources import fetch
 from probe.errors import ProbeInputError
+from probe.files import utf8_error
 from probe.types import Prompt
 
 SOURCE_URL = "https://raw.githubusercontent.com/google-research-datasets/locqa/main/locqa.json"
@@ -197,8 +198,8 @@ def load_questions(
     except json.JSONDecodeError as e:
         raise ProbeInputError(
             f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except UnicodeDecodeError as e:
-        raise ProbeInputError(f"{path}: not valid UTF-8 (byte {e.start}: {e.reason})") from None
+    except UnicodeDecodeError:
+        raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None
     if not isinstance(data, dict) or not data:
         raise ProbeInputError(f"{path}: expected a non-empty JSON object of templates, got {type(data).__name__}")
     questions = [q for template, obj in data.items() for q in _template(path, template, obj)]
