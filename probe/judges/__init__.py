@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from probe.config import Ge, Gt, build
+from probe.config import Ge, Gt, Le, build
 from probe.errors import ProbeInputError
 from probe.judges.base import Judge, JudgeRequest, JudgeResult
 from probe.judges.http import HTTPChat, HTTPChatSpec
@@ -46,6 +46,12 @@ class JudgeSpec:
     """HTTP judge: retries (exponential backoff) on connection errors, timeouts, 429/5xx, bad bodies."""
     requests_per_minute: Annotated[float, Ge(0)] = 0.0
     """HTTP judge: rate limit; 0 = none."""
+    concurrency: Annotated[int, Ge(1)] = 4
+    """HTTP judge: requests in flight at once (under the rate limit)."""
+    max_response_bytes: Annotated[int, Ge(1024)] = 1 << 20
+    """HTTP judge: a longer response body is a failed request, never read whole."""
+    max_error_rate: Annotated[float, Ge(0), Le(1)] = 0.05
+    """Share of verdicts that may fail (judge_error) before the run stops with a non-zero exit."""
 
 
 def make_judge(cfg: JudgeSpec | Mapping[str, Any], chat: Any = None) -> Judge:
@@ -64,7 +70,8 @@ def make_judge(cfg: JudgeSpec | Mapping[str, Any], chat: Any = None) -> Judge:
         judge = LLMJudge(HTTPChat(HTTPChatSpec(
             base_url=spec.base_url, model=spec.model, api_key_env=spec.api_key_env, timeout_s=spec.timeout_s,
             max_retries=spec.max_http_retries, requests_per_minute=spec.requests_per_minute,
-            max_tokens=spec.max_new_tokens)), retries=spec.retries, name="http")
+            max_tokens=spec.max_new_tokens, concurrency=spec.concurrency,
+            max_response_bytes=spec.max_response_bytes)), retries=spec.retries, name="http")
         return judge
     if name == "llm":
         if chat is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 from probe.backends.generate import HFGenerator
 from probe.backends.specs import HFBackendSpec
 from probe.benches.task import JudgeJob, verdict_row
+from probe.errors import ProbeInputError
 from probe.judges import Judge, JudgeRequest, JudgeResult, make_judge
 from probe.models import LoadedModel, load_model
 from probe.pipeline.spec import RunConfig
@@ -69,6 +71,20 @@ def run_jobs(judge: Judge, jobs: Sequence[JudgeJob], cache: VerdictCache) -> lis
     return rows
 
 
+class JudgeFailure(ProbeInputError):
+    """Too many verdicts failed: the run stops (its judgements are written) with a non-zero exit."""
+
+
+def check_error_rate(rows: Sequence[dict[str, Any]], max_rate: float) -> None:
+    """Stop when more than `max_rate` of the verdicts are `judge_error`, saying how many and why."""
+    errors = [r["judge_error"] for r in rows if r["judge_error"] is not None]
+    if rows and len(errors) / len(rows) > max_rate:
+        reasons = Counter(e.split(";")[0][:160] for e in errors).most_common(3)
+        why = "; ".join(f"{n}× {reason}" for reason, n in reasons)
+        raise JudgeFailure(f"{len(errors)} of {len(rows)} judgements failed (more than judge.max_error_rate="
+                           f"{max_rate:g}); judgements.parquet keeps them all. Most common: {why}")
+
+
 def judge_config(cfg: RunConfig) -> dict[str, Any]:
     """The judge's identity for the cache: its config without the key's variable name, and for an
     LLM judge the model it runs on."""
@@ -78,7 +94,8 @@ def judge_config(cfg: RunConfig) -> dict[str, Any]:
     return record
 
 
-TRANSPORT = ("api_key_env", "timeout_s", "max_http_retries", "requests_per_minute", "concurrency", "max_error_rate")
+TRANSPORT = ("api_key_env", "timeout_s", "max_http_retries", "requests_per_minute", "concurrency",
+             "max_response_bytes", "max_error_rate")
 """Judge settings that change how verdicts are fetched, never what they say."""
 
 

@@ -27,7 +27,13 @@ from probe.files import write_json
 from probe.models import LoadedModel, cache_root, load_model, max_positions
 from probe.pipeline.analyze import analyze_run
 from probe.pipeline.claim import claim
-from probe.pipeline.judging import VerdictCache, build_judge, run_jobs, verdict_config
+from probe.pipeline.judging import (
+    VerdictCache,
+    build_judge,
+    check_error_rate,
+    run_jobs,
+    verdict_config,
+)
 from probe.pipeline.provenance import bench_judged, provenance, run_key
 from probe.pipeline.spec import BenchRef, RunConfig
 from probe.prompts.prefix import shared_prefix_lengths
@@ -133,7 +139,9 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     jobs = task.judge_jobs(bench, rows)
     if jobs and bench_judged(cfg, bench):
         cache = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
-        write_judgements(cfg.out_dir, run_jobs(build_judge(cfg, loaded, generator), jobs, cache))
+        verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, cache)
+        write_judgements(cfg.out_dir, verdicts)
+        check_error_rate(verdicts, cfg.judge.max_error_rate)
 
 
 @dataclass
