@@ -27,8 +27,8 @@ class Generator(Protocol):
 
     stats: BackendStats
 
-    def generate(self, prompts: Sequence[RenderedPrompt]) -> Iterator[list[Generation]]:
-        """Yield generations batch by batch, in any order."""
+    def generate(self, prompts: Sequence[RenderedPrompt], done: Set[int] = frozenset()) -> Iterator[list[Generation]]:
+        """Yield generations batch by batch, in any order; batches wholly in `done` are skipped."""
         ...
 
     def chat(self, messages: Sequence[str]) -> list[str]:

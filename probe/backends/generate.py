@@ -8,7 +8,7 @@ left-padded for `generate`, which derives position ids from the attention mask.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -31,9 +31,13 @@ class HFGenerator:
         self.device = model.get_input_embeddings().weight.device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
-    def generate(self, prompts: Sequence[RenderedPrompt]) -> Iterator[list[Generation]]:
-        """Yield generations batch by batch (length-sorted order)."""
+    def generate(self, prompts: Sequence[RenderedPrompt], done: Set[int] = frozenset()) -> Iterator[list[Generation]]:
+        """Yield generations batch by batch (length-sorted order). Batches are planned over all
+        prompts and those wholly in `done` skipped, so a resumed run decodes the rest exactly
+        as the first run would have (same batches, same padding, same sampling seeds)."""
         for i, batch in enumerate(plan_batches(prompts, self.spec.batch_tokens, self.spec.max_batch_size)):
+            if all(r.prompt.prompt_id in done for r in batch):
+                continue
             texts = self._generate_ids([r.token_ids for r in batch], seed=self.spec.seed + i)
             yield [Generation(prompt_id=r.prompt.prompt_id, text=t) for r, t in zip(batch, texts)]
 

@@ -91,12 +91,15 @@ class VLLMEngine:
             return self._sampling(max_tokens=max_tokens, temperature=self.spec.sample_temperature, seed=self.spec.seed)
         return self._sampling(max_tokens=max_tokens, temperature=0.0)
 
-    def generate(self, prompts: Sequence[RenderedPrompt]) -> Iterator[list[Generation]]:
-        """Greedy (or seeded sampled) continuations after the pre-filled cue, chunk by chunk."""
+    def generate(self, prompts: Sequence[RenderedPrompt], done: Set[int] = frozenset()) -> Iterator[list[Generation]]:
+        """Greedy (or seeded sampled) continuations after the pre-filled cue, chunk by chunk;
+        chunks wholly in `done` (a resumed run) are skipped."""
         params = self._text_params(self.spec.max_new_tokens)
         todo = self._ordered(prompts)
         for start in range(0, len(todo), self.spec.chunk):
             rows = todo[start:start + self.spec.chunk]
+            if all(r.prompt.prompt_id in done for r in rows):
+                continue
             # Decode with our tokenizer, as the HF backend does: vLLM's incremental detokeniser
             # holds back a trailing partial UTF-8 sequence, so its text can end differently.
             yield [Generation(prompt_id=r.prompt.prompt_id,

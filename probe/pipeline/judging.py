@@ -55,20 +55,24 @@ class VerdictCache:
         os.replace(tmp, path)
 
 
-def run_jobs(judge: Judge, jobs: Sequence[JudgeJob], cache: VerdictCache) -> list[dict[str, Any]]:
-    """`judgements.parquet` rows of every job, in job order; cacheable jobs asked only when not
-    cached."""
-    cached = [cache.get(j.request) if j.cacheable else None for j in jobs]
-    todo = [j for j, c in zip(jobs, cached) if c is None]
-    fresh = iter(judge.judge([j.request for j in todo]))
-    rows = []
-    for job, result in zip(jobs, cached):
-        if result is None:
-            result = next(fresh)
-            if job.cacheable:
-                cache.put(job.request, result)
-        rows.append(verdict_row(job, result))
-    return rows
+def run_jobs(judge: Judge, jobs: Sequence[JudgeJob], shared: VerdictCache, local: VerdictCache | None = None,
+             chunk: int = 64) -> list[dict[str, Any]]:
+    """`judgements.parquet` rows of every job, in job order.
+
+    Verdicts are asked `chunk` requests at a time and kept by request: cacheable ones (data-only
+    questions) in the cross-run `shared` cache, the others in the run's `local` one, so a killed
+    run asks again only what it had not been answered (failures are always asked again)."""
+    results: list[JudgeResult | None] = [
+        (shared if j.cacheable else local).get(j.request) if (j.cacheable or local) else None for j in jobs]
+    todo = [i for i, r in enumerate(results) if r is None]
+    for start in range(0, len(todo), chunk):
+        part = todo[start:start + chunk]
+        for i, result in zip(part, judge.judge([jobs[i].request for i in part])):
+            results[i] = result
+            cache = shared if jobs[i].cacheable else local
+            if cache is not None:
+                cache.put(jobs[i].request, result)
+    return [verdict_row(job, result) for job, result in zip(jobs, results) if result is not None]
 
 
 class JudgeFailure(ProbeInputError):

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from tqdm import tqdm
 
 from probe.backends.base import LetterBackend
@@ -39,7 +40,8 @@ from probe.pipeline.spec import BenchRef, RunConfig
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.results.generations import write_generations, write_judgements
-from probe.results.mech import ActivationWriter, LensWriter
+from probe.results.mech import ActivationWriter
+from probe.results.parts import PartStore
 from probe.results.scores import ScoreWriter, write_prompts
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -75,8 +77,6 @@ def run(cfg: RunConfig) -> Path:
     for name, text in cfg.launch_record.items():  # written only once the directory is ours
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(text)
-    if mech.active or generate:  # their outputs are not sharded: such runs restart from scratch
-        shutil.rmtree(out / "scores.parts", ignore_errors=True)
     write_prompts(out, ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered)), ref.task.prompts_schema)
     t0 = time.perf_counter()
     backend = make_backend(cfg.backend, loaded, cfg.model, mech)
@@ -105,7 +105,8 @@ def run(cfg: RunConfig) -> Path:
     write_json(out / "manifest.json", manifest)
     analyze_run(out)
     (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
-    shutil.rmtree(out / "scores.parts", ignore_errors=True)  # kept until DONE: a kill in analysis rescores nothing
+    for parts in ("scores.parts", "generations.parts", "judgements.parts"):  # kept until DONE: a kill in
+        shutil.rmtree(out / parts, ignore_errors=True)                    # analysis recomputes nothing
     held.release()
     return out
 
@@ -128,18 +129,21 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     """Decode every prompt, parse each text as the task says, store; then let the judge read them."""
     assert isinstance(cfg.bench, BenchRef)
     task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
-    rows: list[dict[str, Any]] = []
+    store = PartStore(cfg.out_dir / "generations.parts", task.generations_schema)
     with tqdm(total=len(rendered), unit="prompt", desc="generating", disable=not cfg.progress) as bar:
-        for batch in generator.generate(rendered):
-            rows += [{"prompt_id": g.prompt_id, "text": g.text,
-                      **task.parse_generation(by_id[g.prompt_id], g.text, bench)} for g in batch]
+        bar.update(len(store.done))
+        for batch in generator.generate(rendered, set(store.done)):
+            rows = [{"prompt_id": g.prompt_id, "text": g.text,
+                     **task.parse_generation(by_id[g.prompt_id], g.text, bench)} for g in batch]
+            store.append(pa.Table.from_pylist(rows, schema=task.generations_schema))  # one part per batch
             bar.update(len(batch))
-    rows.sort(key=lambda r: r["prompt_id"])
+    rows = store.read().to_pylist()
     write_generations(cfg.out_dir, rows, task.generations_schema)
     jobs = task.judge_jobs(bench, rows)
     if jobs and bench_judged(cfg, bench):
-        cache = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
-        verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, cache)
+        shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
+        local = VerdictCache(cfg.out_dir / "judgements.parts", verdict_config(cfg))
+        verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)
         write_judgements(cfg.out_dir, verdicts)
         check_error_rate(verdicts, cfg.judge.max_error_rate)
 
@@ -149,23 +153,18 @@ class Writers:
     """Where a scoring pass streams its outputs."""
 
     scores: ScoreWriter
-    lens: LensWriter | None = None
     activations: ActivationWriter | None = None
 
     def add(self, batch: Sequence[LetterScore]) -> None:
-        self.scores.add(batch)
+        # Activations first: once a prompt's scores are in a part, its row is already written.
         for s in batch:
-            if self.lens is not None:
-                assert s.lens is not None
-                self.lens.add(s.prompt_id, s.lens)
             if self.activations is not None:
                 assert s.activations is not None
                 self.activations.add(s.prompt_id, s.activations)
+        self.scores.add(batch)
 
-    def close(self, letters: Sequence[str]) -> None:
+    def close(self) -> None:
         self.scores.close()
-        if self.lens is not None:
-            self.lens.close(letters)
         if self.activations is not None:
             self.activations.close()
 
@@ -175,11 +174,13 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
     """Stream every prompt's scores (and lens / activations) to disk; returns how many prompts an
     interrupted earlier run had already scored."""
     mech = cfg.analysis.mech
-    writers = Writers(
-        ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size),
-        LensWriter(cfg.out_dir) if mech.logit_lens else None,
-        ActivationWriter(cfg.out_dir, len(rendered), getattr(backend, "capture", ()), _d_model(loaded.model),
-                         mech.capture_dtype) if mech.capture_layers else None)
+    writers = Writers(ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=mech.logit_lens))
+    if mech.capture_layers:
+        writers.activations = ActivationWriter(cfg.out_dir, len(rendered), getattr(backend, "capture", ()),
+                                               _d_model(loaded.model), mech.capture_dtype, writers.scores.done)
+        if writers.scores.done and not writers.activations.resumed:  # rows lost: score those prompts again
+            writers.scores.store.remove()
+            writers.scores = ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=mech.logit_lens)
     done = set(writers.scores.done)
     expected = {int(r.prompt.prompt_id) for r in rendered}
     seen: set[int] = set(done)
@@ -192,7 +193,7 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
             seen.update(new)
             bar.update(len(new))
     assert seen == expected, "backend must score every prompt exactly once"
-    writers.close(bench.letters)
+    writers.close()
     return len(done)
 
 

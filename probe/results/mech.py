@@ -11,29 +11,19 @@ from __future__ import annotations
 import json
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
 from safetensors.numpy import save_file
 
 
-class LensWriter:
-    """Collects `[layer, letter]` lens rows (small) and writes `lens.safetensors` at the end."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.rows: dict[int, np.ndarray] = {}
-
-    def add(self, prompt_id: int, lens: np.ndarray) -> None:
-        self.rows[prompt_id] = lens.astype(np.float32)
-
-    def close(self, letters: Sequence[str]) -> None:
-        ids = np.array(sorted(self.rows), dtype=np.int64)
-        tmp = self.run_dir / ".lens.safetensors.tmp"
-        save_file({"lens": np.stack([self.rows[i] for i in ids]), "prompt_id": ids}, str(tmp),
-                  metadata={"letters": "".join(letters), "layer": "output of decoder layer l, 0-based"})
-        os.replace(tmp, self.run_dir / "lens.safetensors")
+def write_lens(run_dir: Path, ids: np.ndarray, lens: np.ndarray, letters: Sequence[str]) -> None:
+    """`lens.safetensors`: `lens` `[prompt, layer, letter]` float32 and `prompt_id`, rows in id order."""
+    tmp = run_dir / ".lens.safetensors.tmp"
+    save_file({"lens": np.ascontiguousarray(lens, dtype=np.float32), "prompt_id": np.ascontiguousarray(ids, np.int64)},
+              str(tmp), metadata={"letters": "".join(letters), "layer": "output of decoder layer l, 0-based"})
+    os.replace(tmp, run_dir / "lens.safetensors")
 
 
 class ActivationWriter:
@@ -41,10 +31,13 @@ class ActivationWriter:
 
     Rows arrive in batch (length-sorted) order; the file is pre-sized, so each row is written at
     `prompt_id`'s offset and nothing but one batch is ever in memory. Renamed into place when
-    every row is written.
+    every row is written. A run resumed with `done` prompts (their scores stored, so their rows
+    were written before them) reopens the same temporary file when its header matches; `resumed`
+    says whether it could (if not, the caller must score those prompts again).
     """
 
-    def __init__(self, run_dir: Path, n_prompts: int, layers: Sequence[int], d_model: int, dtype: str) -> None:
+    def __init__(self, run_dir: Path, n_prompts: int, layers: Sequence[int], d_model: int, dtype: str,
+                 done: Collection[int] = ()) -> None:
         self.path, self.tmp = run_dir / "activations.safetensors", run_dir / ".activations.safetensors.tmp"
         self.np_dtype = np.dtype(dtype)
         self.row_bytes = len(layers) * d_model * self.np_dtype.itemsize
@@ -62,20 +55,34 @@ class ActivationWriter:
         blob = json.dumps(header).encode()
         blob += b" " * (-len(blob) % 8)  # safetensors aligns the data section to 8 bytes
         self.data_start = 8 + len(blob)
-        self.n_prompts, self.written = n_prompts, 0
+        prefix = struct.pack("<Q", len(blob)) + blob
+        size = self.data_start + n_act + lay.nbytes + ids.nbytes
+        self.resumed = bool(done) and self.tmp.is_file() and self.tmp.stat().st_size == size \
+            and _head(self.tmp, len(prefix)) == prefix
+        self.n_prompts, self.written = n_prompts, len(done) if self.resumed else 0
+        if self.resumed:
+            self.f = open(self.tmp, "r+b")
+            return
         self.f = open(self.tmp, "wb")
-        self.f.write(struct.pack("<Q", len(blob)) + blob)
+        self.f.write(prefix)
         self.f.truncate(self.data_start + n_act)
         self.f.seek(self.data_start + n_act)
         self.f.write(lay.tobytes() + ids.tobytes())
 
     def add(self, prompt_id: int, acts: np.ndarray) -> None:
+        """Write one prompt's `[layer, d_model]` row at its offset."""
         assert 0 <= prompt_id < self.n_prompts, "prompt ids are 0..n-1"
         self.f.seek(self.data_start + prompt_id * self.row_bytes)
         self.f.write(np.ascontiguousarray(acts, dtype=self.np_dtype).tobytes())
         self.written += 1
+        self.f.flush()  # in the OS's hands before the prompt's score part is written
 
     def close(self) -> None:
         self.f.close()
         assert self.written == self.n_prompts, "every prompt's activations must be written"
         os.replace(self.tmp, self.path)
+
+
+def _head(path: Path, n: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(n)

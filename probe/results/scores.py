@@ -8,7 +8,6 @@ in-memory state of the scoring pass.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import Sequence
@@ -22,7 +21,9 @@ import pyarrow.parquet as pq
 from safetensors.numpy import save_file
 
 from probe.errors import ProbeInputError
-from probe.files import sha256_file, write_json
+from probe.results.io import write_table
+from probe.results.mech import write_lens
+from probe.results.parts import PartStore
 from probe.results.schemas import SCORES_SCHEMA
 from probe.types import LetterScore, RenderedPrompt
 
@@ -57,12 +58,6 @@ class ScoreTable:
                              for f in dataclasses.fields(self)})
 
 
-def write_table(path: Path, table: pa.Table) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
-
-
 def write_prompts(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
     """`prompts.parquet`: one row per prompt (the bench's schema), including the exact rendered text."""
     write_table(run_dir / "prompts.parquet", pa.Table.from_pylist(list(rows), schema=schema))
@@ -81,62 +76,22 @@ def forced_choice_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence
 
 
 class ScoreWriter:
-    """Streams scores to `scores.parts/` in bounded chunks, then merges them into the final
-    `scores.parquet` and `scores.safetensors` sorted by `prompt_id`.
+    """Streams scores (and, when asked, logit-lens rows) to checkpointed parts in
+    `scores.parts/`, then merges them into `scores.parquet`, `scores.safetensors` (and
+    `lens.safetensors`) sorted by `prompt_id`.
 
-    Memory during scoring stays at one chunk; each part is renamed into place only when
-    complete, so a killed run never leaves a part that reads as whole.
+    Memory during scoring stays at one chunk. A prompt's lens row travels in the same part as
+    its scores, so a resumed run never has one without the other.
     """
 
-    def __init__(self, run_dir: Path, letters: Sequence[str], chunk: int = 4096) -> None:
-        self.run_dir, self.letters, self.chunk = run_dir, tuple(letters), chunk
-        self.parts = run_dir / "scores.parts"
-        self.parts.mkdir(parents=True, exist_ok=True)
+    def __init__(self, run_dir: Path, letters: Sequence[str], chunk: int = 4096, lens: bool = False) -> None:
+        self.run_dir, self.letters, self.chunk, self.lens = run_dir, tuple(letters), chunk, lens
+        schema = SCORES_SCHEMA.append(pa.field("lens", pa.list_(pa.float32()))) if lens else SCORES_SCHEMA
+        self.store = PartStore(run_dir / "scores.parts", schema)
         self._buffer: list[LetterScore] = []
-        self.done = self._recover()
+        self.done = set(self.store.done)
         """Prompt ids already scored by an earlier, interrupted run into this directory."""
-
-    def _recover(self) -> set[int]:
-        """Keep the complete, intact parts of an interrupted run; drop everything else.
-
-        A part only gets its final name after it is fully written, and only counts once its
-        sha256 is in `index.json` (written after it), so a `.tmp` is an interrupted write, a
-        part missing from the index was cut off before its checksum, and a part whose bytes no
-        longer match it is damage (a flipped bit reads as valid parquet): all are removed and
-        their prompts scored again.
-        """
-        for tmp in self.parts.glob(".*.tmp"):
-            tmp.unlink()
-        index = self._read_index()
-        done: set[int] = set()
-        numbers = [-1]
-        for part in sorted(self.parts.glob("part-*.parquet")):
-            try:
-                if index.get(part.name) != sha256_file(part):
-                    raise ValueError("missing from index.json" if part.name not in index else "sha256 mismatch")
-                table = pq.read_table(part)
-                ids = table.column("prompt_id").to_pylist()
-                if table.schema != SCORES_SCHEMA or len(set(ids)) != len(ids) or done & set(ids):
-                    raise ValueError("unexpected schema or duplicate prompt ids")
-            except (OSError, ValueError, pa.ArrowException) as e:
-                log.warning("%s is damaged (%s); its prompts will be scored again", part, e)
-                part.unlink()
-                index.pop(part.name, None)
-                continue
-            done.update(ids)
-            numbers.append(int(part.stem.split("-")[1]))
-        self._index = {name: sha for name, sha in index.items() if (self.parts / name).is_file()}
-        self._n_parts = max(numbers) + 1
-        return done
-
-    def _read_index(self) -> dict[str, str]:
-        path = self.parts / "index.json"
-        try:
-            index = json.loads(path.read_text()) if path.is_file() else {}
-        except (OSError, ValueError):
-            log.warning("%s is unreadable; every part will be checked as unlisted", path)
-            return {}
-        return index if isinstance(index, dict) else {}
+        self._n_layers: int | None = None
 
     def add(self, scores: Sequence[LetterScore]) -> None:
         """Buffer a batch; parts are cut at batch boundaries, so a resumed run recomputes whole
@@ -151,25 +106,26 @@ class ScoreWriter:
         lp = np.array([s.letter_logprobs for s in self._buffer], dtype=np.float32).reshape(-1, len(self.letters))
         ids = np.array([s.prompt_id for s in self._buffer], dtype=np.int64)
         valid = np.array([s.greedy_valid for s in self._buffer], dtype=bool)
-        part = self.parts / f"part-{self._n_parts:05d}.parquet"
-        write_table(part, _scores_table(ids, lp, valid, self.letters))
-        self._index[part.name] = sha256_file(part)
-        write_json(self.parts / "index.json", self._index)
-        self._n_parts += 1
+        table = _scores_table(ids, lp, valid, self.letters)
+        if self.lens:
+            rows = [np.asarray(s.lens, dtype=np.float32).ravel() for s in self._buffer]
+            table = table.append_column("lens", pa.array(rows, type=pa.list_(pa.float32())))
+        self.store.append(table)
         self._buffer = []
 
     def close(self) -> None:
         """Merge the parts into the final files. The parts stay until the run writes `DONE`, so a
         run killed after this point (in analysis, say) resumes without scoring anything again."""
         self._flush()
-        files = sorted(self.parts.glob("part-*.parquet"))
-        table = pa.concat_tables([pq.read_table(f) for f in files]) if files else \
-            _scores_table(np.zeros(0, np.int64), np.zeros((0, len(self.letters)), np.float32),
-                          np.zeros(0, bool), self.letters)
-        table = table.sort_by("prompt_id")
+        table = self.store.read()
         lp = np.asarray(table.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(-1, len(self.letters))
-        write_scores_arrays(self.run_dir, table.column("prompt_id").to_numpy(), lp,
-                            table.column("greedy_valid").to_numpy(zero_copy_only=False), self.letters)
+        ids = table.column("prompt_id").to_numpy()
+        write_scores_arrays(self.run_dir, ids, lp, table.column("greedy_valid").to_numpy(zero_copy_only=False),
+                            self.letters)
+        if self.lens:
+            lens = np.asarray(table.column("lens").to_pylist(), dtype=np.float32).reshape(len(ids), -1,
+                                                                                           len(self.letters))
+            write_lens(self.run_dir, ids, lens, self.letters)
 
 
 def _scores_table(ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str]) -> pa.Table:
