@@ -63,7 +63,7 @@ def block(spec: type, values: Mapping[str, Any] | None = None, keys: Sequence[st
 
 def entries() -> list[Generated]:
     """Every generated file of the config tree."""
-    judge_llm = ("name", "model", "retries", "max_new_tokens")
+    judge_llm = ("name", "model", "retries", "max_new_tokens", "max_error_rate")
     out = [
         Generated("backend/hf.yaml", "# backend=hf (default) — Hugging Face transformers: batched forward passes, "
                   "letter log-probs at the last position.", HFBackendSpec),
@@ -76,7 +76,8 @@ def entries() -> list[Generated]:
                   "retried, else judge_error.", JudgeSpec, {"name": "llm"}, judge_llm),
         Generated("judge/http.yaml", "# judge=http judge.base_url=http://127.0.0.1:8000/v1 judge.model=<served "
                   "model> — an OpenAI-compatible endpoint.", JudgeSpec, {"name": "http", "max_new_tokens": 256},
-                  (*judge_llm, "base_url", "api_key_env", "timeout_s", "max_http_retries", "requests_per_minute")),
+                  (*judge_llm, "base_url", "api_key_env", "timeout_s", "max_http_retries", "requests_per_minute",
+                   "concurrency", "max_response_bytes")),
     ]
     for task in BUILTIN:
         doc = (task.spec_type.__doc__ or "").strip().splitlines()[0]
