@@ -20,7 +20,7 @@ from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.models import ModelSpec
 from probe.pipeline.run import run
-from probe.pipeline.spec import run_config
+from probe.pipeline.spec import BenchRef, RunConfig, run_config
 
 log = logging.getLogger("probe")
 
@@ -32,14 +32,27 @@ def main(cfg: DictConfig) -> None:
         assert isinstance(values, dict)
         judge = values.get("judge") or {}
         config = run_config(values, Path(HydraConfig.get().runtime.output_dir), _judge_model(judge))
+        overrides = list(HydraConfig.get().overrides.task)
+        _no_judge_options_without_a_judge(config, overrides)
         record = {".hydra/config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
-                  ".hydra/overrides.yaml": OmegaConf.to_yaml(list(HydraConfig.get().overrides.task))}
+                  ".hydra/overrides.yaml": OmegaConf.to_yaml(overrides)}
         out = run(replace(config, launch_record=record))
     except ProbeInputError as e:
         log.error("%s", e)
         print(f"probe: error: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"probe: run written to {out}")
+
+
+def _no_judge_options_without_a_judge(config: RunConfig, overrides: list[str]) -> None:
+    """A `judge…` override on a run that judges nothing (letter scoring) would be silently ignored."""
+    assert isinstance(config.bench, BenchRef)
+    if config.bench.task.answers == "open" or config.backend.mode == "generate":
+        return
+    given = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] == "judge"]
+    if given:
+        raise ProbeInputError(f"{given}: this run scores letters and judges nothing; judge options apply to "
+                              "open-answer benches and backend.mode=generate")
 
 
 def _judge_model(judge: dict) -> ModelSpec | None:

@@ -53,6 +53,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     ("bench.conditions=[C0,C4]", "bench.conditions[1]: 'C4' is not one of ['C0', 'C1', 'C2', 'C3']"),
     ("+foo=1", "config: unknown top-level key(s) ['foo']"),
     ("+backend.batch_tokns=8", "backend: unknown key(s) ['batch_tokns']"),
+    ("+judge.model=qwen3-8b", "['+judge.model=qwen3-8b']: this run scores letters and judges nothing"),
+    ("judge=llm", "['judge=llm']: this run scores letters and judges nothing"),
 ])
 def test_bad_config_stops_before_any_file_is_written(override: str, message: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
