@@ -41,8 +41,11 @@ class VerdictCache:
         path = self._path(request)
         if path is None or not path.is_file():
             return None
-        stored = json.loads(path.read_text())
-        return JudgeResult(stored["output"], None, stored["judge"])
+        try:
+            stored = json.loads(path.read_text())
+            return JudgeResult(stored["output"], None, stored["judge"])
+        except (OSError, ValueError, KeyError, TypeError):  # damaged: ask again (it is rewritten then)
+            return None
 
     def put(self, request: JudgeRequest, result: JudgeResult) -> None:
         """Keep a successful verdict (written atomically: concurrent runs may share the cache)."""

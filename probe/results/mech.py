@@ -22,7 +22,7 @@ def write_lens(run_dir: Path, ids: np.ndarray, lens: np.ndarray, letters: Sequen
     """`lens.safetensors`: `lens` `[prompt, layer, letter]` float32 and `prompt_id`, rows in id order."""
     tmp = run_dir / ".lens.safetensors.tmp"
     save_file({"lens": np.ascontiguousarray(lens, dtype=np.float32), "prompt_id": np.ascontiguousarray(ids, np.int64)},
-              str(tmp), metadata={"letters": "".join(letters), "layer": "output of decoder layer l, 0-based"})
+              str(tmp), metadata={"letters": "".join(letters)})  # one key: safetensors writes a map in random order
     os.replace(tmp, run_dir / "lens.safetensors")
 
 
