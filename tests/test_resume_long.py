@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from probe.benches.task import JudgeJob
