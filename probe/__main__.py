@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.models import ModelSpec
+from probe.pipeline.provenance import bench_judged
 from probe.pipeline.run import run
 from probe.pipeline.spec import BenchRef, RunConfig, run_config
 
@@ -47,12 +48,12 @@ def main(cfg: DictConfig) -> None:
 def _no_judge_options_without_a_judge(config: RunConfig, overrides: list[str]) -> None:
     """A `judge…` override on a run that judges nothing (letter scoring) would be silently ignored."""
     assert isinstance(config.bench, BenchRef)
-    if config.bench.task.answers == "open" or config.backend.mode == "generate":
+    if bench_judged(config):
         return
     given = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] == "judge"]
     if given:
-        raise ProbeInputError(f"{given}: this run scores letters and judges nothing; judge options apply to "
-                              "open-answer benches and backend.mode=generate")
+        raise ProbeInputError(f"{given}: this run judges nothing; judge options apply to open-answer benches "
+                              "and to backend.mode=generate on benches whose generations a judge reads")
 
 
 def _judge_model(judge: dict) -> ModelSpec | None:

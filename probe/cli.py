@@ -68,7 +68,7 @@ def options_help(cls: type, prefix: str) -> str:
 def main(prog: str, usage: str, body: Callable[[list[str]], int], argv: Sequence[str] | None = None) -> int:
     """Run `body(argv)`; `--help` prints `usage`; input errors print one line and return 2."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help"):
+    if not args or "-h" in args or "--help" in args:
         print(usage)
         return 0 if args else 2
     try:

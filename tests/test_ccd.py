@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import CCD_CLUSTERS, ccd_items, write_json_file
-
-from conftest import prepare
+from conftest import CCD_CLUSTERS, ccd_items, prepare, write_json_file
 
 from probe.benches.ccd import data as ccd
 from probe.errors import ProbeInputError

@@ -8,21 +8,21 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import torch
+from conftest import prepare
 
 from probe.backends.generate import HFGenerator
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
-from conftest import prepare
 from probe.benches.ccd.metrics import pluralism
-from probe.results.generations import read_judgements
-from probe.results.schemas import JUDGEMENTS_SCHEMA
 from probe.judges import JudgeRequest, make_judge
 from probe.judges.tasks import GLOBE_DIMENSIONS, extract_json
 from probe.models import ModelSpec, load_model
+from probe.models.tiny import TinySpec
 from probe.prompts.parse import parse_answer
 from probe.prompts.render import render_prompts
+from probe.results.generations import read_judgements
+from probe.results.schemas import JUDGEMENTS_SCHEMA
 from probe.results.scores import write_table
-from probe.models.tiny import TinySpec
 
 PARSE_CASES = [
     ('{"answer_choice":"C"}', "C", None),

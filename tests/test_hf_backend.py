@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import prepare
 
 from probe.backends.batching import plan_batches
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
-from conftest import prepare
 from probe.models import LoadedModel, ModelSpec, load_model
-from probe.prompts.render import render_prompts
 from probe.models.tiny import TinySpec, build_model, build_tokenizer
+from probe.prompts.render import render_prompts
 from probe.types import LetterIds, RenderedPrompt
 
 TOL = 1e-4  # nats, fp32 (SPEC §7)
@@ -164,7 +164,12 @@ def test_tiny_cache_dir_is_reused(tmp_path: Path) -> None:
 def test_gemma3_multimodal_wrapper() -> None:
     """`google/gemma-3-*-it` loads as Gemma3ForConditionalGeneration; scoring goes through its
     text decoder and must still equal the wrapper's own forward."""
-    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig, SiglipVisionConfig
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3TextConfig,
+        SiglipVisionConfig,
+    )
 
     from probe.types import Prompt
 

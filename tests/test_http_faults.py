@@ -176,6 +176,18 @@ LOCQA = {"What side of the road do people drive on?": {"category": "State", "lan
                 "answers": {"Spain": "Derecha", "Mexico": "Derecha"}}}}}
 
 
+def test_a_judge_that_cannot_answer_the_bench_is_refused_before_the_model_loads(tmp_path: Path) -> None:
+    data = tmp_path / "locqa.json"
+    data.write_text(json.dumps(LOCQA), encoding="utf-8")
+    env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=locqa", f"bench.path={data}",
+                           "bench.sha256=null", "judge=keyword", f"hydra.run.dir={tmp_path / 'run'}"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "judge=keyword cannot judge LocQA (its judges: ['rules', 'llm', 'http'])" in proc.stderr
+    assert not (tmp_path / "cache" / "tiny").exists()  # refused before any model was built or loaded
+
+
 @pytest.mark.parametrize("mode, message", [
     ("401", "HTTP 401: the key was refused"),
     ("500", "judgements failed (more than judge.max_error_rate=0.05)"),

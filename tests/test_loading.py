@@ -5,16 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import disco_rows, write_csv
-
-from conftest import prepare
+from conftest import disco_rows, prepare, write_csv
 
 from probe.benches.disco import data as disco
 from probe.benches.registry import get_task
 from probe.errors import ProbeInputError
 from probe.models import GGUFFallback, ModelSpec, hub_reachable, load_model
-from probe.prompts.render import RenderSettings, render_prompts
 from probe.models.tiny import TinySpec, build_tokenizer
+from probe.prompts.render import RenderSettings, render_prompts
 
 
 def test_disco_default_source_is_the_hub_dataset(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

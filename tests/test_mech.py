@@ -11,19 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ccd_items, write_json_file
+from conftest import ccd_items, prepare, write_json_file
 
 import probe
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
-from conftest import prepare
+from probe.backends.taps import MechSpec
 from probe.errors import ProbeInputError
 from probe.metrics.lens import fit_linear_probe, layer_table
-from probe.backends.taps import MechSpec
-from probe.results.mech import ActivationWriter
 from probe.models import ModelSpec, load_model
-from probe.prompts.render import render_prompts
 from probe.models.tiny import TinySpec
+from probe.prompts.render import render_prompts
+from probe.results.mech import ActivationWriter
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

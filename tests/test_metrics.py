@@ -16,10 +16,16 @@ import pytest
 from scipy.spatial.distance import jensenshannon
 
 from probe.benches.disco.data import build_prompts
-from probe.metrics.core import (
-    bootstrap_weights, choice_probs, gini, greedy_onehot, jsd_bits, kl_to_uniform, normalized_entropy,
-)
 from probe.benches.disco.metrics import DiscoAnalysis, compute, evaluate, item_sums
+from probe.metrics.core import (
+    bootstrap_weights,
+    choice_probs,
+    gini,
+    greedy_onehot,
+    jsd_bits,
+    kl_to_uniform,
+    normalized_entropy,
+)
 from probe.results.scores import ScoreTable
 from probe.types import Item, Option
 

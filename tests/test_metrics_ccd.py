@@ -15,12 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from probe.errors import ProbeInputError
 from probe.benches.ccd.data import CLUSTERS
 from probe.benches.ccd.metrics import compute, evaluate, item_sums
-from probe.metrics.core import AnalysisOptions
-from probe.metrics.core import symmetric_kl
-from probe.metrics.core import choice_probs
+from probe.errors import ProbeInputError
+from probe.metrics.core import AnalysisOptions, choice_probs, symmetric_kl
 from probe.results.scores import ScoreTable
 
 NORDIC, ME, ANGLO = "nordic_europe", "middle_east", "anglo"

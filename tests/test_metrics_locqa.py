@@ -38,15 +38,26 @@ from typing import Any
 import numpy as np
 import pytest
 
+from probe.benches.locqa.metrics import (
+    Judgement,
+    LocQAItem,
+    PromptRef,
+    compute,
+    evaluate,
+    locqa_sums,
+)
 from probe.errors import ProbeInputError
 from probe.judges import JudgeRequest
 from probe.judges.llm import LLMJudge
-from probe.judges.rules import RulesJudge, frames_us, mentions, normalize_answer, same_answer
+from probe.judges.rules import (
+    RulesJudge,
+    frames_us,
+    mentions,
+    normalize_answer,
+    same_answer,
+)
 from probe.judges.tasks import TASKS
 from probe.metrics.core import AnalysisOptions, bootstrap_weights
-from probe.benches.locqa.metrics import (
-    Judgement, LocQAItem, PromptRef, compute, evaluate, locqa_sums,
-)
 
 T1, T2, T3, T4, T5 = ("What is the national emergency phone number?", "What is the legal drinking age?",
                       "Who was the first president?", "What are the days of the weekend?",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from probe.backends.prefix import common_prefix_len, group_by_prefix, plan_prefix_batches
+from probe.backends.prefix import (
+    common_prefix_len,
+    group_by_prefix,
+    plan_prefix_batches,
+)
 from probe.types import Prompt, RenderedPrompt
 
 

@@ -12,8 +12,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from probe.benches.registry import BUILTIN, get_task
-from probe.config import build, package_conf_dir
 from probe.confgen import stale
+from probe.config import build, package_conf_dir
 from probe.models import ModelSpec
 from probe.pipeline.spec import RunConfig, run_config
 

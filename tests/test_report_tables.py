@@ -9,7 +9,13 @@ import pytest
 
 from probe.benches.registry import get_task
 from probe.errors import ProbeInputError
-from probe.report.sweep import bench_table, find_runs, load_entries, pair_table, sweep_markdown
+from probe.report.sweep import (
+    bench_table,
+    find_runs,
+    load_entries,
+    pair_table,
+    sweep_markdown,
+)
 
 DISCO, CCD = get_task("disco"), get_task("ccd")
 

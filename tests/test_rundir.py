@@ -53,8 +53,8 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     ("bench.conditions=[C0,C4]", "bench.conditions[1]: 'C4' is not one of ['C0', 'C1', 'C2', 'C3']"),
     ("+foo=1", "config: unknown top-level key(s) ['foo']"),
     ("+backend.batch_tokns=8", "backend: unknown key(s) ['batch_tokns']"),
-    ("+judge.model=qwen3-8b", "['+judge.model=qwen3-8b']: this run scores letters and judges nothing"),
-    ("judge=llm", "['judge=llm']: this run scores letters and judges nothing"),
+    ("+judge.model=qwen3-8b", "['+judge.model=qwen3-8b']: this run judges nothing"),
+    ("judge=llm", "['judge=llm']: this run judges nothing"),
 ])
 def test_bad_config_stops_before_any_file_is_written(override: str, message: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
@@ -113,10 +113,11 @@ def test_a_second_writer_is_refused(tmp_path: Path, finished: tuple[Path, Path])
     assert third.returncode == 2 and "different configuration" in third.stderr
 
 
-def test_a_kill_during_analysis_rescores_nothing(tmp_path: Path, finished: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("extra", [[], ["analysis.capture_layers=[0]"]], ids=["scores", "with-activations"])
+def test_a_kill_during_analysis_rescores_nothing(extra: list[str], tmp_path: Path, finished: tuple[Path, Path]) -> None:
     ref, cache = finished
     out = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(out), cwd=REPO_ROOT, env=_env(cache), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_cmd(out, *extra), cwd=REPO_ROOT, env=_env(cache), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
@@ -126,7 +127,7 @@ def test_a_kill_during_analysis_rescores_nothing(tmp_path: Path, finished: tuple
         time.sleep(0.005)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL and not (out / "DONE").exists()
-    rerun = _run(out, cache)
+    rerun = _run(out, cache, *extra)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["backend"]["resumed_prompts"] == manifest["bench"]["n_prompts"]  # every score was kept

@@ -13,10 +13,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from conftest import prepare
 
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
-from conftest import prepare
 from probe.config import build
 from probe.models import ModelSpec, load_model
 from probe.prompts.render import render_prompts
@@ -154,8 +154,8 @@ def test_llm_judge_on_smollm2(smollm2) -> None:
 def test_judge_config_wiring(smollm2) -> None:
     """judge=llm without judge.model runs on the run's own model, with its chat-template settings."""
     from probe.backends.generate import HFGenerator
-    from probe.judges.llm import LLMJudge
     from probe.judges import JudgeSpec
+    from probe.judges.llm import LLMJudge
     from probe.pipeline.judging import build_judge
     from probe.pipeline.spec import RunConfig
 

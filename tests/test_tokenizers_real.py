@@ -17,7 +17,14 @@ from conftest import shared_dir
 
 from probe.benches.disco.data import FORMAT_LINE, build_prompts
 from probe.errors import ProbeInputError
-from probe.prompts.render import ANSWER_CUE, RenderSettings, derive_letter_ids, encode, render_prompts, render_text
+from probe.prompts.render import (
+    ANSWER_CUE,
+    RenderSettings,
+    derive_letter_ids,
+    encode,
+    render_prompts,
+    render_text,
+)
 from probe.types import LETTERS, Item, ModelKind, Option, Prompt
 
 pytestmark = pytest.mark.real

@@ -14,15 +14,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ccd_items, disco_rows, write_csv, write_json_file
+from conftest import ccd_items, disco_rows, prepare, write_csv, write_json_file
 
 from probe.backends.generate import HFGenerator
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
-from conftest import prepare
 from probe.models import ModelSpec, load_model
-from probe.prompts.render import render_prompts
 from probe.models.tiny import TinySpec
+from probe.prompts.render import render_prompts
 
 pytestmark = [pytest.mark.vllm,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed (vLLM venv)")]

@@ -119,6 +119,9 @@ class Task:
     judge_jobs: Callable[[PreparedBench, Sequence[Mapping[str, Any]]], list[JudgeJob]]
     """`(bench, generations rows) → what to ask the judge` (empty: nothing to judge); each
     verdict becomes a `judgements.parquet` row (`verdict_row`)."""
+    judges: tuple[str, ...] = ()
+    """The judges (`judge.name`) that can answer its judge jobs; empty: it never asks one. A run
+    that will judge with another is refused before the model loads."""
 
     def spec_from(self, values: Mapping[str, Any]) -> Any:
         """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""

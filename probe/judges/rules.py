@@ -40,11 +40,6 @@ NA_FORMS: frozenset[str] = frozenset({"n/a"})
 """Normalised spellings of the data file's "no such thing here" answer."""
 
 
-def is_na(answer: str) -> bool:
-    """True for the data file's `N/A` answer (any case/width/spacing)."""
-    return normalize_answer(answer) in NA_FORMS
-
-
 # --- deterministic matching -----------------------------------------------------------------
 
 _SPACED = "0-9a-zA-Z\u00c0-\u024f"

@@ -41,9 +41,12 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "judge": verdict_config(cfg) if bench_judged(cfg, bench) else None}
 
 
-def bench_judged(cfg: RunConfig, bench: PreparedBench) -> bool:
-    """Whether a judge reads this run's answers (open answers, or generated rationales)."""
-    return bench.cue is None or cfg.backend.mode == "generate"
+def bench_judged(cfg: RunConfig, bench: PreparedBench | None = None) -> bool:
+    """Whether a judge reads this run's answers: its task asks one, and answers are generated
+    (open answers, or the forced-choice generation fallback)."""
+    assert not isinstance(cfg.bench, dict)
+    task = cfg.bench.task
+    return bool(task.judges) and (task.answers == "open" or cfg.backend.mode == "generate")
 
 
 def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,

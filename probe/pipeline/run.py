@@ -56,6 +56,9 @@ def run(cfg: RunConfig) -> Path:
     generate = ref.task.answers == "open" or cfg.backend.mode == "generate"
     bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
     log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
+    if bench_judged(cfg) and cfg.judge.name not in ref.task.judges:
+        raise ProbeInputError(f"judge={cfg.judge.name} cannot judge {ref.task.title} (its judges: "
+                              f"{list(ref.task.judges)}); choose one with judge=<name>")
     mech = cfg.analysis.mech
     if mech.active and (generate or cfg.backend.name != "hf"):
         raise ProbeInputError("analysis.logit_lens / capture_layers need backend=hf and letter scoring")
@@ -140,7 +143,7 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     rows = store.read().to_pylist()
     write_generations(cfg.out_dir, rows, task.generations_schema)
     jobs = task.judge_jobs(bench, rows)
-    if jobs and bench_judged(cfg, bench):
+    if jobs and bench_judged(cfg):
         shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
         local = VerdictCache(cfg.out_dir / "judgements.parts", verdict_config(cfg))
         verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)

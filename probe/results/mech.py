@@ -57,9 +57,15 @@ class ActivationWriter:
         self.data_start = 8 + len(blob)
         prefix = struct.pack("<Q", len(blob)) + blob
         size = self.data_start + n_act + lay.nbytes + ids.nbytes
-        self.resumed = bool(done) and self.tmp.is_file() and self.tmp.stat().st_size == size \
-            and _head(self.tmp, len(prefix)) == prefix
-        self.n_prompts, self.written = n_prompts, len(done) if self.resumed else 0
+        self.n_prompts = n_prompts
+        # Killed after every row was written and the file renamed (e.g. during analysis): done.
+        self.complete = len(done) == n_prompts and self.path.is_file() and self.path.stat().st_size == size \
+            and _head(self.path, len(prefix)) == prefix
+        self.resumed = self.complete or (bool(done) and self.tmp.is_file() and self.tmp.stat().st_size == size
+                                         and _head(self.tmp, len(prefix)) == prefix)
+        self.written: set[int] = set(done) if self.resumed else set()
+        if self.complete:
+            return
         if self.resumed:
             self.f = open(self.tmp, "r+b")
             return
@@ -72,14 +78,19 @@ class ActivationWriter:
     def add(self, prompt_id: int, acts: np.ndarray) -> None:
         """Write one prompt's `[layer, d_model]` row at its offset."""
         assert 0 <= prompt_id < self.n_prompts, "prompt ids are 0..n-1"
+        if self.complete:
+            return
         self.f.seek(self.data_start + prompt_id * self.row_bytes)
         self.f.write(np.ascontiguousarray(acts, dtype=self.np_dtype).tobytes())
-        self.written += 1
+        self.written.add(prompt_id)  # a set: a resumed batch may bring a stored prompt again
         self.f.flush()  # in the OS's hands before the prompt's score part is written
 
     def close(self) -> None:
+        """Rename the finished file into place (every prompt's row must have been written)."""
+        if self.complete:
+            return
         self.f.close()
-        assert self.written == self.n_prompts, "every prompt's activations must be written"
+        assert len(self.written) == self.n_prompts, "every prompt's activations must be written"
         os.replace(self.tmp, self.path)
 
 

@@ -58,7 +58,8 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
     """The forced-choice metrics, plus rationale pluralism when generated rationales were judged."""
     out = _letter_metrics(run, mask, opts)
     if forced.is_generation_run(run) and (run.path / "judgements.parquet").is_file():
-        out["pluralism"] = pluralism(read_judgements(run.path))
+        keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
+        out["pluralism"] = pluralism([j for j in read_judgements(run.path) if keep is None or j["prompt_id"] in keep])
     return out
 
 
@@ -97,4 +98,5 @@ TASK = Task(
     generations_schema=forced.GENERATIONS_SCHEMA,
     parse_generation=forced.parse_letter,
     judge_jobs=rationale_jobs,
+    judges=("keyword", "llm", "http"),
 )

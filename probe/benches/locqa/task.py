@@ -96,4 +96,5 @@ TASK = Task(
     generations_schema=OPEN_GENERATIONS_SCHEMA,
     parse_generation=parse_generation,
     judge_jobs=judging.judge_jobs,
+    judges=("rules", "llm", "http"),
 )
