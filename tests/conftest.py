@@ -82,6 +82,11 @@ def write_json_file(path: Path, obj: object) -> Path:
     return path
 
 
+def probe_env(cache: Path) -> dict[str, str]:
+    """Environment of a `python -m probe` subprocess: its own model cache, no hub."""
+    return {**os.environ, "PROBE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+
+
 def prepare(cfg: dict, generate: bool = False):  # type: ignore[no-untyped-def]
     """A bench config mapping → its validated `PreparedBench` (what `probe.pipeline.run` does first)."""
     from probe.models import cache_root

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import probe_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["model=tiny", "bench=demo", "shard_size=16", "analysis.n_boot=100", "progress=false"]
@@ -20,18 +20,14 @@ def _cmd(out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "probe", *ARGS, f"hydra.run.dir={out}", *extra]
 
 
-def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "PROBE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-
-
 def _run(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_cmd(out, *extra), cwd=REPO_ROOT, env=_env(cache), capture_output=True, text=True,
+    return subprocess.run(_cmd(out, *extra), cwd=REPO_ROOT, env=probe_env(cache), capture_output=True, text=True,
                           timeout=600)
 
 
 def _kill_after_parts(out: Path, cache: Path, n_parts: int) -> None:
     """Start a run and SIGKILL it once `n_parts` score shards exist."""
-    proc = subprocess.Popen(_cmd(out), cwd=REPO_ROOT, env=_env(cache), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_cmd(out), cwd=REPO_ROOT, env=probe_env(cache), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:

@@ -4,7 +4,6 @@ was not answered."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import probe_env
 
 from probe.benches.task import JudgeJob
 from probe.judges import JudgeRequest, JudgeResult
@@ -28,18 +28,14 @@ def _cmd(args: list[str], out: Path) -> list[str]:
     return [sys.executable, "-m", "probe", *args, f"hydra.run.dir={out}"]
 
 
-def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "PROBE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-
-
 def _run(args: list[str], out: Path, cache: Path) -> None:
-    proc = subprocess.run(_cmd(args, out), cwd=REPO_ROOT, env=_env(cache), capture_output=True, text=True,
+    proc = subprocess.run(_cmd(args, out), cwd=REPO_ROOT, env=probe_env(cache), capture_output=True, text=True,
                           timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def _kill_after(args: list[str], out: Path, cache: Path, parts: str, n: int) -> None:
-    proc = subprocess.Popen(_cmd(args, out), cwd=REPO_ROOT, env=_env(cache), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_cmd(args, out), cwd=REPO_ROOT, env=probe_env(cache), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:

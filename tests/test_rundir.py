@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import probe_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["model=tiny", "bench=demo", "bench.conditions=[C0]", "analysis.n_boot=50", "progress=false"]
@@ -23,12 +24,8 @@ def _cmd(out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "probe", *ARGS, f"hydra.run.dir={out}", *extra]
 
 
-def _env(cache: Path) -> dict[str, str]:
-    return {**os.environ, "PROBE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-
-
 def _run(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_cmd(out, *extra), cwd=REPO_ROOT, env=_env(cache), capture_output=True, text=True,
+    return subprocess.run(_cmd(out, *extra), cwd=REPO_ROOT, env=probe_env(cache), capture_output=True, text=True,
                           timeout=600)
 
 
@@ -66,7 +63,7 @@ def test_bad_config_stops_before_any_file_is_written(override: str, message: str
 
 def test_limit_must_be_positive(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=ccd", "bench.limit=-1",
-                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=REPO_ROOT, env=_env(tmp_path / "cache"),
+                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=REPO_ROOT, env=probe_env(tmp_path / "cache"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "bench.limit: -1 is not an integer ≥ 1 or null" in proc.stderr, proc.stderr
 
@@ -117,7 +114,7 @@ def test_a_second_writer_is_refused(tmp_path: Path, finished: tuple[Path, Path])
 def test_a_kill_during_analysis_rescores_nothing(extra: list[str], tmp_path: Path, finished: tuple[Path, Path]) -> None:
     ref, cache = finished
     out = tmp_path / "killed"
-    proc = subprocess.Popen(_cmd(out, *extra), cwd=REPO_ROOT, env=_env(cache), stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(_cmd(out, *extra), cwd=REPO_ROOT, env=probe_env(cache), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     suffix = suffix_of(analysis)
     # Overrides are a re-analysis: written beside the run's own metrics, never over them.
     write_json(run_dir / f"metrics{suffix}.json", metrics)
-    run = load_run(run_dir, metrics_fn=run.metrics_fn)  # with the metrics just written
+    run = replace(run, metrics=metrics)  # what metrics.json now holds, without reading the tables again
     report = task.report(metrics, run)
     if suffix:
         (run_dir / f"report{suffix}.md").write_text(report)

@@ -38,10 +38,10 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"), "config": cfg.bench.record()},
             "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
-            "judge": verdict_config(cfg) if bench_judged(cfg, bench) else None}
+            "judge": verdict_config(cfg) if bench_judged(cfg) else None}
 
 
-def bench_judged(cfg: RunConfig, bench: PreparedBench | None = None) -> bool:
+def bench_judged(cfg: RunConfig) -> bool:
     """Whether a judge reads this run's answers: its task asks one, and answers are generated
     (open answers, or the forced-choice generation fallback)."""
     assert not isinstance(cfg.bench, dict)
@@ -70,7 +70,7 @@ def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, le
         "template_sha256": template_hash(loaded.tokenizer, settings),
         "bench": {"name": bench.name, "kind": bench.kind, **bench.source, "n_items": len(bench.items),
                   "n_prompts": len(bench.prompts), "config": cfg.bench.record()},
-        "judge": judge_config(cfg) if bench_judged(cfg, bench) else None,
+        "judge": judge_config(cfg) if bench_judged(cfg) else None,
         "analysis": asdict(cfg.analysis),
     }
 
