@@ -20,7 +20,13 @@ class BackendStats:
     """rows per batch → how many batches had it (after any out-of-memory splits)."""
     oom_splits: int = 0
     tokens_computed: int = 0
-    """Tokens actually run through the model (shared prefixes once per group)."""
+    """Tokens actually run through the model in this process (each trie node once per chunk)."""
+    padded_tokens: int = 0
+    """Token slots of the forward passes, padding included (HF backend)."""
+    prompt_tokens: int = 0
+    """Tokens of all the prompts, as if each ran alone."""
+    unique_tokens: int = 0
+    """Nodes of the prompts' token trie: the least work exact scoring can do."""
     head_check: dict[str, object] | None = None
     """What the HF backend's once-per-run head check measured (prompts, largest letter gap)."""
 

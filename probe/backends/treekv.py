@@ -1,0 +1,95 @@
+"""One forward pass of a prompt trie on a Hugging Face decoder (see `probe.backends.trie`).
+
+A pass runs a set of trie nodes as rows. Each row reads `[pad… ancestors | node …pad]`: the
+KV of the node's whole ancestor path sits right-aligned in the cache, and the node's tokens
+follow it at explicit position ids. Distances between real tokens are those of the unpadded
+prompt, so sliding-window layers (Gemma 3) stay exact, and the position ids keep RoPE exact.
+After the pass, each node that has children keeps the KV of its own whole path (ancestors
+plus itself) until its last child has run; a path, not just the node, because a grandparent
+may be freed while its grandchildren still wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import DynamicCache
+
+from probe.backends.trie import TrieChunk
+
+PathKV = torch.Tensor
+"""`[layers, 2 (K, V), kv_heads, path_len, head_dim]`: the KV of a node's path."""
+
+
+@dataclass
+class KVStore:
+    """Path KV of the chunk's nodes that still have children to run."""
+
+    paths: dict[int, PathKV] = field(default_factory=dict)
+    waiting: dict[int, int] = field(default_factory=dict)
+    """Node → children not yet run."""
+
+    @classmethod
+    def for_chunk(cls, chunk: TrieChunk) -> KVStore:
+        return cls(waiting={i: n.n_children for i, n in enumerate(chunk.nodes) if n.n_children})
+
+    def ran(self, chunk: TrieChunk, rows: Sequence[int]) -> None:
+        """Release a parent's path once all its children have run."""
+        for i in rows:
+            parent = chunk.nodes[i].parent
+            if parent >= 0:
+                self.waiting[parent] -= 1
+                if self.waiting[parent] == 0:
+                    del self.paths[parent]
+
+
+def right_pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`(ids [n, width], mask [n, width], lengths [n])`, zeros after each sequence."""
+    lengths = torch.tensor([len(s) for s in seqs])
+    ids = torch.zeros((len(seqs), int(lengths.max())), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.from_numpy(np.asarray(s, dtype=np.int64))
+    mask = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).long()
+    return ids, mask, lengths
+
+
+def run_pass(decoder: Any, cache_kw: str, chunk: TrieChunk, rows: Sequence[int],
+             store: KVStore) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run nodes `rows` of `chunk` (their ancestors' paths must be in `store`); return the
+    last hidden states `[rows, width, d]` and each row's last real position."""
+    dev = decoder.get_input_embeddings().weight.device
+    nodes = [chunk.nodes[i] for i in rows]
+    starts = torch.tensor([n.start for n in nodes], device=dev)
+    p_max = int(starts.max())
+    ids, node_mask, lengths = right_pad([n.tokens for n in nodes])
+    cache = DynamicCache(ddp_cache_data=_ancestors(chunk, rows, p_max, store)) if p_max else DynamicCache()
+    ancestor_mask = (torch.arange(p_max, device=dev)[None, :] >= (p_max - starts)[:, None]).long()
+    positions = starts[:, None] + torch.arange(ids.shape[1], device=dev)[None, :]
+    out = decoder(input_ids=ids.to(dev), attention_mask=torch.cat([ancestor_mask, node_mask.to(dev)], dim=1),
+                  position_ids=positions, **{cache_kw: cache}, use_cache=True)
+    new_cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    for j, i in enumerate(rows):
+        if chunk.nodes[i].n_children:
+            lo, hi = p_max - int(starts[j]), p_max + len(nodes[j].tokens)
+            store.paths[i] = torch.stack([torch.stack((layer.keys[j, :, lo:hi], layer.values[j, :, lo:hi]))
+                                          for layer in new_cache.layers])
+    return out.last_hidden_state, lengths - 1
+
+
+def _ancestors(chunk: TrieChunk, rows: Sequence[int], p_max: int, store: KVStore) -> list[tuple[torch.Tensor, ...]]:
+    """Per layer `(K, V)` of `[rows, kv_heads, p_max, head_dim]`, each row's parent path
+    right-aligned. Padding slots stay zero: the mask hides them, and finite zeros (unlike the
+    NaNs a fully masked query can produce) cannot leak into a softmax."""
+    sample = next(iter(store.paths.values()))
+    n_layers, _, heads, _, dim = sample.shape
+    kv = torch.zeros((n_layers, 2, len(rows), heads, p_max, dim), dtype=sample.dtype, device=sample.device)
+    for j, i in enumerate(rows):
+        parent = chunk.nodes[i].parent
+        if parent >= 0:
+            path = store.paths[parent]
+            kv[:, :, j, :, p_max - path.shape[3]:] = path
+    return [(kv[layer, 0], kv[layer, 1]) for layer in range(n_layers)]
