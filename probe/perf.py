@@ -45,6 +45,10 @@ class Timing:
     prompt_tokens: int
     tokens_computed: int
     peak_rss_mb: float
+    unique_tokens: int = 0
+    """Nodes of the prompts' token trie (the least work exact scoring can do)."""
+    padded_tokens: int = 0
+    """Token slots of the forward passes, padding included (0 when not measured)."""
 
     @property
     def prompts_per_s(self) -> float:
@@ -70,8 +74,25 @@ def score_with_probe(
     seconds = time.perf_counter() - t0
     lp = np.array([got[r.prompt.prompt_id] for r in rendered], dtype=np.float64)
     name = "probe" if prefix_reuse else "probe-noprefix"
-    return lp, Timing(name, len(rendered), seconds, int(sum(len(r.token_ids) for r in rendered)),
-                      scorer.stats.tokens_computed, peak_rss_mb())
+    stats = scorer.stats
+    return lp, Timing(name, len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
+                      stats.unique_tokens, stats.padded_tokens)
+
+
+def gemm_peak_flops(seconds: float = 2.0, size: int = 2048) -> float:
+    """Float32 FLOP/s of a large matrix product on this process's threads: the practical peak
+    a dense forward pass can approach on a CPU (vendor peaks assume clocks and units that a
+    shared 2-core machine does not sustain)."""
+    import torch
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    for _ in range(2):
+        a @ b
+    reps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        reps += 1
+    return 2 * size**3 * reps / (time.perf_counter() - t0)
 
 
 def gemma3_12b_text_config() -> Any:
@@ -89,8 +110,9 @@ def forward_flops(config: Any, tokens: int, mean_context: float, head_rows: int)
     """Model FLOPs of a forward pass: 2 × non-embedding params per token, attention
     `4 × layers × heads × head_dim × context` per token, and the LM head for `head_rows` rows."""
     h, l = config.hidden_size, config.num_hidden_layers
-    q = config.num_attention_heads * config.head_dim
-    kv = config.num_key_value_heads * config.head_dim
+    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
+    q = config.num_attention_heads * head_dim
+    kv = config.num_key_value_heads * head_dim
     per_layer = h * (q + 2 * kv) + q * h + 3 * h * config.intermediate_size
-    attention = 4 * l * config.num_attention_heads * config.head_dim * mean_context
+    attention = 4 * l * config.num_attention_heads * head_dim * mean_context
     return 2 * l * per_layer * tokens + attention * tokens + 2 * h * config.vocab_size * head_rows

@@ -63,7 +63,12 @@ def worker(args: argparse.Namespace) -> None:
         lp, timing = perf.score_with_probe(loaded.model, rendered, letters, args.worker == "probe",
                                            args.batch_tokens, args.max_batch_size)
     np.save(args.out, lp)
-    print("RESULT " + json.dumps({**timing.__dict__, "prompts_per_s": timing.prompts_per_s}))
+    extra = {}
+    if args.worker == "probe":  # the compute limit: the trie's unique tokens at this machine's GEMM peak
+        ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
+        extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, len(rendered)),
+                 "peak_flops": perf.gemm_peak_flops()}
+    print("RESULT " + json.dumps({**timing.__dict__, "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
 def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
@@ -71,6 +76,7 @@ def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
+    from probe.backends.trie import unique_tokens
     from probe.perf import Timing, peak_rss_mb
 
     lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size)
@@ -81,7 +87,7 @@ def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
     seconds = time.perf_counter() - t0
     lp = np.array([ll for ll, _ in out], dtype=np.float64).reshape(len(rendered), len(letters.letters))
     n_tokens = int(sum(len(r.token_ids) for r in rendered))
-    return lp, Timing("lm-eval", len(rendered), seconds, n_tokens, n_tokens, peak_rss_mb())
+    return lp, Timing("lm-eval", len(rendered), seconds, n_tokens, n_tokens, peak_rss_mb(), unique_tokens(rendered))
 
 
 def score_with_vllm(loaded, rendered, letters):
@@ -96,9 +102,9 @@ def score_with_vllm(loaded, rendered, letters):
     got = {s.prompt_id: s.letter_logprobs for batch in engine.score(rendered, letters) for s in batch}
     seconds = time.perf_counter() - t0
     lp = np.array([got[r.prompt.prompt_id] for r in rendered], dtype=np.float64)
-    n_tokens = int(sum(len(r.token_ids) for r in rendered))
-    hit = engine.prefix_cache_hit_rate() or 0.0
-    return lp, Timing("vllm", len(rendered), seconds, n_tokens, int(n_tokens * (1 - hit)), peak_rss_mb())
+    stats = engine.stats
+    return lp, Timing("vllm", len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
+                      stats.unique_tokens)
 
 
 def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: list[str]) -> dict:
@@ -129,6 +135,15 @@ def compare(args: argparse.Namespace) -> None:
         ratio = f"{r['prompts_per_s'] / base['prompts_per_s']:.2f}×" if base else "–"
         print(f"| {name} | {r['prompts_per_s']:.2f} | {r['tokens_computed'] / r['prompt_tokens']:.2f} | "
               f"{r['peak_rss_mb']:.0f} | {ratio} |")
+    first = results[next(iter(results))]
+    print(f"\ntrie limit: {first['unique_tokens'] / first['prompt_tokens']:.3f} of prompt tokens are unique")
+    if "probe" in results:
+        r = results["probe"]
+        limit = r["n_prompts"] * r["peak_flops"] / r["unique_flops"]
+        print(f"compute limit: {limit:.2f} prompts/s = {r['unique_flops'] / r['n_prompts'] / 1e9:.1f} GFLOP per prompt "
+              f"(unique tokens only) at {r['peak_flops'] / 1e9:.0f} GFLOP/s (fp32 GEMM peak, {args.threads or 'default'} "
+              f"threads); probe reaches {r['prompts_per_s'] / limit:.0%} of it, padding "
+              f"{r['padded_tokens'] / r['tokens_computed'] - 1:.1%} over the unique tokens")
     names = list(logprobs)
     for i, a in enumerate(names):
         for b in names[i + 1:]:
@@ -163,6 +178,7 @@ def gpu(args: argparse.Namespace) -> None:
     if args.small:
         config.num_hidden_layers, config.layer_types = 2, ["sliding_attention", "full_attention"]
         config.hidden_size, config.intermediate_size, config.vocab_size = 256, 512, 4096
+        config.num_attention_heads, config.num_key_value_heads, config.head_dim = 4, 2, 64
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     torch.set_default_dtype(dtype)  # build directly in bf16: a float32 12B model would take 48 GB first
@@ -182,16 +198,18 @@ def gpu(args: argparse.Namespace) -> None:
             torch.cuda.reset_peak_memory_stats()
         lp, t = perf.score_with_probe(model, rendered, letters, prefix, args.batch_tokens, args.max_batch_size)
         ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
-        flops = perf.forward_flops(config, t.tokens_computed, ctx, len(rendered))
+        # MFU counts the unique tokens only: recomputed and padded tokens are waste, not work
+        flops = perf.forward_flops(config, t.unique_tokens, ctx, len(rendered))
         peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
-        rows.append((t.engine, t.n_prompts, t.seconds, t.prompts_per_s, t.tokens_computed / t.seconds,
-                     flops / t.seconds / args.peak_tflops / 1e12, peak))
+        rows.append((t.engine, t.n_prompts, t.seconds, t.prompts_per_s, t.unique_tokens / t.seconds,
+                     t.padded_tokens / t.unique_tokens, flops / t.seconds / args.peak_tflops / 1e12, peak))
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU dry run (--small)"
     print(f"{name}, {dtype}, {len(rendered)} prompts, tokenizer "
           f"{'real ' + args.tokenizer if args.tokenizer else 'tiny BPE (more tokens per word than Gemma)'}")
-    print("| engine | prompts | s | prompts/s | computed tokens/s | MFU | peak GiB |\n|---|---|---|---|---|---|---|")
+    print("| engine | prompts | s | prompts/s | unique tokens/s | padded / unique tokens | MFU | peak GiB |\n"
+          "|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print("| {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.1%} | {:.1f} |".format(*row))
+        print("| {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.1%} | {:.1f} |".format(*row))
 
 
 def main() -> None:

@@ -123,3 +123,26 @@ def test_greedy_generation_equals_letter_argmax(tmp_path: Path, monkeypatch: pyt
             assert parse_answer(bench.cue + texts[pid], "ABCD").letter == letter, pid
             compared += 1
     assert compared >= 50 and len({"ABCD"[int(np.argmax(s.letter_logprobs))] for s in scores.values()}) >= 2
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_trie_prefill_generates_what_plain_batches_generate(arch: str, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Prefilling each batch through its prompt trie (the default) hands `generate` a cache equal
+    to its own prefill: greedy continuations are token-identical, for half the prefill work."""
+    monkeypatch.setenv("PROBE_CACHE", str(tmp_path))
+    spec = ModelSpec(name="t", kind="instruct", source="tiny", tiny=TinySpec(arch=arch, num_layers=2))
+    loaded = load_model(spec, device="cpu")
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"})
+    rendered, _ = render_prompts(loaded.tokenizer, bench.prompts[:60], bench.letters, spec.render_settings(), "t")
+
+    def run(prefix_reuse: bool) -> tuple[dict[int, str], HFGenerator]:
+        gen = HFGenerator(loaded.model, loaded.tokenizer, HFBackendSpec(max_new_tokens=6, max_batch_size=16,
+                                                                        prefix_reuse=prefix_reuse))
+        return {g.prompt_id: g.text for b in gen.generate(rendered) for g in b}, gen
+
+    shared, gen = run(True)
+    plain, _ = run(False)
+    assert shared == plain and len(set(plain.values())) > 3  # continuations differ between prompts
+    assert gen.stats.tokens_computed < 0.6 * gen.stats.prompt_tokens
+    assert gen.stats.unique_tokens <= gen.stats.tokens_computed

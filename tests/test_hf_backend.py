@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from conftest import prepare
 from probe.backends.batching import plan_batches
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
+from probe.backends.trie import plan_trie, unique_tokens
 from probe.models import LoadedModel, ModelSpec, load_model
 from probe.models.tiny import TinySpec, build_model, build_tokenizer
 from probe.prompts.render import render_prompts
@@ -60,18 +62,47 @@ def test_batched_equals_one_at_a_time(tiny, prefix_reuse: bool) -> None:
     assert [batched[i].greedy_valid for i in sorted(batched)] == [single[i].greedy_valid for i in sorted(single)]
     # letters are far from uniform, so agreement is not trivial
     assert np.ptp(a, axis=1).mean() > 0.05
-    if prefix_reuse:  # the shared prefixes really were computed once per group
-        assert scorer.stats.tokens_computed < 0.8 * sum(len(r.token_ids) for r in rendered)
+    if prefix_reuse:  # each unique token of the prompt trie really was computed once
+        assert scorer.stats.tokens_computed == unique_tokens(rendered) < 0.55 * sum(len(r.token_ids) for r in rendered)
 
 
-def test_prefix_groups_of_mixed_prefix_lengths_in_one_batch(tiny) -> None:
-    """Small batches mix groups of different prefix lengths and split groups into chunks."""
+def test_small_budgets_split_the_trie_into_many_chunks_and_passes(tiny) -> None:
+    """Small budgets cut items into several chunks (each recomputing its shared ancestors) and
+    waves into many passes of mixed starts; scores stay those of one prompt at a time."""
     loaded, rendered, letters = tiny
-    mixed, scorer = _score(loaded, rendered, letters, batch_tokens=3000, max_batch_size=6)
+    mixed, scorer = _score(loaded, rendered, letters, batch_tokens=600, max_batch_size=6)
     single, _ = _score(loaded, rendered, letters, max_batch_size=1, prefix_reuse=False)
-    assert scorer.stats.n_batches > 10
+    chunks = plan_trie(rendered, 600, 6)
+    assert len(chunks) > 4 and scorer.stats.n_batches > 20
+    assert scorer.stats.tokens_computed == sum(c.unique_tokens for c in chunks) > unique_tokens(rendered)
     for i in single:
         assert np.abs(np.array(mixed[i].letter_logprobs) - np.array(single[i].letter_logprobs)).max() <= TOL
+
+
+def test_each_unique_token_runs_once(tiny) -> None:
+    """With room for a whole item per chunk, the model computes exactly the trie's nodes."""
+    loaded, rendered, letters = tiny
+    _, scorer = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=64)
+    stats = scorer.stats
+    assert stats.prompt_tokens == sum(len(r.token_ids) for r in rendered)
+    assert stats.tokens_computed == stats.unique_tokens == unique_tokens(rendered) < 0.55 * stats.prompt_tokens
+    assert stats.padded_tokens < 1.1 * stats.tokens_computed
+
+
+def test_duplicates_and_prompts_that_are_prefixes_of_others(tiny) -> None:
+    """A prompt may end inside another's path (its node has children) and identical prompts
+    share a node; each still gets the scores of its own forward."""
+    loaded, rendered, letters = tiny
+    base = rendered[0]
+    ids = base.token_ids
+    variants = [ids, ids, ids[:-3], np.concatenate([ids, ids[-5:]]), np.concatenate([ids[:-3], ids[:4]])]
+    prompts = [RenderedPrompt(replace(base.prompt, prompt_id=k), "", v) for k, v in enumerate(variants)]
+    got, scorer = _score(loaded, prompts, letters, batch_tokens=1 << 20, max_batch_size=64)
+    ref, _ = _score(loaded, prompts, letters, max_batch_size=1, prefix_reuse=False)
+    assert scorer.stats.tokens_computed == len(ids) + 5 + 4
+    for k in ref:
+        assert np.abs(np.array(got[k].letter_logprobs) - np.array(ref[k].letter_logprobs)).max() <= TOL
+    assert got[0].letter_logprobs == got[1].letter_logprobs
 
 
 def test_out_of_memory_halves_the_batch_with_identical_results(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,10 +111,10 @@ def test_out_of_memory_halves_the_batch_with_identical_results(tiny, monkeypatch
     scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", batch_tokens=1 << 20, max_batch_size=64))
     real_forward = scorer._forward
 
-    def tight_memory(batch, letter_ids):  # pretend anything above 10 rows does not fit
-        if sum(len(g.rows) for g in batch) > 10:
+    def tight_memory(chunk, rows, store, letter_ids):  # pretend anything above 10 rows does not fit
+        if len(rows) > 10:
             raise torch.OutOfMemoryError("fake: CUDA out of memory")
-        return real_forward(batch, letter_ids)
+        return real_forward(chunk, rows, store, letter_ids)
 
     monkeypatch.setattr(scorer, "_forward", tight_memory)
     got = {s.prompt_id: s.letter_logprobs for b in scorer.score(rendered, letters) for s in b}
@@ -126,9 +157,9 @@ def test_gemma3_fixture_exercises_sliding_window_and_softcap(tiny) -> None:
         pytest.skip("llama fixture")
     assert "sliding_attention" in config.layer_types and config.final_logit_softcapping == 30.0
     assert min(len(r.token_ids) for r in rendered) > 4 * config.sliding_window
-    from probe.backends.prefix import group_by_prefix
-
-    assert min(g.prefix_len for g in group_by_prefix(rendered)) > config.sliding_window
+    # the option blocks (trie leaves) start beyond the window and span more than it
+    leaves = [n for c in plan_trie(rendered, 1 << 20, 64) for n in c.nodes if not n.n_children]
+    assert min(n.start for n in leaves) > config.sliding_window < min(len(n.tokens) for n in leaves)
 
 
 def test_plan_batches_respects_budget_and_covers_all(tiny) -> None:

@@ -47,21 +47,24 @@ class Generation:
 
 
 def plan_batches(
-    prompts: Sequence[RenderedPrompt], batch_tokens: int, max_batch_size: int
+    prompts: Sequence[RenderedPrompt], batch_tokens: int, max_batch_size: int, keep_order: bool = False
 ) -> list[list[RenderedPrompt]]:
-    """Sort by length (longest first, so an out-of-memory shows at once) and cut batches whose
-    padded size `rows × longest` stays within the token budget."""
+    """Sort by length (longest first, so an out-of-memory shows at once; `keep_order` keeps the
+    given order instead) and cut batches whose padded size `rows × longest` stays within the
+    token budget."""
     if batch_tokens < 1 or max_batch_size < 1:
         raise ProbeInputError(f"backend: batch_tokens and max_batch_size must be ≥ 1, got {batch_tokens}, {max_batch_size}")
-    ordered = sorted(prompts, key=lambda r: (-len(r.token_ids), r.prompt.prompt_id))
+    ordered = list(prompts) if keep_order else sorted(prompts, key=lambda r: (-len(r.token_ids), r.prompt.prompt_id))
     batches: list[list[RenderedPrompt]] = []
     current: list[RenderedPrompt] = []
+    longest = 0
     for r in ordered:
-        width = len(current[0].token_ids) if current else len(r.token_ids)
+        width = max(longest, len(r.token_ids))
         if current and ((len(current) + 1) * width > batch_tokens or len(current) >= max_batch_size):
             batches.append(current)
-            current = []
+            current, width = [], len(r.token_ids)
         current.append(r)
+        longest = width
     if current:
         batches.append(current)
     return batches

@@ -3,6 +3,12 @@
 Prompts are the same rendered token ids as in letter mode (answer cue pre-filled), so with
 greedy decoding the first generated token is exactly the letter-mode argmax token. Batches are
 left-padded for `generate`, which derives position ids from the attention mask.
+
+With `prefix_reuse` (the default) a batch is a run of prompts in trie order, and everything but
+each prompt's last token is prefilled through the prompt trie (`probe.backends.treekv`), each
+unique token once; `generate` then starts from that cache, right-aligned as left padding puts
+it, and computes only the last prompt token and the continuation. Forced-choice prompts share
+about half their tokens and their answers are a few tokens long, so prefill is most of the work.
 """
 
 from __future__ import annotations
@@ -14,8 +20,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from transformers import DynamicCache
+
 from probe.backends.batching import BackendStats, Generation, plan_batches
 from probe.backends.specs import HFBackendSpec
+from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
+from probe.backends.trie import build_chunk, sort_prompts, unique_tokens
 from probe.types import RenderedPrompt
 
 
@@ -35,14 +45,46 @@ class HFGenerator:
         """Yield generations batch by batch (length-sorted order). Batches are planned over all
         prompts and those wholly in `done` skipped, so a resumed run decodes the rest exactly
         as the first run would have (same batches, same padding, same sampling seeds)."""
-        for i, batch in enumerate(plan_batches(prompts, self.spec.batch_tokens, self.spec.max_batch_size)):
+        self.stats.prompt_tokens = int(sum(len(r.token_ids) for r in prompts))
+        self.stats.unique_tokens = unique_tokens(prompts)
+        if self.spec.prefix_reuse:  # runs of the trie order: neighbours share the most
+            batches = plan_batches(sort_prompts(prompts)[0], self.spec.batch_tokens, self.spec.max_batch_size,
+                                   keep_order=True)
+        else:
+            batches = plan_batches(prompts, self.spec.batch_tokens, self.spec.max_batch_size)
+        for i, batch in enumerate(batches):
             if all(r.prompt.prompt_id in done for r in batch):
                 continue
-            texts = self._generate_ids([r.token_ids for r in batch], seed=self.spec.seed + i)
+            cache = self._prefill(batch) if self.spec.prefix_reuse else None
+            texts = self._generate_ids([r.token_ids for r in batch], seed=self.spec.seed + i, cache=cache)
             yield [Generation(prompt_id=r.prompt.prompt_id, text=t) for r, t in zip(batch, texts)]
 
     @torch.inference_mode()
-    def _generate_ids(self, seqs: Sequence[np.ndarray], seed: int) -> list[str]:
+    def _prefill(self, batch: Sequence[RenderedPrompt]) -> DynamicCache:
+        """KV of every prompt but its last token, through the trie of the batch, right-aligned
+        in `[rows, kv_heads, width − 1, head_dim]` per layer (width = the longest prompt)."""
+        heads = [RenderedPrompt(r.prompt, "", r.token_ids[:-1]) for r in batch]
+        chunk = build_chunk(*sort_prompts(heads), self.spec.batch_tokens, self.spec.max_batch_size)
+        store = KVStore.for_chunk(chunk, keep_ends=True)
+        decoder, cache_kw = decoder_and_cache_kw(self.model)
+        t0 = time.perf_counter()
+        for step in chunk.steps:
+            run_pass(decoder, cache_kw, chunk, step, store)
+            store.ran(chunk, step)
+        self.stats.forward_s += time.perf_counter() - t0
+        self.stats.tokens_computed += chunk.unique_tokens
+        end_of = {r.prompt.prompt_id: i for i, n in enumerate(chunk.nodes) for r in n.ends}
+        width = max(len(h.token_ids) for h in heads)
+        sample = store.paths[end_of[heads[0].prompt.prompt_id]]
+        n_layers, _, kv_heads, _, dim = sample.shape
+        kv = torch.zeros((n_layers, 2, len(heads), kv_heads, width, dim), dtype=sample.dtype, device=sample.device)
+        for j, h in enumerate(heads):
+            path = store.paths[end_of[h.prompt.prompt_id]]
+            kv[:, :, j, :, width - path.shape[3]:] = path
+        return DynamicCache(ddp_cache_data=[(kv[layer, 0], kv[layer, 1]) for layer in range(n_layers)])
+
+    @torch.inference_mode()
+    def _generate_ids(self, seqs: Sequence[np.ndarray], seed: int, cache: DynamicCache | None = None) -> list[str]:
         width = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -50,6 +92,8 @@ class HFGenerator:
             ids[i, width - len(s):] = torch.from_numpy(np.asarray(s, dtype=np.int64))
             mask[i, width - len(s):] = 1
         kwargs: dict[str, Any] = {"max_new_tokens": self.spec.max_new_tokens, "pad_token_id": self.pad_id}
+        if cache is not None:  # holds all but the last prompt token of every row
+            kwargs["past_key_values"] = cache
         if self.spec.do_sample:
             torch.manual_seed(seed)  # per batch, so a rerun of the same plan samples the same text
             kwargs.update(do_sample=True, temperature=self.spec.sample_temperature, top_p=1.0, top_k=0)

@@ -11,7 +11,6 @@ Gemma 3) would dwarf the model's activations.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
 from collections.abc import Iterator, Sequence, Set
@@ -24,8 +23,15 @@ import torch.nn.functional as F
 from probe.backends.batching import BackendStats, plan_batches
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
-from probe.backends.treekv import KVStore, run_pass
-from probe.backends.trie import TrieChunk, TrieNode, build_chunk, plan_trie, sort_prompts, unique_tokens
+from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
+from probe.backends.trie import (
+    TrieChunk,
+    TrieNode,
+    build_chunk,
+    plan_trie,
+    sort_prompts,
+    unique_tokens,
+)
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -56,7 +62,7 @@ class HFScorer:
         self.spec = spec
         self.mech = mech or MechSpec()
         self.stats = BackendStats()
-        self.decoder = model.get_decoder()
+        self.decoder, self._cache_kw = decoder_and_cache_kw(model)
         head = model.get_output_embeddings()
         self.head_weight = head.weight.detach().float()  # fp32 copy of the head only
         self.head_bias = None if head.bias is None else head.bias.detach().float()
@@ -65,9 +71,6 @@ class HFScorer:
         self.device = self.decoder.get_input_embeddings().weight.device
         self._head_checked = False
         self._row_cap: int | None = None  # set after an out-of-memory: never retry that many rows
-        # transformers renamed `past_key_values` to `cache` (5.2x); use whichever this one takes
-        params = inspect.signature(self.decoder.forward).parameters
-        self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self._tap: ResidualTap | None = None
         if self.mech.active:
             self.n_layers = len(self.decoder.layers)

