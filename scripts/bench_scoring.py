@@ -64,6 +64,8 @@ def worker(args: argparse.Namespace) -> None:
                                            args.batch_tokens, args.max_batch_size)
     np.save(args.out, lp)
     extra = {}
+    if args.worker == "vllm":
+        extra = {"cacheable_tokens": timing.cacheable_tokens, "block_size": timing.block_size}
     if args.worker == "probe":  # the compute limit: the trie's unique tokens at this machine's GEMM peak
         ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, len(rendered)),
@@ -103,8 +105,11 @@ def score_with_vllm(loaded, rendered, letters):
     seconds = time.perf_counter() - t0
     lp = np.array([got[r.prompt.prompt_id] for r in rendered], dtype=np.float64)
     stats = engine.stats
-    return lp, Timing("vllm", len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
-                      stats.unique_tokens)
+    timing = Timing("vllm", len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
+                    stats.unique_tokens)
+    timing.cacheable_tokens = engine.cacheable_tokens  # type: ignore[attr-defined]
+    timing.block_size = engine.block_size  # type: ignore[attr-defined]
+    return lp, timing
 
 
 def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: list[str]) -> dict:
@@ -144,6 +149,11 @@ def compare(args: argparse.Namespace) -> None:
               f"(unique tokens only) at {r['peak_flops'] / 1e9:.0f} GFLOP/s (fp32 GEMM peak, {args.threads or 'default'} "
               f"threads); probe reaches {r['prompts_per_s'] / limit:.0%} of it, padding "
               f"{r['padded_tokens'] / r['tokens_computed'] - 1:.1%} over the unique tokens")
+    if "vllm" in results:
+        r = results["vllm"]
+        print(f"vllm prefix cache served {1 - r['tokens_computed'] / r['prompt_tokens']:.3f} of prompt tokens; "
+              f"whole shared {r['block_size']}-token blocks allow {r['cacheable_tokens'] / r['prompt_tokens']:.3f}, "
+              f"the trie {1 - r['unique_tokens'] / r['prompt_tokens']:.3f}")
     names = list(logprobs)
     for i, a in enumerate(names):
         for b in names[i + 1:]:

@@ -111,7 +111,12 @@ def test_whole_runs_give_the_same_metrics(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-3000:]
         metrics[backend] = json.loads((out / "metrics.json").read_text())
     manifest = json.loads((tmp_path / "vllm" / "manifest.json").read_text())
-    assert manifest["backend"]["name"] == "vllm" and manifest["backend"]["prefix_cache_hit_rate"] > 0
+    backend = manifest["backend"]
+    assert backend["name"] == "vllm"
+    # requests in trie order and cache waves: the engine's cache serves (nearly) every whole
+    # shared block (vLLM's CPU blocks are 128 tokens, so that is half the trie's sharing here)
+    assert backend["prefix_cache_hit_rate"] >= 0.95 * backend["prefix_cache_limit"] > 0.2
+    assert backend["prefix_cache_limit"] < 1 - backend["unique_tokens"] / backend["prompt_tokens"]
     a, b = dict(_numeric_leaves(metrics["hf"]["expected"])), dict(_numeric_leaves(metrics["vllm"]["expected"]))
     assert a.keys() == b.keys() and max(abs(a[k] - b[k]) for k in a) <= 1e-4
     assert metrics["hf"]["greedy"] == metrics["vllm"]["greedy"]

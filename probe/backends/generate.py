@@ -93,7 +93,7 @@ class HFGenerator:
             mask[i, width - len(s):] = 1
         kwargs: dict[str, Any] = {"max_new_tokens": self.spec.max_new_tokens, "pad_token_id": self.pad_id}
         if cache is not None:  # holds all but the last prompt token of every row
-            kwargs["past_key_values"] = cache
+            kwargs[decoder_and_cache_kw(self.model)[1]] = cache
         if self.spec.do_sample:
             torch.manual_seed(seed)  # per batch, so a rerun of the same plan samples the same text
             kwargs.update(do_sample=True, temperature=self.spec.sample_temperature, top_p=1.0, top_k=0)

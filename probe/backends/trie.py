@@ -188,3 +188,29 @@ def plan_trie(prompts: Sequence[RenderedPrompt], batch_tokens: int, max_batch_si
     lengths = np.array([len(r.token_ids) for r in ordered], dtype=np.int64)
     return [build_chunk(ordered[a:b], lcp[a:b], batch_tokens, max_batch_size)
             for a, b in cut_chunks(lengths, lcp, batch_tokens)]
+
+
+def cache_waves(lcp: np.ndarray, block: int) -> np.ndarray:
+    """For prompts in trie order, the engine call (wave) each goes in so that an automatic
+    prefix cache of `block`-token blocks can serve every shared full block.
+
+    A cache serves only blocks computed in an earlier call: requests scheduled together would
+    all miss. Prompt i shares `lcp[i]` tokens with the first prompt of the run before it whose
+    common prefix with it is that long; it goes one wave after that prompt (wave 0 when it
+    shares no full block). The number of waves is the trie's depth in branchings (5 for DiSCo),
+    and nearly all prompts land in the last one."""
+    wave = np.zeros(len(lcp), dtype=np.int64)
+    stack: list[tuple[int, int]] = []  # (shared length, index of the first prompt of that run)
+    for i in range(1, len(lcp)):
+        first = i - 1
+        while stack and stack[-1][0] >= lcp[i]:
+            first = stack.pop()[1]
+        stack.append((int(lcp[i]), first))
+        if lcp[i] >= block:
+            wave[i] = wave[first] + 1
+    return wave
+
+
+def cacheable_tokens(lcp: np.ndarray, block: int) -> int:
+    """Prompt tokens a `block`-token prefix cache can serve at best (whole shared blocks)."""
+    return int((lcp // block * block).sum())

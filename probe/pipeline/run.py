@@ -104,7 +104,7 @@ def run(cfg: RunConfig) -> Path:
                     "unique_tokens": stats.unique_tokens or unique_tokens(rendered),
                     "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
                     "resumed_prompts": resumed,
-                    "prefix_cache_hit_rate": backend.prefix_cache_hit_rate() if cfg.backend.name == "vllm" else None},
+                    **_prefix_cache(backend, cfg.backend.name == "vllm")},
         "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
                     "prompts_per_s": (len(rendered) - resumed) / wall_s if wall_s > 0 else None},
     }
@@ -173,6 +173,17 @@ class Writers:
         self.scores.close()
         if self.activations is not None:
             self.activations.close()
+
+
+def _prefix_cache(backend: Any, vllm: bool) -> dict[str, float | None]:
+    """vLLM: the share of prompt tokens its prefix cache served, and the most whole shared
+    blocks could serve (the trie's unique tokens bound it further; see the manifest)."""
+    if not vllm:
+        return {"prefix_cache_hit_rate": None, "prefix_cache_limit": None}
+    total = backend.stats.prompt_tokens
+    return {"prefix_cache_hit_rate": backend.prefix_cache_hit_rate(),
+            "prefix_cache_limit": backend.cacheable_tokens / total if total else None,
+            "prefix_cache_block": backend.block_size}
 
 
 def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendered: Sequence[RenderedPrompt],
