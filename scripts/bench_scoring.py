@@ -4,13 +4,16 @@
     python scripts/bench_scoring.py --items 6              # the first 6 demo items (312 prompts)
     python scripts/bench_scoring.py --engines probe,vllm --vllm-python .venv-vllm/bin/python
     python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
+    python scripts/bench_scoring.py --generate --items 2   # generation mode: trie prefill vs plain batches
     python scripts/bench_scoring.py --gpu [--tokenizer DIR] # random Gemma-3-12B text model, bf16, 304 × 52 prompts
     python scripts/bench_scoring.py --gpu --small          # dry run of the GPU mode on a 2-layer model (CPU ok)
 
 Each engine runs in its own process (so peak RSS is its own), scores the same rendered token
 ids, and saves its letter log-probs; the parent prints prompts/s, the ratios to lm-eval, and
-the max |Δ log p| between engines. lm-eval (`pip install lm-eval`) is needed only for its
-column; install it in a separate environment, not probe's.
+the max |Δ log p| between engines, the trie limit (unique / prompt tokens) and the compute
+limit: the unique tokens' forward FLOPs at this machine's measured fp32 GEMM peak. lm-eval
+(`pip install lm-eval`) is needed only for its column; install it in a separate environment,
+not probe's.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def worker(args: argparse.Namespace) -> None:
     if args.worker == "lm-eval":
         lp, timing = score_with_lm_eval(loaded, rendered, letters, args.lm_eval_batch)
     elif args.worker == "vllm":
-        lp, timing = score_with_vllm(loaded, rendered, letters)
+        lp, timing = score_with_vllm(loaded, rendered, letters, args.vllm_block_size)
     else:
         lp, timing = perf.score_with_probe(loaded.model, rendered, letters, args.worker == "probe",
                                            args.batch_tokens, args.max_batch_size)
@@ -92,14 +95,14 @@ def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
     return lp, Timing("lm-eval", len(rendered), seconds, n_tokens, n_tokens, peak_rss_mb(), unique_tokens(rendered))
 
 
-def score_with_vllm(loaded, rendered, letters):
+def score_with_vllm(loaded, rendered, letters, block_size: int | None):
     """probe's vLLM backend (float32 on CPU, prefix caching on); engine start-up not timed."""
     from probe.backends.specs import VLLMSpec
     from probe.backends.vllm import VLLMEngine
     from probe.perf import Timing, peak_rss_mb
 
-    engine = VLLMEngine(loaded.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048),
-                        loaded.tokenizer)
+    engine = VLLMEngine(loaded.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048,
+                                                                   block_size=block_size), loaded.tokenizer)
     t0 = time.perf_counter()
     got = {s.prompt_id: s.letter_logprobs for batch in engine.score(rendered, letters) for s in batch}
     seconds = time.perf_counter() - t0
@@ -115,7 +118,8 @@ def score_with_vllm(loaded, rendered, letters):
 def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: list[str]) -> dict:
     cmd = [python, __file__, "--worker", engine, "--out", str(out), "--items", str(args.items or 0),
            "--batch-tokens", str(args.batch_tokens), "--max-batch-size", str(args.max_batch_size),
-           "--lm-eval-batch", str(args.lm_eval_batch), "--threads", str(args.threads), *extra]
+           "--lm-eval-batch", str(args.lm_eval_batch), "--threads", str(args.threads), *extra,
+           *(["--vllm-block-size", str(args.vllm_block_size)] if args.vllm_block_size else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "2"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
@@ -222,6 +226,35 @@ def gpu(args: argparse.Namespace) -> None:
         print("| {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.1%} | {:.1f} |".format(*row))
 
 
+def generation(args: argparse.Namespace) -> None:
+    """HF generation mode (greedy, `--max-new-tokens`) with and without trie prefill, SmolLM2."""
+    import torch
+
+    from probe import perf
+    from probe.backends.generate import HFGenerator
+    from probe.backends.specs import HFBackendSpec
+    from probe.prompts.render import render_prompts
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    spec, loaded = load_smollm2()
+    rendered, _ = render_prompts(loaded.tokenizer, perf.demo_prompts(args.items), None, spec.render_settings(),
+                                 spec.name)
+    texts = {}
+    print("| generation | prompts/s | prefill tokens computed / prompt tokens |\n|---|---|---|")
+    for share in (True, False):
+        gen = HFGenerator(loaded.model, loaded.tokenizer, HFBackendSpec(
+            batch_tokens=args.batch_tokens, max_batch_size=args.max_batch_size, prefix_reuse=share,
+            max_new_tokens=args.max_new_tokens))
+        t0 = time.perf_counter()
+        texts[share] = {g.prompt_id: g.text for b in gen.generate(rendered) for g in b}
+        seconds = time.perf_counter() - t0
+        computed = gen.stats.tokens_computed / gen.stats.prompt_tokens if share else 1.0
+        print(f"| {'trie prefill' if share else 'plain batches'} | {len(rendered) / seconds:.2f} | {computed:.2f} |",
+              flush=True)
+    same = sum(texts[True][i] == texts[False][i] for i in texts[True])
+    print(f"identical greedy continuations: {same} of {len(texts[True])}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--engines", default="probe,probe-noprefix,lm-eval", help=f"some of {','.join(ENGINES)}")
@@ -232,8 +265,11 @@ def main() -> None:
     p.add_argument("--lm-eval-python", default=sys.executable, help="python of the environment that has lm-eval")
     p.add_argument("--vllm-python", default=sys.executable, help="python of the environment that has vLLM")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--vllm-block-size", type=int, default=None, help="vllm engine: KV block size (default: vLLM's)")
     p.add_argument("--memory", action="store_true")
     p.add_argument("--gpu", action="store_true")
+    p.add_argument("--generate", action="store_true", help="HF generation mode, trie prefill vs plain")
+    p.add_argument("--max-new-tokens", type=int, default=8, help="--generate: continuation length")
     p.add_argument("--tokenizer", default=None, help="--gpu: a real Gemma 3 tokenizer folder")
     p.add_argument("--small", action="store_true", help="--gpu: dry run of the script on a 2-layer model")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="--gpu: dense bf16 peak (H100/H200 SXM)")
@@ -249,6 +285,8 @@ def main() -> None:
         memory(args)
     elif args.gpu:
         gpu(args)
+    elif args.generate:
+        generation(args)
     else:
         compare(args)
 

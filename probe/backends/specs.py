@@ -56,7 +56,10 @@ class VLLMSpec:
     enforce_eager: bool = False
     """True skips CUDA graph capture (faster start, slower steady state)."""
     enable_prefix_caching: bool = True
-    """Rotations of one item share their prefix's KV blocks."""
+    """Prompts share the KV blocks of their common prefixes (requests go in trie order)."""
+    block_size: Annotated[int, Ge(1)] | None = None
+    """KV cache block size in tokens; null = the engine's (16 on GPU, 128 on CPU). The cache
+    serves whole shared blocks only, so smaller blocks reuse more of each shared prefix."""
     fp32_head: bool = True
     """LM head in float32 (hf_overrides head_dtype): bf16 logits are too coarse for letter margins."""
     chunk: Annotated[int, Ge(1)] = 2048

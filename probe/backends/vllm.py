@@ -55,6 +55,7 @@ class VLLMEngine:
             tensor_parallel_size=spec.tensor_parallel_size, enforce_eager=spec.enforce_eager,
             enable_prefix_caching=spec.enable_prefix_caching, seed=spec.seed, disable_log_stats=False,
             hf_overrides={"head_dtype": "float32"} if spec.fp32_head else None,
+            **({} if spec.block_size is None else {"block_size": spec.block_size}),
         )
         self._sampling = vllm.SamplingParams
         self._tokens_prompt = vllm.inputs.TokensPrompt
