@@ -221,3 +221,13 @@ def test_gemma3_multimodal_wrapper() -> None:
     for r in rendered:
         ref = torch.log_softmax(model(input_ids=torch.tensor([r.token_ids.tolist()])).logits[0, -1].float(), -1)[[5, 6]]
         assert np.abs(np.array(got[r.prompt.prompt_id]) - ref.numpy()).max() <= TOL
+
+
+def test_kv_paths_are_kept_per_device_run_of_layers() -> None:
+    """A model spread over GPUs keeps each layer's KV on its own device: paths are stacked per
+    run of consecutive layers on one device, never across devices."""
+    from probe.backends.treekv import _device_runs
+
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+    assert _device_runs([cpu, cpu, meta, meta, cpu]) == [[0, 1], [2, 3], [4]]
+    assert _device_runs([cpu] * 3) == [[0, 1, 2]]

@@ -74,14 +74,9 @@ class HFGenerator:
         self.stats.forward_s += time.perf_counter() - t0
         self.stats.tokens_computed += chunk.unique_tokens
         end_of = {r.prompt.prompt_id: i for i, n in enumerate(chunk.nodes) for r in n.ends}
+        paths = [store.paths[end_of[h.prompt.prompt_id]] for h in heads]
         width = max(len(h.token_ids) for h in heads)
-        sample = store.paths[end_of[heads[0].prompt.prompt_id]]
-        n_layers, _, kv_heads, _, dim = sample.shape
-        kv = torch.zeros((n_layers, 2, len(heads), kv_heads, width, dim), dtype=sample.dtype, device=sample.device)
-        for j, h in enumerate(heads):
-            path = store.paths[end_of[h.prompt.prompt_id]]
-            kv[:, :, j, :, width - path.shape[3]:] = path
-        return DynamicCache(ddp_cache_data=[(kv[layer, 0], kv[layer, 1]) for layer in range(n_layers)])
+        return DynamicCache(ddp_cache_data=store.right_aligned(paths, width))
 
     @torch.inference_mode()
     def _generate_ids(self, seqs: Sequence[np.ndarray], seed: int, cache: DynamicCache | None = None) -> list[str]:

@@ -23,8 +23,9 @@ from transformers import DynamicCache
 
 from probe.backends.trie import TrieChunk
 
-PathKV = torch.Tensor
-"""`[layers, 2 (K, V), kv_heads, path_len, head_dim]`: the KV of a node's path."""
+PathKV = list[torch.Tensor]
+"""The KV of a node's path, one tensor `[layers, 2 (K, V), kv_heads, path_len, head_dim]` per
+run of consecutive layers on one device (one run unless accelerate spread the model over GPUs)."""
 
 
 @dataclass
@@ -34,6 +35,8 @@ class KVStore:
     paths: dict[int, PathKV] = field(default_factory=dict)
     waiting: dict[int, int] = field(default_factory=dict)
     """Node → children not yet run."""
+    groups: list[list[int]] | None = None
+    """Layer indices by device run, learnt from the first pass."""
 
     @classmethod
     def for_chunk(cls, chunk: TrieChunk, keep_ends: bool = False) -> KVStore:
@@ -50,6 +53,42 @@ class KVStore:
                 self.waiting[parent] -= 1
                 if self.waiting[parent] == 0:
                     del self.paths[parent]
+
+    def keep(self, cache: Any, row: int, lo: int, hi: int) -> PathKV:
+        """Slots `lo:hi` of `row` of a pass's cache, per device run of layers."""
+        layers = cache.layers
+        if self.groups is None:
+            self.groups = _device_runs([layer.keys.device for layer in layers])
+        return [torch.stack([torch.stack((layers[k].keys[row, :, lo:hi], layers[k].values[row, :, lo:hi]))
+                             for k in group]) for group in self.groups]
+
+    def right_aligned(self, paths: Sequence[PathKV | None], width: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer `(K, V)` of `[rows, kv_heads, width, head_dim]` with row r's path at the
+        right end (None: an empty row). Padding slots stay zero: the mask hides them, and finite
+        zeros (unlike the NaNs a fully masked query can produce) cannot leak into a softmax."""
+        assert self.groups is not None
+        sample = next(p for p in paths if p is not None)
+        out: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for g, group in enumerate(self.groups):
+            _, _, heads, _, dim = sample[g].shape
+            kv = torch.zeros((len(group), 2, len(paths), heads, width, dim), dtype=sample[g].dtype,
+                             device=sample[g].device)
+            for row, path in enumerate(paths):
+                if path is not None:
+                    kv[:, :, row, :, width - path[g].shape[3]:] = path[g]
+            out += [(kv[k, 0], kv[k, 1]) for k in range(len(group))]
+        return out
+
+
+def _device_runs(devices: Sequence[torch.device]) -> list[list[int]]:
+    """Indices of consecutive equal devices, grouped."""
+    runs: list[list[int]] = []
+    for k, dev in enumerate(devices):
+        if runs and devices[runs[-1][-1]] == dev:
+            runs[-1].append(k)
+        else:
+            runs.append([k])
+    return runs
 
 
 def right_pad(seqs: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -79,7 +118,11 @@ def run_pass(decoder: Any, cache_kw: str, chunk: TrieChunk, rows: Sequence[int],
     p_max = max(n.start for n in nodes)  # from Python ints: no device sync
     starts = torch.tensor([n.start for n in nodes], device=dev)
     ids, node_mask, lengths = right_pad([n.tokens for n in nodes])
-    cache = DynamicCache(ddp_cache_data=_ancestors(chunk, rows, p_max, store)) if p_max else DynamicCache()
+    if p_max:
+        parents = [store.paths[n.parent] if n.parent >= 0 else None for n in nodes]
+        cache = DynamicCache(ddp_cache_data=store.right_aligned(parents, p_max))
+    else:
+        cache = DynamicCache()
     ancestor_mask = (torch.arange(p_max, device=dev)[None, :] >= (p_max - starts)[:, None]).long()
     positions = starts[:, None] + torch.arange(ids.shape[1], device=dev)[None, :]
     out = decoder(input_ids=ids.to(dev), attention_mask=torch.cat([ancestor_mask, node_mask.to(dev)], dim=1),
@@ -87,22 +130,5 @@ def run_pass(decoder: Any, cache_kw: str, chunk: TrieChunk, rows: Sequence[int],
     new_cache = out.cache if hasattr(out, "cache") else out.past_key_values
     for j, i in enumerate(rows):
         if i in store.waiting:
-            lo, hi = p_max - nodes[j].start, p_max + len(nodes[j].tokens)
-            store.paths[i] = torch.stack([torch.stack((layer.keys[j, :, lo:hi], layer.values[j, :, lo:hi]))
-                                          for layer in new_cache.layers])
+            store.paths[i] = store.keep(new_cache, j, p_max - nodes[j].start, p_max + len(nodes[j].tokens))
     return out.last_hidden_state, lengths - 1
-
-
-def _ancestors(chunk: TrieChunk, rows: Sequence[int], p_max: int, store: KVStore) -> list[tuple[torch.Tensor, ...]]:
-    """Per layer `(K, V)` of `[rows, kv_heads, p_max, head_dim]`, each row's parent path
-    right-aligned. Padding slots stay zero: the mask hides them, and finite zeros (unlike the
-    NaNs a fully masked query can produce) cannot leak into a softmax."""
-    sample = next(iter(store.paths.values()))
-    n_layers, _, heads, _, dim = sample.shape
-    kv = torch.zeros((n_layers, 2, len(rows), heads, p_max, dim), dtype=sample.dtype, device=sample.device)
-    for j, i in enumerate(rows):
-        parent = chunk.nodes[i].parent
-        if parent >= 0:
-            path = store.paths[parent]
-            kv[:, :, j, :, p_max - path.shape[3]:] = path
-    return [(kv[layer, 0], kv[layer, 1]) for layer in range(n_layers)]
