@@ -1,12 +1,73 @@
-"""Comparisons between stored runs (no model needed)."""
+"""Comparisons between stored runs (no model needed).
+
+    python -m probe.compare RUN_A RUN_B [--out DIR] [analysis.n_boot=N] [analysis.seed=S]
+                            [analysis.temperature=T] [block=greedy]
+
+prints every headline metric's difference `A − B` with its paired-bootstrap 95% interval, a
+two-sided bootstrap p-value and its Holm adjustment over the table (markdown on stdout;
+`compare.json` in DIR with `--out`). The two runs must be of one benchmark with the same items
+(LocQA: templates) and design; both are resampled identically (see `probe.report.paired`).
+"""
 
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import asdict
 from pathlib import Path
 
+from probe import cli
 from probe.errors import ProbeInputError
-from probe.metrics.core import symmetric_kl
+from probe.files import write_json
+from probe.metrics.core import AnalysisOptions, get_path, symmetric_kl
+from probe.pipeline.analyze import open_run
+from probe.report.paired import (
+    Comparison,
+    Difference,
+    comparable_units,
+    compare,
+    run_options,
+)
+
+__all__ = ["Comparison", "Difference", "compare_runs", "paired_difference", "sym_kl_between_runs"]
+
+
+def paired_difference(run_a: str | Path, run_b: str | Path, metric: str, flavour: str | None = None,
+                      n_boot: int | None = None, seed: int | None = None) -> Difference:
+    """`a − b` of one metric path of `metrics.json` (e.g. `"C0.KL"`, `"C2.CR_by_culture.Ethiopia"`,
+    `"shares.nordic_europe"`, `"B_US_macro"`) with its paired 95% interval and p-value.
+
+    `flavour` picks the block (`expected`, `greedy`; default: the bench's headline block);
+    `n_boot` and `seed` default to run A's recorded analysis options. Comparing a run with
+    itself gives exactly 0 and `[0, 0]`."""
+    return compare_runs(run_a, run_b, [metric], flavour, n_boot, seed).differences[0]
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None = None, flavour: str | None = None,
+                 n_boot: int | None = None, seed: int | None = None, temperature: float | None = None) -> Comparison:
+    """Paired differences for `metrics` (default: the bench's headline sweep columns that run A
+    reports)."""
+    a, _ = open_run(Path(run_a))
+    b, _ = open_run(Path(run_b))
+    task, _ = comparable_units(a, b)
+    overrides = {k: v for k, v in (("n_boot", n_boot), ("seed", seed), ("temperature", temperature)) if v is not None}
+    if metrics is None:  # the headline columns this run has (a DiSCo run may skip conditions)
+        tree = task.headline(a.metrics or {})[0]
+        metrics = [c.path for c in task.sweep_columns
+                   if c.cell is None and isinstance(get_path(tree, c.path), (int, float))]
+    return compare(a, b, metrics, run_options(a, overrides), flavour)
+
+
+def comparison_markdown(c: Comparison) -> str:
+    """The comparison as a markdown table."""
+    lines = [f"A = {c.run_a}  \nB = {c.run_b}  \n{'paired' if c.paired else 'unpaired'} bootstrap over "
+             f"{c.n_units} {c.unit}s, {c.n_boot} resamples, seed {c.seed}, temperature {c.temperature:g}; "
+             "p-values two-sided, Holm-adjusted over the table", "",
+             "| metric | A | B | Δ (A − B) | 95% CI | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
+    for d in c.differences:
+        lines.append(f"| {d.block}.{d.metric} | {d.a:.4f} | {d.b:.4f} | {d.delta:+.4f} | "
+                     f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}] | {d.p_value:.4f} | {d.p_holm:.4f} |")
+    return "\n".join(lines) + "\n"
 
 
 def run_shares(run_dir: Path, flavour: str = "expected") -> dict[str, float]:
@@ -25,3 +86,35 @@ def sym_kl_between_runs(run_a: Path, run_b: Path, flavour: str = "expected", eps
     """Symmetrized KL (paper eq. 5: ½[KL(p‖q) + KL(q‖p)], ε added) between two runs' cluster
     distributions; the distance behind the sweep's average-linkage dendrogram."""
     return symmetric_kl(run_shares(run_a, flavour), run_shares(run_b, flavour), eps)
+
+
+USAGE = f"{__doc__}\nOptions (defaults: run A's recorded values):\n{cli.options_help(AnalysisOptions, 'analysis.')}"
+
+
+def _body(argv: list[str]) -> int:
+    command = cli.parse(argv, "", flags={"--out": "out"})
+    if len(command.paths) != 2:
+        raise ProbeInputError(f"expected two run directories, got {[str(p) for p in command.paths]}")
+    opts = {k.removeprefix("analysis."): v for k, v in command.overrides.items() if k.startswith("analysis.")}
+    unknown = sorted(set(command.overrides) - {"out", "block"} - {f"analysis.{k}" for k in opts})
+    if unknown or set(opts) - {"n_boot", "seed", "temperature"}:
+        raise ProbeInputError(f"unknown option(s) {unknown or sorted(opts)}; valid: out, block, analysis.n_boot, "
+                              "analysis.seed, analysis.temperature")
+    block = command.overrides.get("block")
+    result = compare_runs(*command.paths, flavour=None if block is None else str(block), **opts)
+    print(comparison_markdown(result), end="")
+    if "out" in command.overrides:
+        out = Path(str(command.overrides["out"]))
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "compare.json", asdict(result))
+        print(f"probe.compare: wrote {out / 'compare.json'}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m probe.compare`."""
+    return cli.main("probe.compare", USAGE, _body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -58,7 +58,9 @@ def test_tables_pairs_and_order(tmp_path: Path) -> None:
     assert table[2].startswith("| gemma-it | instruct | disco | 0.150 [0.140, 0.160] | 0.300 | 0.500 | 0.600 | 0.400 |")
     assert len(table) == 2 + 4
     pairs = pair_table(entries, DISCO)
-    assert "| gemma-it vs gemma-pt | KL | 0.150 [0.140, 0.160] | 0.100 [0.090, 0.110] | +0.050 |" in pairs
+    # metrics.json only (no tables): the plain Δ, and the reason there is no paired interval
+    assert "| gemma-it vs gemma-pt | KL | 0.150 [0.140, 0.160] | 0.100 [0.090, 0.110] | +0.050 | – |" in pairs
+    assert "Without a paired interval:" in pairs and "no prompts.parquet" in pairs
     assert pair_table(entries, CCD) is None
     ccd = bench_table(entries, CCD).splitlines()
     assert "middle_east 0.50, nordic_europe 0.30, anglo 0.20" in ccd[2] and "| 2.500 |" in ccd[2]

@@ -122,6 +122,9 @@ class Task:
     judges: tuple[str, ...] = ()
     """The judges (`judge.name`) that can answer its judge jobs; empty: it never asks one. A run
     that will judge with another is refused before the model loads."""
+    unit: str = "item_id"
+    """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
+    templates). Paired comparisons need two runs with the same set of them."""
 
     def spec_from(self, values: Mapping[str, Any]) -> Any:
         """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""

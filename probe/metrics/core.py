@@ -9,7 +9,9 @@ never contained it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -92,6 +94,31 @@ def bootstrap_weights(n_items: int, n_boot: int, seed: int) -> np.ndarray:
     return w
 
 
+_REPLICATES: ContextVar[dict[str, Any] | None] = ContextVar("probe_replicates", default=None)
+
+
+@contextmanager
+def capture_replicates() -> Iterator[dict[str, Any]]:
+    """Collect the bootstrap replicate trees (leaves `[B]`) a metrics computation makes, by the
+    name of the block they belong to (`expected`, `greedy`, LocQA's `metrics`). Paired
+    comparisons subtract two runs' replicates: with the same seed and the same units, both
+    runs are resampled identically."""
+    box: dict[str, Any] = {}
+    token = _REPLICATES.set(box)
+    try:
+        yield box
+    finally:
+        _REPLICATES.reset(token)
+
+
+def record_replicates(block: str, tree: Any) -> Any:
+    """Hand `tree` to an active `capture_replicates` (a no-op otherwise); returns `tree`."""
+    box = _REPLICATES.get()
+    if box is not None:
+        box[block] = tree
+    return tree
+
+
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
     """Apply `fn` to every leaf of nested dicts and lists."""
     if isinstance(tree, dict):
@@ -141,7 +168,7 @@ def expected_greedy_ci(
         sums = reduce(probs)
         out[flavour] = to_scalars(evaluate(sums, np.ones(n_items)))
         if boot_w is not None:
-            ci[flavour] = percentile_ci(evaluate(sums, boot_w))
+            ci[flavour] = percentile_ci(record_replicates(flavour, evaluate(sums, boot_w)))
     out["ci95"] = ci
     return out
 

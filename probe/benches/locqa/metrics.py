@@ -64,6 +64,7 @@ from probe.metrics.core import (
     nanmean,
     percentile_ci,
     ratio,
+    record_replicates,
     to_scalars,
     wsum,
 )
@@ -409,7 +410,8 @@ def compute(questions: Sequence[Any], prompts: Sequence[Any], judgements: Sequen
     n_t = len(s.templates)
     out: dict[str, Any] = {"metrics": to_scalars(evaluate(s, np.ones(n_t))), "ci95": {}}
     if opts.n_boot > 0:
-        out["ci95"] = percentile_ci(evaluate(s, bootstrap_weights(n_t, opts.n_boot, opts.seed)))
+        out["ci95"] = percentile_ci(record_replicates("metrics", evaluate(s, bootstrap_weights(n_t, opts.n_boot,
+                                                                                             opts.seed))))
     out["n_judge_errors"] = s.n_judge_errors
     out["judge_errors_by_task"] = s.judge_errors_by_task
     return out

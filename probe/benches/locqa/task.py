@@ -78,6 +78,7 @@ _COLUMNS = (Column("B_US", "B_US_macro"), Column("|B_R − 1|", "B_R_dev_macro")
 
 TASK = Task(
     kind="locqa",
+    unit="template",
     title="LocQA",
     spec_type=LocQASpec,
     answers="open",

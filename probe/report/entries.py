@@ -1,0 +1,96 @@
+"""Finished runs of a sweep as entries: model, revision (training step), kind, pair, task and
+`metrics.json`; and the table cells every sweep table shares."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from probe.benches.registry import task_of
+from probe.benches.task import Column, Task
+from probe.errors import ProbeInputError
+from probe.metrics.core import get_path
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """One finished run in a sweep."""
+
+    path: Path
+    model: str
+    revision: str | None
+    kind: str
+    pair: str | None
+    bench: str
+    task: Task
+    metrics: dict[str, Any]
+
+    @property
+    def label(self) -> str:
+        return self.model if not self.revision else f"{self.model}@{self.revision}"
+
+    @property
+    def step(self) -> int:
+        """Training step named by the revision (`step1000`, `stage1-step1000-tokens…`), else -1."""
+        m = re.search(r"step[-_]?(\d+)", self.revision or "")
+        return int(m.group(1)) if m else -1
+
+
+def find_runs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
+    """Finished run directories (with `DONE`) at or below the given paths, and the unfinished
+    ones found there (a manifest but no `DONE`), which a report must not mix in."""
+    found: list[Path] = []
+    unfinished: list[Path] = []
+    for path in paths:
+        path = Path(path)
+        if not path.exists():
+            raise ProbeInputError(f"{path}: no such directory")
+        candidates = [path] if (path / "manifest.json").is_file() else \
+            sorted(p.parent for p in path.rglob("manifest.json"))
+        for c in candidates:
+            done = (c / "DONE").is_file() and (c / "metrics.json").is_file()
+            target = found if done else unfinished
+            if c not in target:
+                target.append(c)
+    if not found:
+        raise ProbeInputError(f"no finished probe runs (with DONE) under {list(map(str, paths))}")
+    return found, unfinished
+
+
+def load_entries(paths: Sequence[Path]) -> list[RunEntry]:
+    """One entry per finished run, ordered by bench, model and training step."""
+    entries = []
+    for run in find_runs(paths)[0]:
+        manifest = json.loads((run / "manifest.json").read_text())
+        model = manifest["model"]
+        entries.append(RunEntry(path=run, model=model["name"], revision=model.get("revision"), kind=model["kind"],
+                                pair=model.get("pair"), bench=manifest["bench"]["name"], task=task_of(manifest),
+                                metrics=json.loads((run / "metrics.json").read_text())))
+    return sorted(entries, key=lambda e: (e.bench, e.model, e.step, e.revision or ""))
+
+
+def value(e: RunEntry, column: Column) -> Any:
+    """The run's headline value at the column's path (None when absent)."""
+    return get_path(e.task.headline(e.metrics)[0], column.path)
+
+
+def cell(e: RunEntry, column: Column) -> str:
+    """The value with its 95% interval, `–` when absent."""
+    if column.cell is not None:
+        return column.cell(e.metrics)
+    tree, ci_tree = e.task.headline(e.metrics)
+    value, ci = get_path(tree, column.path), get_path(ci_tree, column.path)
+    if value is None:
+        return "–"
+    if ci and ci[0] is not None:
+        return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return f"{value:.3f}"
+
+
+def is_number(v: object) -> bool:
+    """A metric value that is a finite-or-infinite number (not None, not NaN, not a dict)."""
+    return isinstance(v, (int, float)) and v == v

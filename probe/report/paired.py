@@ -1,0 +1,180 @@
+"""Differences between two runs of one benchmark, with paired bootstrap intervals.
+
+Every run of a benchmark answers the same items, so the difference of a metric between two
+runs is best judged by resampling the *same* items for both: per-item variation common to
+both runs (hard items, one culture's unusual item) cancels in the difference, and the interval
+is narrower than two independent bootstraps would give, and right. The runs' own metric code
+computes the replicates (`probe.metrics.core.capture_replicates`): each bench resamples its
+units (items; LocQA's templates) in sorted-id order from one seed, so two runs with the same
+units and seed see identical resamples, and `a − b` per replicate is the paired bootstrap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from probe.benches.registry import task_of
+from probe.benches.task import Task
+from probe.config import build
+from probe.errors import ProbeInputError
+from probe.metrics.core import AnalysisOptions, capture_replicates, get_path
+from probe.results.run import Run, load_run
+
+PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on the same items (LocQA: "
+               "templates) with the first run's recorded seed and resample count; p two-sided, Holm-adjusted over "
+               "the metrics of each comparison.")
+
+
+@dataclass(frozen=True)
+class Difference:
+    """`a − b` of one metric, its 95% bootstrap interval and two-sided bootstrap p-value."""
+
+    metric: str
+    block: str
+    """The metrics.json block the metric is read from (`expected`, `greedy`, `metrics`)."""
+    a: float
+    b: float
+    delta: float
+    ci95: tuple[float, float]
+    p_value: float
+    """`min(1, 2 · min(P*(Δ ≤ 0), P*(Δ ≥ 0)))` over the replicates (NaN replicates left out)."""
+    p_holm: float = float("nan")
+    """Holm-adjusted over the metrics compared together."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What was compared and how; `differences` in the order asked."""
+
+    run_a: str
+    run_b: str
+    unit: str
+    n_units: int
+    n_boot: int
+    seed: int
+    temperature: float
+    paired: bool
+    differences: tuple[Difference, ...]
+
+
+def run_options(run: Run, overrides: Mapping[str, Any] | None = None) -> AnalysisOptions:
+    """The metric options a run was analysed with (its manifest), updated by `overrides`."""
+    names = {f.name for f in fields(AnalysisOptions)}
+    recorded = {k: v for k, v in (run.manifest.get("analysis") or {}).items() if k in names}
+    return build(AnalysisOptions, {**recorded, **dict(overrides or {})}, "analysis")
+
+
+def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
+    """The task both runs belong to and their common bootstrap units, or an input error naming
+    what differs (benchmark kind, design, units)."""
+    task_a, task_b = task_of(run_a.manifest), task_of(run_b.manifest)
+    if task_a.kind != task_b.kind:
+        raise ProbeInputError(f"{run_a.path} is a {task_a.kind} run and {run_b.path} a {task_b.kind} run; "
+                              "a paired comparison needs two runs of one benchmark")
+    design_a = (run_a.manifest["bench"].get("config") or {}).get("design")
+    design_b = (run_b.manifest["bench"].get("config") or {}).get("design")
+    if design_a != design_b:
+        raise ProbeInputError(f"{run_a.path} used design {design_a!r} and {run_b.path} design {design_b!r}; "
+                              "paired differences need the same design")
+    unit = task_a.unit
+    units_a = {str(u) for u in run_a.prompts.column(unit).to_pylist()}
+    units_b = {str(u) for u in run_b.prompts.column(unit).to_pylist()}
+    if units_a != units_b:
+        only_a, only_b = sorted(units_a - units_b), sorted(units_b - units_a)
+        raise ProbeInputError(f"the runs do not share their {unit}s: {len(only_a)} only in {run_a.path} "
+                              f"({', '.join(only_a[:5])}{', …' if len(only_a) > 5 else ''}), {len(only_b)} only in "
+                              f"{run_b.path} ({', '.join(only_b[:5])}{', …' if len(only_b) > 5 else ''})")
+    return task_a, sorted(units_a)
+
+
+def _with_replicates(run: Run, task: Task, opts: AnalysisOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+    with capture_replicates() as box:
+        metrics = task.metrics(run, None, opts)
+    return metrics, box
+
+
+def _headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
+    tree = task.headline(metrics)[0]
+    return next(k for k, v in metrics.items() if v is tree)
+
+
+def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions, block: str | None = None,
+            paired: bool = True) -> Comparison:
+    """`a − b` for each metric path (in the task's headline block unless `block` is given),
+    from one bootstrap over the common units; `paired=False` resamples `b` independently
+    (seed + 1), the unpaired reference."""
+    task, units = comparable_units(run_a, run_b)
+    if opts.n_boot < 1:
+        raise ProbeInputError("a paired comparison needs analysis.n_boot ≥ 1")
+    ma, ra = _with_replicates(run_a, task, opts)
+    mb, rb = _with_replicates(run_b, task, opts if paired else replace(opts, seed=opts.seed + 1))
+    for m, run in ((ma, run_a), (mb, run_b)):
+        if "n_items" in m and m["n_items"] != len(units):
+            raise ProbeInputError(f"{run.path}: only {m['n_items']} of the {len(units)} {task.unit}s have a valid "
+                                  "answer (generation mode), so its resamples cannot be paired")
+    block = block or _headline_block(task, ma)
+    if block not in ra or block not in rb:
+        raise ProbeInputError(f"no bootstrap replicates for block {block!r}; blocks: {sorted(ra)}")
+    diffs = [_difference(path, block, ma, mb, ra, rb) for path in paths]
+    adjusted = holm([d.p_value for d in diffs])
+    return Comparison(run_a=str(run_a.path), run_b=str(run_b.path), unit=task.unit, n_units=len(units),
+                      n_boot=opts.n_boot, seed=opts.seed, temperature=opts.temperature, paired=paired,
+                      differences=tuple(replace(d, p_holm=p) for d, p in zip(diffs, adjusted)))
+
+
+def _difference(path: str, block: str, ma: Mapping[str, Any], mb: Mapping[str, Any], ra: Mapping[str, Any],
+                rb: Mapping[str, Any]) -> Difference:
+    a, b = get_path(ma.get(block), path), get_path(mb.get(block), path)
+    rep_a, rep_b = get_path(ra[block], path), get_path(rb[block], path)
+    if a is None or b is None or rep_a is None or rep_b is None or isinstance(a, Mapping):
+        raise ProbeInputError(f"metric {path!r} is not a number in block {block!r} of both runs")
+    reps = np.asarray(rep_a, dtype=np.float64) - np.asarray(rep_b, dtype=np.float64)
+    reps = reps[~np.isnan(reps)]
+    if not len(reps):
+        nan = float("nan")
+        return Difference(path, block, float(a), float(b), float(a) - float(b), (nan, nan), nan)
+    lo, hi = np.percentile(reps, [2.5, 97.5])
+    p = min(1.0, 2.0 * min(float((reps <= 0).mean()), float((reps >= 0).mean())))
+    return Difference(path, block, float(a), float(b), float(a) - float(b), (float(lo), float(hi)), p)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment (family-wise error over the metrics compared together);
+    NaN p-values stay NaN and do not count."""
+    order = sorted((p, i) for i, p in enumerate(pvalues) if not np.isnan(p))
+    out = [float("nan")] * len(pvalues)
+    running, m = 0.0, len(order)
+    for rank, (p, i) in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out
+
+
+def paired_or_reason(path_a: Path, path_b: Path, paths: Sequence[str]) -> tuple[dict[str, Difference], str | None]:
+    """Paired differences `a − b` of two stored runs with run A's recorded bootstrap options, or
+    no differences and the reason (the runs do not share their items, a table is missing): a
+    sweep table then prints the plain Δ and says why it has no interval."""
+    try:
+        run_a, run_b = load_run(path_a), load_run(path_b)
+        result = compare(run_a, run_b, paths, run_options(run_a))
+    except ProbeInputError as e:
+        return {}, str(e)
+    return {d.metric: d for d in result.differences}, None
+
+
+def delta_cell(delta: float | None, diff: Difference | None) -> str:
+    """`+0.050 [+0.031, +0.069]` (with the interval when paired), `–` when undefined."""
+    if delta is None:
+        return "–"
+    if diff is None or np.isnan(diff.ci95[0]):
+        return f"{delta:+.3f}"
+    return f"{delta:+.3f} [{diff.ci95[0]:+.3f}, {diff.ci95[1]:+.3f}]"
+
+
+def p_cell(diff: Difference | None) -> str:
+    return "–" if diff is None or np.isnan(diff.p_holm) else f"{diff.p_holm:.3g}"

@@ -1,0 +1,168 @@
+"""Paired differences between runs: hand-computed Δ, self-comparison, paired vs unpaired width,
+refusals, the command line, and the sweep report's pair and checkpoint tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from probe.compare import compare_runs, main, paired_difference
+from probe.errors import ProbeInputError
+from probe.pipeline.analyze import analyze_run, open_run
+from probe.report.paired import compare, holm, run_options
+from probe.report.sweep import load_entries, sweep_markdown, write_sweep_report
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BOOST = np.log(3.0)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
+    """Run A: the tiny model on the demo bench (C0, C1). Run B: A with one culture's letter made
+    3× likelier in every C0 prompt, so B differs from A by a known shift in that culture."""
+    root = tmp_path_factory.mktemp("compare")
+    env = {**os.environ, "PROBE_CACHE": str(root / "cache"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.conditions=[C0,C1]",
+                           f"hydra.run.dir={root / 'a'}", "analysis.n_boot=400", "progress=false"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = root / "a", root / "b"
+    shutil.copytree(a, b)
+    prompts = pq.read_table(a / "prompts.parquet").sort_by("prompt_id").to_pylist()
+    culture = prompts[0]["groups"][0]
+    scores = pq.read_table(b / "scores.parquet").sort_by("prompt_id")
+    lp = [list(r) for r in scores.column("letter_logprobs").to_pylist()]
+    for p, row in zip(prompts, lp):
+        if p["condition"] == "C0" and culture in p["groups"]:
+            row[p["groups"].index(culture)] += BOOST
+    scores = scores.set_column(scores.column_names.index("letter_logprobs"), "letter_logprobs",
+                               pa.array(lp, type=scores.schema.field("letter_logprobs").type))
+    pq.write_table(scores, b / "scores.parquet")
+    analyze_run(b)  # B's metrics.json from its own scores
+    return a, b, culture
+
+
+def _c0_share(run: Path, culture: str) -> float:
+    """DiSCo's C0 selection share of a culture, by its definition: per culture, the mean
+    renormalised probability of the letter that shows it, then normalised over cultures."""
+    prompts = pq.read_table(run / "prompts.parquet").sort_by("prompt_id").to_pylist()
+    scores = pq.read_table(run / "scores.parquet").sort_by("prompt_id").column("letter_logprobs").to_pylist()
+    sel: dict[str, float] = {}
+    app: dict[str, float] = {}
+    for p, lp in zip(prompts, scores):
+        if p["condition"] != "C0":
+            continue
+        probs = np.exp(np.asarray(lp, dtype=np.float64))
+        probs /= probs.sum()
+        for g, q in zip(p["groups"], probs):
+            sel[g] = sel.get(g, 0.0) + q
+            app[g] = app.get(g, 0.0) + 1.0
+    rate = {g: sel[g] / app[g] for g in sel}
+    return rate[culture] / sum(rate.values())
+
+
+def test_a_run_against_itself_is_exactly_zero(runs) -> None:
+    a, _, culture = runs
+    for metric in ("C0.KL", "C1.CR", f"C0.CSD.{culture}"):
+        d = paired_difference(a, a, metric)
+        assert (d.delta, d.ci95, d.p_value) == (0.0, (0.0, 0.0), 1.0)
+
+
+def test_known_shift_in_one_culture(runs) -> None:
+    a, b, culture = runs
+    d = paired_difference(a, b, f"C0.CSD.{culture}")
+    expected = _c0_share(a, culture) - _c0_share(b, culture)
+    assert d.delta == pytest.approx(expected, abs=1e-6) and expected < -0.05
+    assert d.ci95[0] <= d.delta <= d.ci95[1] < 0 and d.p_value < 0.01
+    # C1 prompts were not touched: their metric does not move, in any resample
+    c1 = paired_difference(a, b, "C1.CR")
+    assert (c1.delta, c1.ci95) == (0.0, (0.0, 0.0))
+
+
+def test_paired_interval_is_never_wider_than_unpaired(runs) -> None:
+    a, b, culture = runs
+    run_a, _ = open_run(a)
+    run_b, _ = open_run(b)
+    opts = run_options(run_a)
+    paths = ["C0.KL", "C0.Gini", f"C0.CSD.{culture}", "C0.letter_probs.A"]
+    paired = compare(run_a, run_b, paths, opts)
+    unpaired = compare(run_a, run_b, paths, opts, paired=False)
+    for p, u in zip(paired.differences, unpaired.differences):
+        assert p.delta == u.delta
+        assert p.ci95[1] - p.ci95[0] <= u.ci95[1] - u.ci95[0], p.metric
+    assert paired.paired and not unpaired.paired and paired.n_units == 24 and paired.unit == "item_id"
+
+
+def test_runs_that_do_not_share_items_or_design_are_refused(runs, tmp_path: Path) -> None:
+    a, _, _ = runs
+    c = tmp_path / "c"
+    shutil.copytree(a, c)
+    prompts = pq.read_table(c / "prompts.parquet")
+    ids = [("other-item" if i == "demo-01" else i) for i in prompts.column("item_id").to_pylist()]
+    pq.write_table(prompts.set_column(prompts.column_names.index("item_id"), "item_id", pa.array(ids)),
+                   c / "prompts.parquet")
+    with pytest.raises(ProbeInputError, match=r"do not share their item_ids: 1 only in .*\(demo-01\), 1 only in "
+                                              r".*\(other-item\)"):
+        paired_difference(a, c, "C0.KL")
+    d = tmp_path / "d"
+    shutil.copytree(a, d)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["bench"]["config"]["design"] = "latin_square"
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ProbeInputError, match="design"):
+        paired_difference(a, d, "C0.KL")
+    with pytest.raises(ProbeInputError, match="'C0.nope' is not a number"):
+        paired_difference(a, a, "C0.nope")
+
+
+def test_holm() -> None:
+    assert holm([0.01, 0.04, 0.03, float("nan")])[:3] == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.5, 0.9]) == [1.0, 1.0]
+
+
+def test_command_line_table_and_json(runs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b, _ = runs
+    assert main([str(a), str(b), "--out", str(tmp_path), "analysis.n_boot=200", "analysis.seed=3"]) == 0
+    out = capsys.readouterr().out
+    assert "| expected.C0.KL |" in out and "paired bootstrap over 24 item_ids, 200 resamples, seed 3" in out
+    saved = json.loads((tmp_path / "compare.json").read_text())
+    assert saved["n_boot"] == 200 and saved["seed"] == 3 and saved["paired"]
+    got = {d["metric"]: d for d in saved["differences"]}
+    direct = compare_runs(a, b, n_boot=200, seed=3)
+    assert [d.metric for d in direct.differences] == list(got)
+    assert all(got[d.metric]["ci95"] == list(d.ci95) for d in direct.differences)
+    assert main([str(a)]) == 2 and "expected two run directories" in capsys.readouterr().err
+
+
+def _relabel(src: Path, dst: Path, **model: object) -> None:
+    shutil.copytree(src, dst)
+    manifest = json.loads((dst / "manifest.json").read_text())
+    manifest["model"].update(model)
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_sweep_pair_and_checkpoint_tables_show_paired_intervals(runs, tmp_path: Path) -> None:
+    a, b, _ = runs
+    _relabel(b, tmp_path / "it", name="m", kind="instruct", pair="m-base")
+    _relabel(a, tmp_path / "pt", name="m-base", kind="base", pair="m")
+    _relabel(a, tmp_path / "s1", name="olmo", revision="stage1-step100")
+    _relabel(b, tmp_path / "s2", name="olmo", revision="stage1-step200")
+    md = sweep_markdown(load_entries([tmp_path]))
+    pair_rows = [line for line in md.splitlines() if line.startswith("| m vs m-base | KL |")]
+    assert len(pair_rows) == 1 and " [" in pair_rows[0].split("|")[5]
+    kl = paired_difference(tmp_path / "it", tmp_path / "pt", "C0.KL")
+    assert f"{kl.delta:+.3f} [{kl.ci95[0]:+.3f}, {kl.ci95[1]:+.3f}]" in pair_rows[0]
+    assert "### DiSCo: checkpoint to checkpoint" in md
+    step_rows = [line for line in md.splitlines() if line.startswith("| olmo | stage1-step100 → stage1-step200 |")]
+    assert len(step_rows) == 1 and step_rows[0].count("[") >= 3
+    html = write_sweep_report([tmp_path], tmp_path / "report")
+    assert (tmp_path / "report" / "checkpoints_disco_olmo_demo.png").is_file() and html.is_file()
