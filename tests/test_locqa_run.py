@@ -135,3 +135,13 @@ def test_semantic_matches_are_cached_across_runs(tmp_path: Path) -> None:
                                               "answers": {a.locale: a.answer for a in q.answers}})
     assert cache.get(request) is not None  # the same judge: reused
     assert VerdictCache(tmp_path / "cache", {"name": "another judge"}).get(request) is None  # keyed by the judge
+
+
+def test_locqa_runs_pair_by_template(zero_shot: Path) -> None:
+    """LocQA's bootstrap unit is the template: a paired comparison resamples templates."""
+    from probe.compare import compare_runs, paired_difference
+
+    d = paired_difference(zero_shot, zero_shot, "B_US_macro")
+    assert (d.block, d.delta, d.ci95, d.p_value) == ("metrics", 0.0, (0.0, 0.0), 1.0)
+    c = compare_runs(zero_shot, zero_shot)
+    assert (c.unit, c.n_units) == ("template", 44) and [x.metric for x in c.differences][0] == "B_US_macro"
