@@ -78,6 +78,13 @@ def test_items_and_cyclic_design(tmp_path: Path) -> None:
     gen = ccd.build_prompts(items, ccd.CCDSpec(), generate=True)[0].message.splitlines()
     assert gen[-3:] == ["Answer in exactly this format:", "SELECTED OPTION: <one letter from A to J>",
                         "RATIONALE: <one or two sentences>"]
+    # the rationale is invited to use GLOBE's nine dimensions, named as the judges classify them
+    assert gen[-4] == ("In your rationale you may invoke any of GLOBE's nine cultural dimensions: Performance "
+                       "Orientation, Future Orientation, Institutional Collectivism, In-Group Collectivism, Humane "
+                       "Orientation, Power Distance, Uncertainty Avoidance, Gender Egalitarianism, Assertiveness.")
+    from probe.judges.tasks import GLOBE_DIMENSIONS
+
+    assert len(GLOBE_DIMENSIONS) == 9 and all(d in gen[-4] for d in GLOBE_DIMENSIONS)
 
 
 def test_latin_square_design(tmp_path: Path) -> None:

@@ -102,13 +102,16 @@ def test_metrics_contract(run_dir: Path) -> None:
     assert (m["n_items"], m["n_prompts"]) == (N_ITEMS, 52 * N_ITEMS)
     assert set(m["letter_mass"]) == {"mean", "share_below_half"}
     keys = {"C0": {"CSD", "KL", "Gini", "SPD", "letter_probs"},
-            "C1": {"CR", "CR_by_culture", "SL", "SL_rate"},
-            "C2": {"CR", "CR_by_culture", "PSI", "PSI_by_culture", "gain_by_culture", "CSD", "SPD"},
-            "C3": {"CSD", "CSD_aligned", "JSD", "JSD_aligned", "PPR", "PPR_by_ctx_rotation", "CSC",
+            "C1": {"CR", "CR_by_culture", "SL", "SL_rate", "SPD_compliance"},
+            "C2": {"CR", "CR_by_culture", "PSI", "PSI_by_culture", "gain_by_culture", "CSD", "SPD",
+                   "SPD_compliance"},
+            "C3": {"CSD", "CSD_aligned", "JSD", "JSD_aligned", "PPR", "PPR_by_ctx_rotation", "sample_agreement",
                    "entropy_by_ctx_rotation", "letter_probs"}}
     for flavour in ("expected", "greedy"):
         block = m[flavour]
-        assert set(block) == set(keys) | {"SPD_reduction"}
+        if flavour == "greedy":  # on argmax choices the agreement is the paper's CSC, named so
+            keys["C3"] = keys["C3"] - {"sample_agreement"} | {"CSC"}
+        assert set(block) == set(keys) | {"SPD_reduction", "SPD_compliance_reduction"}
         for cond, names in keys.items():
             assert set(block[cond]) == names, (flavour, cond)
     assert sum(m["expected"]["C0"]["CSD"].values()) == pytest.approx(1.0)

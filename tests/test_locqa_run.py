@@ -19,7 +19,8 @@ from probe.pipeline.analyze import analyze_run
 from probe.prompts.parse import strip_thinking
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-M_KEYS = {"B_US", "B_US_macro", "B_R", "B_R_dev", "B_R_dev_macro", "taxonomy", "no_answer_rate", "multiplicity",
+M_KEYS = {"B_US", "B_US_macro", "B_R", "B_R_dev", "B_R_dev_macro", "taxonomy", "no_answer_rate",
+          "no_answer_rate_non_english", "multiplicity",
           "by_category"}
 
 

@@ -82,13 +82,14 @@ def _item(item_id: str, cultures: list[str]) -> Item:
         Option(key=L, text=f"opt {L}", group=c, context=f"fact {c}") for L, c in zip("ABCD", cultures)))
 
 
-def _table(items: list[Item], mass: float = 0.9) -> ScoreTable:
+def _table(items: list[Item], mass: float = 0.9, c2_boost: dict[str, float] | None = None) -> ScoreTable:
     prompts = build_prompts(items)
     rows = []
     for p in prompts:
         w = np.array([WEIGHT[g] for g in p.groups])
         if p.condition in ("C1", "C2"):
-            w = w * np.array([(3.0 if p.condition == "C1" else 5.0) if g == p.target else 1.0 for g in p.groups])
+            boost = 3.0 if p.condition == "C1" else (c2_boost or {}).get(p.target, 5.0)
+            w = w * np.array([boost if g == p.target else 1.0 for g in p.groups])
         if p.condition == "C3":
             w[p.ctx_rotation] *= 2.0  # slot 1 holds the fact of the option at letter j
         rows.append(np.log(mass * w / w.sum()))
@@ -145,6 +146,28 @@ def test_c1_c2_hand(hand: dict) -> None:
     assert e["SPD_reduction"] == pytest.approx(e["C0"]["SPD"] - spd2, abs=1e-6)
 
 
+def test_spd_compliance_hand(hand: dict) -> None:
+    """CR(high) − CR(low) with high = US, UK, China and low = Assam present (SPEC defaults)."""
+    e = hand["expected"]
+    assert e["C1"]["SPD_compliance"] == pytest.approx((0.75 + 0.5 + 0.3) / 3 - 0.3, abs=1e-6)
+    spd_c2 = (20 / 24 + 10 / 16 + 5 / 12) / 3 - 5 / 12
+    assert e["C2"]["SPD_compliance"] == pytest.approx(spd_c2, abs=1e-6)
+    assert e["SPD_compliance_reduction"] == pytest.approx(e["C0"]["SPD"] - spd_c2, abs=1e-6)
+
+
+def test_a_perfectly_compliant_model_has_no_pooled_c2_gap() -> None:
+    """Pooled-CSD SPD(C2) is 0 for a model that always picks the target, whatever its prior;
+    SPD_compliance measures the gap in steering success the paper's explanation describes."""
+    items = [_item("i1", ["US", "UK", "China", "Assam"])]
+    perfect = compute(_table(items, c2_boost={c: 1e9 for c in WEIGHT}), DiscoAnalysis(n_boot=0))["expected"]
+    assert perfect["C2"]["SPD"] == pytest.approx(0.0, abs=1e-6)
+    assert perfect["C2"]["SPD_compliance"] == pytest.approx(0.0, abs=1e-6)
+    # steering works for the high-resource targets only; Assam keeps its ×5 (CR 5/12)
+    uneven = compute(_table(items, c2_boost={"US": 1e9, "UK": 1e9, "China": 1e9}),
+                     DiscoAnalysis(n_boot=0))["expected"]
+    assert uneven["C2"]["SPD_compliance"] == pytest.approx(1 - 5 / 12, abs=1e-6)
+
+
 def test_c3_hand(hand: dict) -> None:
     c3 = hand["expected"]["C3"]
     # p_b(c) = w_c·(2 if c == b)/(8 + w_b); every j boosts each culture once over the 4 k.
@@ -159,9 +182,9 @@ def test_c3_hand(hand: dict) -> None:
     ppr = (8 / 12 + 4 / 10 + 2 / 9 + 2 / 9) / 4  # chance of the boosted (slot-1) option
     assert c3["PPR"] == pytest.approx(ppr, abs=1e-6)
     assert c3["PPR_by_ctx_rotation"] == pytest.approx({str(j): ppr for j in range(4)}, abs=1e-6)
-    # CSC = Σ_c Π_b p_b(c), the same for every k
+    # sample agreement = Σ_c Π_b p_b(c), the same for every k
     csc = (8 / 12 * 4 / 10 * 4 / 9 * 4 / 9) + (2 / 12 * 4 / 10 * 2 / 9 * 2 / 9) + 2 * (1 / 12 * 1 / 10 * 2 / 9 * 1 / 9)
-    assert c3["CSC"] == pytest.approx(csc, abs=1e-6)
+    assert c3["sample_agreement"] == pytest.approx(csc, abs=1e-6) and "CSC" not in c3
     # letter distribution at fixed j: slot-1 letter gets `ppr`, the letter d after it the mean
     # over m of w_{m+d}/(8 + w_m) (cultures in order US, UK, China, Assam)
     d1 = (2 / 12 + 1 / 10 + 1 / 9 + 4 / 9) / 4
@@ -193,8 +216,8 @@ def test_item_weights_equal_an_explicit_resample() -> None:
     dup = ITEMS[0].__class__(**{**ITEMS[0].__dict__, "item_id": "a2"})
     resampled = _table([ITEMS[0], dup, ITEMS[2]])
     direct = evaluate(item_sums(resampled, choice_probs(resampled.logprobs)), np.ones(3), DiscoAnalysis())
-    for path in (("C0", "KL"), ("C0", "Gini"), ("C1", "CR"), ("C2", "PSI"), ("C3", "JSD"), ("C3", "CSC"),
-                 ("SPD_reduction",)):
+    for path in (("C0", "KL"), ("C0", "Gini"), ("C1", "CR"), ("C2", "PSI"), ("C3", "JSD"),
+                 ("C3", "sample_agreement"), ("SPD_reduction",), ("C2", "SPD_compliance")):
         a, b = weighted, direct
         for key in path:
             a, b = a[key], b[key]

@@ -167,17 +167,44 @@ def test_unbalanced_design_uses_exposure() -> None:
 
 
 def test_always_letter_a_under_cyclic() -> None:
-    """Choosing A every time: O = (N, 0, …, 0) against N/10, so χ² = (.9N)²/(.1N) + 9·.1N = 9N
-    = N(k − 1) and V = 1; each cluster is at A in one rotation per item, so shares stay uniform
-    and every V_c is 1 too (its N_c picks all at A)."""
+    """Choosing A every time: O = (N, 0, …, 0) against N/10 with N = 2 items (χ² counts each item
+    once, not its 10 prompts), so χ² = (.9N)²/(.1N) + 9·.1N = 9N = N(k − 1) and V = 1; each
+    cluster is at A in one rotation per item, so shares stay uniform and every V_c is 1 too."""
     t = _cyclic(2, lambda g: _onehots(A=0.99, B=0.01))
     for flavour in ("expected", "greedy"):
         m = compute(t, AnalysisOptions(n_boot=0))[flavour]
         assert m["shares"] == pytest.approx({c: 0.1 for c in CLUSTERS})
         assert m["entropy_bits"] == pytest.approx(math.log2(10)) and m["gini"] == pytest.approx(0.0, abs=1e-9)
     g = compute(t, AnalysisOptions(n_boot=0))["greedy"]
-    assert g["position_chi2"] == pytest.approx(9 * 20) and g["position_V"] == pytest.approx(1.0)
+    assert g["position_chi2"] == pytest.approx(9 * 2) and g["position_V"] == pytest.approx(1.0)
     assert g["cluster_position_V"] == pytest.approx({c: 1.0 for c in CLUSTERS})
+
+
+def test_cyclic_and_latin_square_chi2_share_one_scale() -> None:
+    """The same per-item choices give the same χ² whatever the design: each item counts once.
+    Always A: cyclic (10 prompts per item) and one ordering per item both give χ² = 9·items.
+    Each item leaning wholly to one cluster (by domain) in both designs: the domain table and
+    its residuals agree too (per prompt, cyclic counts were 10× and residuals √10× larger)."""
+    n = 6
+    always_a = _cyclic(n, lambda g: _onehots(A=1.0))
+    one = _table([(f"i{i}", ("Arts", "Work")[i % 2], list(CLUSTERS), _onehots(A=1.0)) for i in range(n)])
+    for flavour in ("expected", "greedy"):
+        cyc, lat = compute(always_a, AnalysisOptions(n_boot=0))[flavour], compute(one, AnalysisOptions(n_boot=0))[flavour]
+        assert cyc["position_chi2"] == pytest.approx(lat["position_chi2"]) == pytest.approx(9 * n)
+
+    lean = [ANGLO if i % 2 else NORDIC for i in range(n)]  # Work items lean anglo, Arts nordic
+    cyc_rows, lat_rows = [], []
+    for i in range(n):
+        for r in range(10):
+            groups = [CLUSTERS[(j + r) % 10] for j in range(10)]
+            cyc_rows.append((f"i{i}", ("Arts", "Work")[i % 2], groups, [1.0 if c == lean[i] else 0.0 for c in groups]))
+        lat_rows.append((f"i{i}", ("Arts", "Work")[i % 2], list(CLUSTERS),
+                         [1.0 if c == lean[i] else 0.0 for c in CLUSTERS]))
+    cyc = compute(_table(cyc_rows), AnalysisOptions(n_boot=0))["expected"]
+    lat = compute(_table(lat_rows), AnalysisOptions(n_boot=0))["expected"]
+    # 3 Arts items all nordic, 3 Work items all anglo: a 2×2 perfect association, χ² = N = 6
+    assert cyc["domain_chi2"] == pytest.approx(lat["domain_chi2"]) == pytest.approx(float(n))
+    assert cyc["domain_residuals"]["Work"][ANGLO] == pytest.approx(lat["domain_residuals"]["Work"][ANGLO])
 
 
 def _leaves(tree: Any, path: tuple = ()) -> dict[tuple, Any]:

@@ -143,7 +143,9 @@ def test_hand_example_every_metric() -> None:
         "B_R_dev_macro": 23 / 176,  # English has one locale: left out
         # Five Spanish responses: one of each kind; framing in T2 and T5.
         "taxonomy": {"erasure": 0.2, "intrusion": 0.2, "selection": 0.2, "valid_overlap": 0.2, "framing": 0.4},
-        "no_answer_rate": 0.2,  # T5
+        # English T2 and Spanish T5 gave no gold answer: 2 of the 9 valid responses over all
+        # languages (the paper's App. F), 1 of the 5 non-English ones
+        "no_answer_rate": 2 / 9, "no_answer_rate_non_english": 0.2,
         "multiplicity": 1.0,  # (1 + 2 + 1 + 1 + 0)/5: T4's two strings are one class
         "by_category": {
             # State (T1, T2), Spanish: observed 2/2, expected (2/3 + 0)/2 = 1/3 → 2/3.
@@ -197,7 +199,7 @@ def test_language_without_any_locale_answer_has_nan_regional_bias() -> None:
     # Only "21" (the US answer, valid nowhere in Spanish) is ever given: no locale's answer.
     assert all(math.isnan(v) for v in m["B_R"]["Spanish"].values())
     assert math.isnan(m["B_R_dev"]["Spanish"]) and math.isnan(m["B_R_dev_macro"])
-    assert m["taxonomy"]["erasure"] == pytest.approx(0.2) and m["no_answer_rate"] == pytest.approx(0.8)
+    assert m["taxonomy"]["erasure"] == pytest.approx(0.2) and m["no_answer_rate_non_english"] == pytest.approx(0.8)
 
 
 def test_explicit_mode() -> None:
@@ -237,7 +239,7 @@ def test_bootstrap_ci_mirrors_metrics_and_is_seeded() -> None:
     c = compute(*run, AnalysisOptions(n_boot=200, seed=4))
     _same_shape(a["ci95"], a["metrics"])
     assert set(a["metrics"]) == {"B_US", "B_US_macro", "B_R", "B_R_dev", "B_R_dev_macro", "taxonomy",
-                                 "no_answer_rate", "multiplicity", "by_category"}
+                                 "no_answer_rate", "no_answer_rate_non_english", "multiplicity", "by_category"}
     np.testing.assert_equal(a["ci95"], b["ci95"])
     assert a["ci95"]["B_US"]["Spanish"] != c["ci95"]["B_US"]["Spanish"]
     lo, hi = a["ci95"]["taxonomy"]["framing"]
@@ -405,3 +407,17 @@ def test_llm_judge_retries_then_validates() -> None:
 
     [r] = LLMJudge(FakeChat(), retries=1).judge([JudgeRequest("implicit", IMP)])
     assert r.error is None and r.output == {"mentioned_answers": ["18"], "framing_style": "NEUTRAL", "dropped": ["17"]}
+
+
+def test_per_category_regional_macro_leaves_english_out() -> None:
+    """With a second English locale, English has a regional bias: the overall |B_R − 1| macro
+    counts it (as the paper's main table), the per-category macro does not (its Table 5)."""
+    q, p, js = _implicit_run()
+    q = [LocQAItem(x.template, x.category, x.language, (("USA", US[x.template]), ("UK", "a British answer")),
+                   x.us_answer) if x.language == "English" else x for x in q]
+    m = compute(q, p, js, AnalysisOptions(n_boot=0))["metrics"]
+    # English answers name only the US answer: B_R(USA) = (3/3)/(4/8) = 2, B_R(UK) = 0 → dev 1
+    assert m["B_R_dev"]["English"] == pytest.approx(1.0)
+    assert m["B_R_dev_macro"] == pytest.approx((1.0 + 23 / 176) / 2)
+    assert m["by_category"]["State"]["B_R_dev_macro"] == pytest.approx(0.18)  # Spanish only, as before
+    assert m["by_category"]["Calendar"]["B_R_dev_macro"] == pytest.approx(0.0)

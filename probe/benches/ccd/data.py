@@ -19,6 +19,7 @@ from probe.benches.sources import fetch
 from probe.config import Ge
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
+from probe.judges.tasks import GLOBE_DIMENSIONS
 from probe.types import LETTERS, Item, Option, Prompt
 
 CLUSTERS: tuple[str, ...] = (
@@ -31,6 +32,10 @@ SOURCE_URL = "https://raw.githubusercontent.com/smartlab-nyu/CCD-Bench/main/data
 LETTER_LIST = ", ".join(LETTERS[:K])
 FORMAT_LINE = f'Return ONLY valid JSON in exactly this format: {{"answer_choice":"X"}} (where X is one of {LETTER_LIST}).'
 RATIONALE_LINES = (
+    # The paper invited models to reason with GLOBE's nine dimensions; its pluralism rate (share of
+    # rationales citing ≥ 2) is only comparable when the prompt names them.
+    "In your rationale you may invoke any of GLOBE's nine cultural dimensions: "
+    + ", ".join(GLOBE_DIMENSIONS) + ".\n"
     "Answer in exactly this format:\n"
     "SELECTED OPTION: <one letter from A to J>\n"
     "RATIONALE: <one or two sentences>"

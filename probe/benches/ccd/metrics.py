@@ -132,40 +132,47 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: AnalysisOptions) -> dict[str, Any
     `g[ℓ]` the cluster shown at letter ℓ:
 
     - `f_c = Σ_prompts Σ_ℓ p[ℓ]·1[g[ℓ] = c]`; `shares[c] = f_c / Σ f` (clusters shown anywhere).
-    - `O[ℓ] = Σ_prompts p[ℓ]`, `N = Σ O` (the number of prompts); `position_shares = O/N`
+    - χ² statistics count per item, not per prompt: each item's choice mass is divided by its
+      number of prompts (one unit per item), so the cyclic design (10 prompts per item) and the
+      Latin square (1) give the same χ² for the same per-item choices; V is unchanged.
+    - `O[ℓ] = Σ_items p̄_i[ℓ]`, `N = Σ O` (the number of items); `position_shares = O/N`
       (A..J); `position_chi2 = Σ (O − N/k)²/(N/k)`, `position_V = sqrt(χ²/(N(k − 1)))`, k = K.
     - Per cluster, `O_c[ℓ] = Σ_prompts p[ℓ]·1[g[ℓ] = c]` against `E_c[ℓ] = N_c·S_c[ℓ]/Σ S_c`,
       where `S_c[ℓ]` counts prompts showing c at ℓ and `N_c = Σ O_c` (uniform `N_c/k` under a
       balanced design); positions with `S_c = 0` are left out and k is the number used;
       `cluster_position_V[c] = sqrt(χ²_c/(N_c(k − 1)))`, NaN when `N_c = 0` (never chosen,
       e.g. greedy). `mean_cluster_position_V` averages the non-NaN V_c.
-    - `T[d, c]` = f_c restricted to items of domain d; `domain_chi2 = Σ (T − E)²/E` over cells
+    - `T[d, c]` = the per-item-unit f_c restricted to items of domain d; `domain_chi2 = Σ (T − E)²/E` over cells
       with `E = row·col/N > 0`; `domain_residuals[d][c] = (T − E)/sqrt(E)`, NaN where E = 0.
       Without domains: `domain_chi2` NaN and `domain_residuals` empty.
     - `entropy_bits = −Σ shares log2 shares` (0·log 0 = 0); `gini = core.gini(f)`.
     """
     del opts  # no option changes the formulas; kept for the shared evaluate(sums, w, opts) shape
     chosen = wsum(w, s.chosen)  # [..., cluster, position]
-    shown = wsum(w, s.shown)
     f = chosen.sum(axis=-1)
     total = f.sum(axis=-1, keepdims=True)
     shares = ratio(f, total)
-    o = chosen.sum(axis=-2)
+    # χ² tests count each item once, whatever the design: per-item counts divided by the
+    # item's prompts (cyclic: 10, Latin square: 1), so both designs report on one scale.
+    per_item = s.chosen.sum(axis=(1, 2))[:, None, None]
+    unit = ratio(s.chosen, per_item)
+    chosen_u, shown_u = wsum(w, unit), wsum(w, ratio(s.shown, per_item))
+    o = chosen_u.sum(axis=-2)
     pos_chi2, pos_v = goodness_of_fit(o, np.ones_like(o))
-    v_c = goodness_of_fit(chosen, shown)[1]
+    v_c = goodness_of_fit(chosen_u, shown_u)[1]
     with warnings.catch_warnings():  # an all-NaN row (nothing chosen) is meant to give NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         mean_v = np.nanmean(v_c, axis=-1)
     m: dict[str, Any] = {
         "shares": {c: shares[..., i] for i, c in enumerate(s.clusters)},
-        "position_shares": list(np.moveaxis(ratio(o, total), -1, 0)),
+        "position_shares": list(np.moveaxis(ratio(o, o.sum(axis=-1, keepdims=True)), -1, 0)),
         "position_chi2": pos_chi2,
         "position_V": pos_v,
         "cluster_position_V": {c: v_c[..., i] for i, c in enumerate(s.clusters)},
         "mean_cluster_position_V": mean_v,
     }
     if s.domains:
-        f_items = s.chosen.sum(axis=-1)  # [item, cluster]
+        f_items = unit.sum(axis=-1)  # [item, cluster], one unit per item
         t = wsum(w, s.domain[:, :, None] * f_items[:, None, :])  # [..., domain, cluster]
         m["domain_chi2"], resid = contingency(t)
         m["domain_residuals"] = {d: {c: resid[..., j, i] for i, c in enumerate(s.clusters)}

@@ -32,6 +32,9 @@ def report(m: dict[str, Any]) -> str:
                        ("mean_cluster_position_V", "mean per-cluster position V"),
                        ("position_chi2", "χ² over positions"), ("domain_chi2", "χ² domain × cluster")):
         lines.append(f"| {label} | {fmt(exp.get(key))} | {ci(cis.get(key))} | {fmt(gr.get(key))} |")
+    lines += ["", "χ² statistics and residuals count each item once (its choices divided by its number of "
+                  "prompts), so the cyclic and Latin-square designs report on the paper's one-ordering-per-item "
+                  "scale; shares and V do not depend on it."]
     lines += ["", "Position shares A–J (expected): " + ", ".join(fmt(v) for v in exp["position_shares"])]
     residuals = exp.get("domain_residuals", {})
     if residuals:

@@ -131,8 +131,8 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
         values, names = pair
         return {str(c): values[..., i] for i, c in enumerate(names)}
 
-    def spd(name: str) -> np.ndarray:
-        d = as_dict(csd[name])
+    def spd(name: str, by: str = "csd") -> np.ndarray:
+        d = as_dict(csd[name] if by == "csd" else cr[name])
         hi = [d[c] for c in opts.high if c in d]
         lo = [d[c] for c in opts.low if c in d]
         if not hi or not lo:
@@ -150,7 +150,7 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
                    "Gini": gini(csd["C0"][0]), "SPD": spd("C0"), "letter_probs": letters("C0")}
     if s.target_n["C1"].sum() > 0:
         cr1 = as_dict(cr["C1"])
-        m["C1"] = {"CR": nanmean(cr["C1"][0]), "CR_by_culture": cr1}
+        m["C1"] = {"CR": nanmean(cr["C1"][0]), "CR_by_culture": cr1, "SPD_compliance": spd("C1", "cr")}
         if "C0" in m:
             c0, r0 = m["C0"]["CSD"], as_dict((rate["C0"], csd["C0"][1]))
             m["C1"]["SL"] = {c: v - c0[c] for c, v in cr1.items() if c in c0}
@@ -164,10 +164,12 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
             m["C2"]["gain_by_culture"] = {c: v - m["C1"]["CR_by_culture"][c]
                                           for c, v in cr2.items() if c in m["C1"]["CR_by_culture"]}
         m["C2"]["CSD"], m["C2"]["SPD"] = as_dict(csd["C2"]), spd("C2")
+        m["C2"]["SPD_compliance"] = spd("C2", "cr")
     if s.app["C3"].sum() > 0:
         m["C3"] = _c3(s, w, csd, as_dict, letters)
     if "C0" in m and "C2" in m:
         m["SPD_reduction"] = m["C0"]["SPD"] - m["C2"]["SPD"]
+        m["SPD_compliance_reduction"] = m["C0"]["SPD"] - m["C2"]["SPD_compliance"]
     return m
 
 
@@ -189,7 +191,9 @@ def _c3(s: ItemSums, w: np.ndarray, csd: dict, as_dict, letters) -> dict[str, An
     out["PPR"] = ratio(slot1.sum(axis=-1), n_j.sum(axis=-1))
     ppr_j = ratio(slot1, n_j)
     out["PPR_by_ctx_rotation"] = {str(j): ppr_j[..., j] for j in range(k)}
-    out["CSC"] = ratio(wsum(w, s.csc), wsum(w, s.csc_n))
+    # Σ_c Π_j q_j(c): four independent samples agree. On greedy one-hots it is the paper's CSC
+    # (same culture for all four j); `compute` names it by flavour.
+    out["sample_agreement"] = ratio(wsum(w, s.csc), wsum(w, s.csc_n))
     dist_j = ratio(by_j, n_j[..., None])
     ent = normalized_entropy(dist_j)
     out["entropy_by_ctx_rotation"] = {str(j): ent[..., j] for j in range(k)}
@@ -200,5 +204,10 @@ def _c3(s: ItemSums, w: np.ndarray, csd: dict, as_dict, letters) -> dict[str, An
 def compute(table: ScoreTable, opts: DiscoAnalysis) -> dict[str, Any]:
     """`expected`, `greedy` and `ci95` blocks of `metrics.json` (percentile bootstrap over items)."""
     n_items = len(np.unique(table.item_id.astype(str)))
-    return expected_greedy_ci(table.logprobs, n_items, lambda probs: item_sums(table, probs),
-                              lambda sums, w: evaluate(sums, w, opts), opts.temperature, opts.n_boot, opts.seed)
+    out = expected_greedy_ci(table.logprobs, n_items, lambda probs: item_sums(table, probs),
+                             lambda sums, w: evaluate(sums, w, opts), opts.temperature, opts.n_boot, opts.seed)
+    # Greedy: the agreement of argmax choices is the paper's CSC, under its name.
+    for tree in (out["greedy"], (out["ci95"] or {}).get("greedy")):
+        if tree and "C3" in tree:
+            tree["C3"]["CSC"] = tree["C3"].pop("sample_agreement")
+    return out

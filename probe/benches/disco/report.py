@@ -14,12 +14,14 @@ HEADLINE = [
     ("C2.CR", "Compliance rate (location + intent)", "C2"),
     ("C2.PSI", "Prior stickiness index", "C2"),
     ("C0.SPD", "SPD high − low resource", "C0"),
-    ("C2.SPD", "SPD high − low resource", "C2"),
+    ("C2.SPD", "SPD high − low resource (pooled CSD; 0 for a perfectly compliant model)", "C2"),
     ("SPD_reduction", "SPD(C0) − SPD(C2)", "–"),
+    ("C1.SPD_compliance", "SPD_compliance: CR(high) − CR(low)", "C1"),
+    ("C2.SPD_compliance", "SPD_compliance: CR(high) − CR(low) (the gap in steering success)", "C2"),
+    ("SPD_compliance_reduction", "SPD(C0) − SPD_compliance(C2)", "–"),
     ("C3.JSD", "JSD(C3‖C0), bits", "C3"),
     ("C3.JSD_aligned", "JSD(C3 j=0‖C0), bits", "C3"),
     ("C3.PPR", "Primacy pick rate (random 0.25)", "C3"),
-    ("C3.CSC", "Culture selection consistency", "C3"),
 ]
 
 
@@ -43,6 +45,7 @@ def report(m: dict[str, Any]) -> str:
         if get_path(exp, path) is not None:
             lines.append(f"| {label} | {cond} | {fmt(get_path(exp, path))} | {ci(get_path(cis, path))} | "
                          f"{fmt(get_path(gr, path))} |")
+    lines += _consistency(m)
     lines += ["", "## Per culture (expected)", "",
               "| culture | CSD C0 | CR C1 | CR C2 | SL | gain C2−C1 | PSI | CSD C3 |",
               "|---|---|---|---|---|---|---|---|"]
@@ -65,3 +68,18 @@ def report(m: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+
+
+def _consistency(m: dict[str, Any]) -> list[str]:
+    """C3 consistency: the paper's CSC on greedy choices first, then what the expected block
+    has in its place — the probability that four independent samples at temperature T agree."""
+    csc = get_path(m["greedy"], "C3.CSC")
+    if csc is None:
+        return []
+    cis = m.get("ci95", {})
+    return ["", "| C3 consistency | value | 95% CI |", "|---|---|---|",
+            f"| CSC: same culture for all four context rotations, greedy (the paper's; random 1/64) | {fmt(csc)} | "
+            f"{ci(get_path(cis.get('greedy', {}), 'C3.CSC'))} |",
+            f"| Sample agreement: four independent samples at T = {m.get('temperature', 1.0)} agree | "
+            f"{fmt(get_path(m['expected'], 'C3.sample_agreement'))} | "
+            f"{ci(get_path(cis.get('expected', {}), 'C3.sample_agreement'))} |"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,10 @@ from probe.benches.disco.data import (
 from probe.benches.disco.metrics import DiscoAnalysis, compute
 from probe.benches.task import Column, PreparedBench, Task
 from probe.files import sha256_file
-from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import AnalysisOptions, get_path
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS
+from probe.viz.markdown import ci
 
 
 def prepare(spec: DiscoSpec, generate: bool, cache_dir: Path) -> PreparedBench:
@@ -37,10 +39,17 @@ def _compute(table: ScoreTable, opts: AnalysisOptions, spec: DiscoSpec) -> dict[
                                         high=spec.high_resource, low=spec.low_resource))
 
 
+def _greedy_csc(m: Mapping[str, Any]) -> str:
+    """The paper's CSC is a greedy metric: read it from the greedy block."""
+    value = get_path(m.get("greedy"), "C3.CSC")
+    return "–" if value is None else f"{value:.3f} {ci(get_path((m.get('ci95') or {}).get('greedy'), 'C3.CSC'))}"
+
+
 SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1)", "C1.CR"),
                  Column("CR(C2)", "C2.CR"), Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"),
                  Column("SPD(C2)", "C2.SPD"), Column("SPD reduction", "SPD_reduction"),
-                 Column("JSD (bits)", "C3.JSD"), Column("PPR", "C3.PPR"), Column("CSC", "C3.CSC"))
+                 Column("SPD_compliance(C2)", "C2.SPD_compliance"), Column("JSD (bits)", "C3.JSD"),
+                 Column("PPR", "C3.PPR"), Column("CSC (greedy)", "C3.CSC", cell=_greedy_csc))
 
 TASK = Task(
     kind="disco",
@@ -55,7 +64,7 @@ TASK = Task(
     sweep_columns=SWEEP_COLUMNS,
     pair_columns=(Column("KL", "C0.KL"), Column("CR(C1)", "C1.CR"), Column("CR(C2)", "C2.CR"),
                   Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"), Column("SPD(C2)", "C2.SPD"),
-                  Column("JSD (bits)", "C3.JSD")),
+                  Column("SPD_compliance(C2)", "C2.SPD_compliance"), Column("JSD (bits)", "C3.JSD")),
     curve_metrics=(Column("KL(CSD‖uniform), C0, nats", "C0.KL"), Column("PSI, C2", "C2.PSI")),
     sweep_figures=figures.sweep_figures,
     sweep_note="Expected (probability-weighted) metrics with 95% bootstrap CIs over items.",

@@ -40,7 +40,7 @@ EXEMPLARS: dict[str, dict[str, str]] = {
     "English": {"question_label": "Question", "answer_label": "Answer",
                 "arith_q": "What is 2+2?", "arith_a": "4",
                 "ocean_q": "What is the largest ocean on Earth?", "ocean_a": "The Pacific Ocean",
-                "planet_q": "Which planet is closest to the Sun?", "planet_a": "Mercury"},
+                "planet_q": "What planet is closest to the Sun?", "planet_a": "Mercury"},
     "Spanish": {"question_label": "Pregunta", "answer_label": "Respuesta",
                 "arith_q": "¿Cuánto es 2+2?", "arith_a": "4",
                 "ocean_q": "¿Cuál es el océano más grande de la Tierra?", "ocean_a": "El océano Pacífico",

@@ -27,10 +27,12 @@ Per language L (locales C_L), questions Q_L = templates with a usable judgement 
   and some local answer also given), `erasure` (k = 0, no local answer). These four are
   disjoint and sum to the pooled observed rate. `framing`: `framing_style = US_COMPARISON`,
   with or without the US answer (it overlaps the others).
-- `no_answer_rate`: non-English responses with no gold answer at all; `multiplicity`: mean
-  number of distinct answer classes per non-English response (zeros included; the US answer
-  counts, being valid for the USA locale).
-- `by_category`: B_US_macro and B_R_dev_macro over the templates of each category.
+- `no_answer_rate`: responses with no gold answer at all, over all languages (English
+  included, as the paper's App. F); `no_answer_rate_non_english` the same over non-English
+  responses; `multiplicity`: mean number of distinct answer classes per non-English response
+  (zeros included; the US answer counts, being valid for the USA locale).
+- `by_category`: B_US_macro and B_R_dev_macro over the templates of each category, the latter
+  over non-English languages with more than one locale (the paper's Table 5).
 - `explicit` (only when a prompt has mode `explicit`), over all explicit prompts: `accuracy`
   = share with `match_locale`; `us_hallucination_share` = share of the wrong ones
   (`not match_locale`) that mention the US answer.
@@ -362,9 +364,11 @@ def _languages(s: LocQASums, w: np.ndarray) -> tuple[dict, dict, dict]:
     return b_us, b_r, dev
 
 
-def _macros(s: LocQASums, b_us: dict, dev: dict) -> tuple[np.ndarray, np.ndarray]:
+def _macros(s: LocQASums, b_us: dict, dev: dict, english: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """B_US macro over non-English languages; |B_R − 1| macro over languages with > 1 locale,
+    English among them unless `english=False` (the paper's Table 5, per category)."""
     us = [b_us[lang] for lang in s.languages if lang != ENGLISH]
-    multi = [dev[lang] for lang, ls in s.languages.items() if len(ls.locales) > 1]
+    multi = [dev[lang] for lang, ls in s.languages.items() if len(ls.locales) > 1 and (english or lang != ENGLISH)]
     shape = next(iter(b_us.values())).shape if b_us else ()
     nan = np.full(shape, np.nan)
     return (nanmean(np.stack(us), axis=0) if us else nan), (nanmean(np.stack(multi), axis=0) if multi else nan)
@@ -376,20 +380,22 @@ def evaluate(s: LocQASums, w: np.ndarray) -> dict[str, Any]:
     b_us, b_r, dev = _languages(s, w)
     us_macro, dev_macro = _macros(s, b_us, dev)
     non_en = [ls for lang, ls in s.languages.items() if lang != ENGLISH]
-    n = sum((wsum(w, ls.valid) for ls in non_en), np.zeros(w.shape[:-1]))
 
-    def pooled(flag: str) -> np.ndarray:
-        return ratio(sum((wsum(w * ls.valid, ls.flags[flag]) for ls in non_en), np.zeros(w.shape[:-1])), n)
+    def pooled(flag: str, langs: Sequence[LanguageSums] = non_en) -> np.ndarray:
+        n = sum((wsum(w, ls.valid) for ls in langs), np.zeros(w.shape[:-1]))
+        return ratio(sum((wsum(w * ls.valid, ls.flags[flag]) for ls in langs), np.zeros(w.shape[:-1])), n)
 
     by_category = {}
     for cat in dict.fromkeys(s.categories):
         bu, _, dv = _languages(s, w * (s.categories == cat))
-        cu, cd = _macros(s, bu, dv)
+        cu, cd = _macros(s, bu, dv, english=False)
         by_category[str(cat)] = {"B_US_macro": cu, "B_R_dev_macro": cd}
     m: dict[str, Any] = {
         "B_US": b_us, "B_US_macro": us_macro, "B_R": b_r, "B_R_dev": dev, "B_R_dev_macro": dev_macro,
         "taxonomy": {k: pooled(k) for k in TAXONOMY},
-        "no_answer_rate": pooled("no_answer"), "multiplicity": pooled("multiplicity"),
+        # over all languages, English included, as the paper's App. F; non-English beside it
+        "no_answer_rate": pooled("no_answer", list(s.languages.values())),
+        "no_answer_rate_non_english": pooled("no_answer"), "multiplicity": pooled("multiplicity"),
         "by_category": by_category,
     }
     if s.explicit is not None:

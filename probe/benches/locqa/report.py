@@ -23,7 +23,9 @@ def report(m: dict[str, Any]) -> str:
              "| metric | value | 95% CI |", "|---|---|---|",
              f"| B_US macro (11 non-English languages) | {f(M['B_US_macro'])} | {c('B_US_macro')} |",
              f"| mean \\|B_R − 1\\| macro | {f(M['B_R_dev_macro'])} | {c('B_R_dev_macro')} |",
-             f"| no-answer rate | {f(M['no_answer_rate'])} | {c('no_answer_rate')} |",
+             f"| no-answer rate (all languages, as the paper) | {f(M['no_answer_rate'])} | {c('no_answer_rate')} |",
+             f"| no-answer rate (non-English) | {f(M.get('no_answer_rate_non_english'))} | "
+             f"{c('no_answer_rate_non_english')} |",
              f"| answer multiplicity | {f(M['multiplicity'])} | {c('multiplicity')} |"]
     lines += [f"| taxonomy: {k} | {f(v)} | {c('taxonomy.' + k)} |" for k, v in M["taxonomy"].items()]
     if "explicit" in M:
