@@ -169,7 +169,8 @@ def test_hand_example_every_metric() -> None:
 
 def test_bootstrap_weights_are_template_multiplicities() -> None:
     s = locqa_sums(*_implicit_run())
-    m = evaluate(s, np.array([2.0, 1, 1, 1, 1]))  # T1 counted twice
+    assert s.templates == sorted(TEMPLATES)  # sorted ids, like every bench's bootstrap units
+    m = evaluate(s, np.array([2.0 if t == T1 else 1.0 for t in s.templates]))  # T1 counted twice
     # Spanish observed (2·1 + 1 + 1 + 1 + 0)/6 = 5/6; expected (2·2/3 + 0 + 0 + 1 + 1)/6 = 5/9 → 5/18.
     assert float(m["B_US"]["Spanish"]) == pytest.approx(5 / 18)
     # taxonomy: selection 2/6, intrusion, erasure, overlap 1/6 each

@@ -55,7 +55,9 @@ class HFGenerator:
         for i, batch in enumerate(batches):
             if all(r.prompt.prompt_id in done for r in batch):
                 continue
-            cache = self._prefill(batch) if self.spec.prefix_reuse else None
+            # a one-token prompt has nothing to prefill: that batch runs plainly
+            share = self.spec.prefix_reuse and min(len(r.token_ids) for r in batch) > 1
+            cache = self._prefill(batch) if share else None
             texts = self._generate_ids([r.token_ids for r in batch], seed=self.spec.seed + i, cache=cache)
             yield [Generation(prompt_id=r.prompt.prompt_id, text=t) for r, t in zip(batch, texts)]
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from probe.errors import ProbeInputError
 from probe.types import RenderedPrompt
 
 
@@ -67,6 +68,9 @@ class TrieChunk:
 def sort_prompts(prompts: Sequence[RenderedPrompt]) -> tuple[list[RenderedPrompt], np.ndarray]:
     """Prompts in lexicographic token order (ties by prompt id), and `lcp[i]`, the common
     prefix length of prompt i with prompt i − 1 (`lcp[0] = 0`)."""
+    empty = [r.prompt.prompt_id for r in prompts if not len(r.token_ids)]
+    if empty:
+        raise ProbeInputError(f"prompts {empty[:5]} have no tokens; nothing to score")
     ordered = sorted(prompts, key=lambda r: (tuple(r.token_ids.tolist()), r.prompt.prompt_id))
     lcp = np.zeros(len(ordered), dtype=np.int64)
     for i in range(1, len(ordered)):

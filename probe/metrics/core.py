@@ -154,21 +154,30 @@ def expected_greedy_ci(
     temperature: float,
     n_boot: int,
     seed: int,
+    finish: Callable[[str, Any], Any] | None = None,
 ) -> dict[str, Any]:
     """The `expected`, `greedy` and `ci95` blocks of a forced-choice `metrics.json`.
 
     `reduce(probs)` turns `[prompt, letter]` choice probabilities into per-item sums (once per
     flavour); `evaluate(sums, w)` gives the metric tree for item weights `w` (`[n_items]` → point
-    estimate, `[B, n_items]` → the B bootstrap replicates). `ci95` holds percentile intervals over items; `{}` when n_boot = 0.
+    estimate, `[B, n_items]` → the B bootstrap replicates). `finish(flavour, tree)`, when given,
+    adjusts both trees of a flavour alike (e.g. names a metric by flavour), so point estimates,
+    intervals and captured replicates keep one shape. `ci95` holds percentile intervals over
+    items; `{}` when n_boot = 0.
     """
     out: dict[str, Any] = {}
     boot_w = bootstrap_weights(n_items, n_boot, seed) if n_boot > 0 else None
     ci: dict[str, Any] = {}
+
+    def tree(flavour: str, sums: Any, w: np.ndarray) -> Any:
+        t = evaluate(sums, w)
+        return finish(flavour, t) if finish else t
+
     for flavour, probs in (("expected", choice_probs(logprobs, temperature)), ("greedy", greedy_onehot(logprobs))):
         sums = reduce(probs)
-        out[flavour] = to_scalars(evaluate(sums, np.ones(n_items)))
+        out[flavour] = to_scalars(tree(flavour, sums, np.ones(n_items)))
         if boot_w is not None:
-            ci[flavour] = percentile_ci(record_replicates(flavour, evaluate(sums, boot_w)))
+            ci[flavour] = percentile_ci(record_replicates(flavour, tree(flavour, sums, boot_w)))
     out["ci95"] = ci
     return out
 

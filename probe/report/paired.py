@@ -113,10 +113,12 @@ def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions,
         raise ProbeInputError("a paired comparison needs analysis.n_boot ≥ 1")
     ma, ra = _with_replicates(run_a, task, opts)
     mb, rb = _with_replicates(run_b, task, opts if paired else replace(opts, seed=opts.seed + 1))
-    for m, run in ((ma, run_a), (mb, run_b)):  # forced choice: `n_items` counts the items the table holds
-        if task.answers == "letters" and m.get("n_items") != len(units):
-            raise ProbeInputError(f"{run.path}: only {m['n_items']} of the {len(units)} {task.unit}s have a valid "
-                                  "answer (generation mode), so its resamples cannot be paired")
+    for run in (run_a, run_b):  # forced choice: the bootstrap resamples the items its table holds
+        if task.answers == "letters":
+            scored = len({str(u) for u in run.table().item_id})
+            if scored != len(units):
+                raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "
+                                      "answer (generation mode), so its resamples cannot be paired")
     block = block or _headline_block(task, ma)
     if block not in ra or block not in rb:
         raise ProbeInputError(f"no bootstrap replicates for block {block!r}; blocks: {sorted(ra)}")

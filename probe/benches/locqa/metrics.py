@@ -207,7 +207,8 @@ def locqa_sums(questions: Sequence[Any], prompts: Sequence[Any], judgements: Seq
         if (q.template, q.language) in qs:
             raise ProbeInputError(f"questions: row {i}: duplicate (template {q.template!r}, {q.language})")
         qs[(q.template, q.language)] = q
-    templates = list(dict.fromkeys(q.template for q in questions))
+    # sorted, like every bench's units: runs over one set of templates resample them alike
+    templates = sorted({q.template for q in questions})
     t_idx = {t: i for i, t in enumerate(templates)}
     cats = {q.template: q.category for q in questions}
     pr = _check_prompts(prompts, qs)
