@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 from conftest import disco_rows, write_csv
 
 from probe.pipeline.analyze import analyze_run
@@ -66,6 +67,26 @@ def test_prompts_table_contract(run_dir: Path) -> None:
     first = rows[0]  # item-0 rotation 0 shows its cultures in source order
     assert first["groups"] == ["Algeria", "Assam", "China", "Ethiopia"]
     assert 0 < first["prefix_len"] < first["n_tokens"]
+    assert schema.field("token_ids").type == pa.list_(pa.int32())
+    assert all(len(r["token_ids"]) == r["n_tokens"] for r in rows)
+
+
+@torch.inference_mode()
+def test_stored_token_ids_reproduce_the_stored_scores(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follow-up study feeding `prompts.parquet`'s token ids to the model gets the stored
+    letter log-probs: they are the exact ids scoring used."""
+    from probe.models import ModelSpec, load_model
+    from probe.models.tiny import TinySpec
+
+    monkeypatch.setenv("PROBE_CACHE", str(run_dir.parent / "cache"))
+    loaded = load_model(ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec()), device="cpu")
+    prompts = pq.read_table(run_dir / "prompts.parquet").sort_by("prompt_id").to_pylist()
+    scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id").to_pylist()
+    letters = json.loads((run_dir / "manifest.json").read_text())["letter_token_ids"]
+    for p, s in list(zip(prompts, scores))[::37]:
+        logits = loaded.model(input_ids=torch.tensor([p["token_ids"]])).logits[0, -1].float()
+        ref = torch.log_softmax(logits, -1)[letters].numpy()
+        assert np.abs(ref - np.array(s["letter_logprobs"])).max() <= 1e-4
 
 
 def test_scores_table_and_tensor_agree(run_dir: Path) -> None:

@@ -146,3 +146,11 @@ def test_locqa_runs_pair_by_template(zero_shot: Path) -> None:
     assert (d.block, d.delta, d.ci95, d.p_value) == ("metrics", 0.0, (0.0, 0.0), 1.0)
     c = compare_runs(zero_shot, zero_shot)
     assert (c.unit, c.n_units) == ("template", 44) and [x.metric for x in c.differences][0] == "B_US_macro"
+
+
+def test_limit_run_asks_and_analyses_the_first_templates(tmp_path: Path) -> None:
+    out = _cli(tmp_path / "limited", "bench.limit=2")
+    prompts = pq.read_table(out / "prompts.parquet")
+    assert prompts.num_rows == 24 and len(set(prompts.column("template").to_pylist())) == 2
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["n_prompts"] == 24 and set(m["metrics"]) == M_KEYS

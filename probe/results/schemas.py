@@ -22,12 +22,15 @@ PROMPTS_SCHEMA = pa.schema([
     ("n_tokens", pa.int64()),
     ("prefix_len", pa.int64()),
     ("text", pa.string()),
+    ("token_ids", pa.list_(pa.int32())),
 ])
-"""`prompts.parquet` of a forced-choice run: one row per (item, condition, ordering)."""
+"""`prompts.parquet` of a forced-choice run: one row per (item, condition, ordering). `token_ids`
+are the exact ids every backend received (follow-up studies feed these, not a re-tokenised text)."""
 
 OPEN_PROMPTS_SCHEMA = pa.schema([
     ("prompt_id", pa.int64()), ("template", pa.string()), ("category", pa.string()), ("language", pa.string()),
     ("mode", pa.string()), ("locale", pa.string()), ("n_tokens", pa.int64()), ("text", pa.string()),
+    ("token_ids", pa.list_(pa.int32())),
 ])
 """`prompts.parquet` of an open-answer run: one row per question (× locale in explicit mode)."""
 

@@ -71,7 +71,7 @@ def forced_choice_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence
         rows.append({"prompt_id": p.prompt_id, "item_id": p.item_id, "condition": p.condition, "target": p.target,
                      "rotation": p.rotation, "ctx_rotation": p.ctx_rotation, "category": p.category,
                      "order": list(p.order), "groups": list(p.groups), "n_tokens": len(r.token_ids),
-                     "prefix_len": plen, "text": r.text})
+                     "prefix_len": plen, "text": r.text, "token_ids": r.token_ids})
     return rows
 
 

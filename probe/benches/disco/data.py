@@ -11,10 +11,11 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import huggingface_hub
 
+from probe.config import Ge
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
 from probe.types import LETTERS, Item, Option, Prompt
@@ -79,6 +80,8 @@ class DiscoSpec:
     """The high-resource group of SPD (mean CSD of these minus the low-resource group's)."""
     low_resource: tuple[str, ...] = LOW_RESOURCE
     """The low-resource group of SPD."""
+    limit: Annotated[int, Ge(1)] | None = None
+    """Score only the first N items (smoke tests); null = all."""
 
 
 def resolve_source(spec: DiscoSpec) -> Path:

@@ -28,7 +28,7 @@ from probe.viz.markdown import ci
 def prepare(spec: DiscoSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     """Validated items (CSV from a path, the package or the hub) and their 52-prompt design."""
     path = resolve_source(spec)
-    items = load_items(path, spec.cultures)
+    items = load_items(path, spec.cultures)[: spec.limit]
     prompts = build_prompts(items, DiscoDesign(conditions=spec.conditions))
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
                          source={"path": str(path), "sha256": sha256_file(path)})

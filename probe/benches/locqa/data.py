@@ -18,9 +18,10 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from probe.benches.sources import fetch
+from probe.config import Ge
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
 from probe.types import Prompt
@@ -108,6 +109,8 @@ class LocQASpec:
     """Languages to keep (file names, e.g. `Japanese`); empty keeps all."""
     categories: tuple[str, ...] = ()
     """Categories to keep (e.g. `Law`); empty keeps all."""
+    limit: Annotated[int, Ge(1)] | None = None
+    """Ask only the first N templates (after the filters; smoke tests); null = all."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,12 @@ def resolve_source(spec: LocQASpec, cache_dir: Path) -> Path:
 def normalize_locale(key: str) -> str:
     """A locale key with runs of whitespace (newlines included) collapsed to one space."""
     return " ".join(key.split())
+
+
+def first_templates(questions: Sequence[LocQAQuestion], limit: int | None) -> list[LocQAQuestion]:
+    """The questions of the first `limit` templates in file order (all when None)."""
+    keep = set(list(dict.fromkeys(q.template for q in questions))[:limit])
+    return [q for q in questions if q.template in keep]
 
 
 def load_questions(

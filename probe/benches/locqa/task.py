@@ -13,6 +13,7 @@ from probe.benches.locqa import figures, judging, report
 from probe.benches.locqa.data import (
     LocQASpec,
     build_prompts,
+    first_templates,
     load_questions,
     resolve_source,
 )
@@ -31,7 +32,7 @@ from probe.types import RenderedPrompt
 def prepare(spec: LocQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
     """Validated questions (checksummed file) and the prompts of `spec.mode`; always generated."""
     path = resolve_source(spec, cache_dir)
-    questions = load_questions(path, spec.languages, spec.categories)
+    questions = first_templates(load_questions(path, spec.languages, spec.categories), spec.limit)
     prompts = [p.to_prompt() for p in build_prompts(questions, spec)]
     return PreparedBench(name=spec.name, kind=spec.kind, letters=(), items=questions, prompts=prompts,
                          source={"path": str(path), "sha256": sha256_file(path), "mode": spec.mode}, cue=None)
@@ -40,7 +41,7 @@ def prepare(spec: LocQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
 def prompt_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
     """`OPEN_PROMPTS_SCHEMA` rows: the template, language, mode and locale of each prompt."""
     return [{"prompt_id": r.prompt.prompt_id, **dict(r.prompt.extra), "category": r.prompt.category,
-             "n_tokens": len(r.token_ids), "text": r.text} for r in rendered]
+             "n_tokens": len(r.token_ids), "text": r.text, "token_ids": r.token_ids} for r in rendered]
 
 
 def parse_generation(rendered: RenderedPrompt, text: str, bench: PreparedBench) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
     if not path.is_file() or sha256_file(path) != bench["sha256"]:
         raise ProbeInputError(f"{run.path}: the LocQA data file {path} is missing or changed (sha256 in manifest.json)")
     spec = bench_spec(LocQASpec, bench["config"])
-    questions = load_questions(path, spec.languages, spec.categories)
+    questions = first_templates(load_questions(path, spec.languages, spec.categories), spec.limit)
     rows = pq.read_table(run.path / "prompts.parquet").to_pylist()
     keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
     prompts = [PromptRef(r["prompt_id"], r["template"], r["language"], r["mode"], r["locale"])
