@@ -26,7 +26,9 @@ from probe.pipeline.spec import BenchRef, RunConfig, run_config
 log = logging.getLogger("probe")
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+# An absolute path: the `probe` console script imports this module by name, where a relative
+# path would be looked up as a Python module (`probe.conf`, not a package).
+@hydra.main(version_base="1.3", config_path=str(package_conf_dir()), config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
         values = OmegaConf.to_container(cfg, resolve=True)

@@ -12,10 +12,11 @@ python3 -m venv .venv-wheel
 .venv-wheel/bin/python -m pip install -q --upgrade pip
 # torch first and pinned, as in setup.sh: left to the resolver, a bare `torch` pulls a CUDA build.
 .venv-wheel/bin/python -m pip install -q "torch==2.13.0"
-.venv-wheel/bin/python -m pip install -q dist/probe-*.whl
+.venv-wheel/bin/python -m pip install -q dist/culture_probe-*.whl
 work=$(mktemp -d)
 cd "$work"
-PROBE_CACHE="$work/cache" HF_HUB_OFFLINE=1 "$repo/.venv-wheel/bin/python" -m probe model=tiny bench=demo \
+# the `probe` console script (= python -m probe)
+PROBE_CACHE="$work/cache" HF_HUB_OFFLINE=1 "$repo/.venv-wheel/bin/probe" model=tiny bench=demo \
   analysis.n_boot=100 progress=false hydra.run.dir="$work/run"
 "$repo/.venv-wheel/bin/python" - "$work/run" "$repo" <<'PY'
 import json, sys

@@ -92,6 +92,16 @@ def test_every_cli_answers_help(module: str) -> None:
     assert "python -m probe" in out.stdout
 
 
+def test_console_script_is_python_m_probe() -> None:
+    script = Path(sys.executable).parent / "probe"
+    if not script.is_file():
+        pytest.skip("probe is not installed into this environment (pip install -e .)")
+    out = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout == subprocess.run([sys.executable, "-m", "probe", "--help"], capture_output=True, text=True,
+                                        timeout=120).stdout
+
+
 def test_import_probe_stays_light() -> None:
     code = ("import sys, probe, probe.api; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")

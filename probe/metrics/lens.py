@@ -83,7 +83,8 @@ def fit_linear_probe(x: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: in
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
     except ImportError:
-        raise ProbeInputError("the linear probe needs scikit-learn: pip install 'probe[mech]'") from None
+        raise ProbeInputError("the linear probe needs scikit-learn: pip install scikit-learn "
+                              "(or pip install -e '.[mech]' in a clone)") from None
     n_splits = min(folds, len(np.unique(groups)))
     if n_splits < 2 or len(np.unique(y)) < 2:
         raise ProbeInputError("the probe needs ≥ 2 items and ≥ 2 distinct labels")
