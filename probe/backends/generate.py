@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from transformers import DynamicCache
 
 from probe.backends.batching import BackendStats, Generation, plan_batches

@@ -24,7 +24,12 @@ import numpy as np
 
 from probe.backends.batching import BackendStats, Generation
 from probe.backends.specs import VLLMSpec
-from probe.backends.trie import cache_waves, cacheable_tokens, sort_prompts, unique_tokens
+from probe.backends.trie import (
+    cache_waves,
+    cacheable_tokens,
+    sort_prompts,
+    unique_tokens,
+)
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 

@@ -40,6 +40,7 @@ from probe.pipeline.provenance import bench_judged, provenance, run_key
 from probe.pipeline.spec import BenchRef, RunConfig
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
+from probe.report.summary import run_summary
 from probe.results.generations import write_generations, write_judgements
 from probe.results.mech import ActivationWriter
 from probe.results.parts import PartStore
@@ -109,11 +110,12 @@ def run(cfg: RunConfig) -> Path:
                     "prompts_per_s": (len(rendered) - resumed) / wall_s if wall_s > 0 else None},
     }
     write_json(out / "manifest.json", manifest)
-    analyze_run(out)
+    metrics = analyze_run(out)
     (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
     for parts in ("scores.parts", "generations.parts", "judgements.parts"):  # kept until DONE: a kill in
         shutil.rmtree(out / parts, ignore_errors=True)                    # analysis recomputes nothing
     held.release()
+    log.info("%s", run_summary(ref.task, metrics))
     return out
 
 

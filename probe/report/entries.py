@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,11 +80,16 @@ def value(e: RunEntry, column: Column) -> Any:
 
 def cell(e: RunEntry, column: Column) -> str:
     """The value with its 95% interval, `–` when absent."""
+    return metric_cell(e.task, e.metrics, column)
+
+
+def metric_cell(task: Task, metrics: Mapping[str, Any], column: Column) -> str:
+    """A column of a run's `metrics.json` as `value [lo, hi]`, `–` when absent."""
     if column.cell is not None:
-        return column.cell(e.metrics)
-    tree, ci_tree = e.task.headline(e.metrics)
+        return column.cell(metrics)
+    tree, ci_tree = task.headline(metrics)
     value, ci = get_path(tree, column.path), get_path(ci_tree, column.path)
-    if value is None:
+    if not is_number(value):  # absent, or NaN (undefined for this run, e.g. no low-resource culture)
         return "–"
     if ci and ci[0] is not None:
         return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"

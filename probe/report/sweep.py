@@ -13,7 +13,14 @@ from pathlib import Path
 from probe.benches.registry import task_of, tasks
 from probe.benches.task import Task
 from probe.report.checkpoints import checkpoint_figures, checkpoint_table
-from probe.report.entries import RunEntry, cell, find_runs, is_number, load_entries, value
+from probe.report.entries import (
+    RunEntry,
+    cell,
+    find_runs,
+    is_number,
+    load_entries,
+    value,
+)
 from probe.report.paired import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
 from probe.results.run import Run, load_run
 from probe.viz.figures import Figure

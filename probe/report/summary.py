@@ -1,0 +1,42 @@
+"""The few lines a run prints when it ends: its headline metrics with intervals, and warnings
+about what makes them less trustworthy (low letter mass, invalid generations, judge errors)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from probe.benches.task import Task
+from probe.metrics.core import get_path
+from probe.report.entries import metric_cell
+
+LOW_LETTER_MASS = 0.5
+"""Below this mean letter mass the model mostly wants to say something other than a letter."""
+
+
+def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
+    """Headline columns (the sweep table's) with 95% intervals, then any warnings."""
+    lines = [f"{task.title}, {metrics.get('model')} on {metrics.get('bench')}: {metrics.get('n_items')} items, "
+             f"{metrics.get('n_prompts')} prompts"]
+    for column in task.sweep_columns:
+        value = metric_cell(task, metrics, column)
+        if value != "–":
+            lines.append(f"  {column.label}: {value}")
+    return "\n".join(lines + [f"  warning: {w}" for w in warnings(metrics)])
+
+
+def warnings(metrics: Mapping[str, Any]) -> list[str]:
+    """What a reader of these numbers should know first."""
+    out = []
+    mass = get_path(metrics, "letter_mass.mean")
+    if mass is not None and mass < LOW_LETTER_MASS:
+        out.append(f"mean letter mass {mass:.2f} < {LOW_LETTER_MASS}: the model often would not answer with a "
+                   f"letter (argmax is a letter in {metrics.get('greedy_valid_rate', float('nan')):.0%} of "
+                   "prompts); consider backend.mode=generate or a base/instruct check")
+    if metrics.get("n_invalid"):
+        out.append(f"{metrics['n_invalid']} of {metrics.get('n_prompts')} generations had no valid answer "
+                   f"({metrics.get('invalid_rate', float('nan')):.1%}); they are excluded and listed in report.md")
+    errors = (metrics.get("n_judge_errors") or 0) + (get_path(metrics, "pluralism.n_judge_errors") or 0)
+    if errors:
+        out.append(f"{errors} judge verdicts failed and were left out (judgements.parquet, judge_error)")
+    return out
