@@ -166,3 +166,10 @@ def test_sweep_pair_and_checkpoint_tables_show_paired_intervals(runs, tmp_path: 
     assert len(step_rows) == 1 and step_rows[0].count("[") >= 3
     html = write_sweep_report([tmp_path], tmp_path / "report")
     assert (tmp_path / "report" / "checkpoints_disco_olmo_demo.png").is_file() and html.is_file()
+    # the long-format table: every numeric metric of every run, with its interval
+    summary = pq.read_table(tmp_path / "report" / "summary.parquet").to_pylist()
+    metrics = json.loads((tmp_path / "it" / "metrics.json").read_text())
+    row = next(r for r in summary if r["model"] == "m" and r["metric"] == "C0.KL" and r["flavour"] == "expected")
+    assert row["value"] == metrics["expected"]["C0"]["KL"] and [row["lo"], row["hi"]] == metrics["ci95"]["expected"]["C0"]["KL"]
+    assert {r["flavour"] for r in summary} == {"expected", "greedy"} and len({r["run"] for r in summary}) == 4
+    assert (tmp_path / "report" / "summary.csv").read_text().startswith('"run","model","revision","bench","metric"')

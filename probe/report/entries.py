@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from probe.benches.registry import task_of
 from probe.benches.task import Column, Task
 from probe.errors import ProbeInputError
@@ -99,3 +101,43 @@ def metric_cell(task: Task, metrics: Mapping[str, Any], column: Column) -> str:
 def is_number(v: object) -> bool:
     """A metric value that is a finite-or-infinite number (not None, not NaN, not a dict)."""
     return isinstance(v, (int, float)) and v == v
+
+
+SUMMARY_SCHEMA = pa.schema([
+    ("run", pa.string()), ("model", pa.string()), ("revision", pa.string()), ("bench", pa.string()),
+    ("metric", pa.string()), ("flavour", pa.string()), ("value", pa.float64()), ("lo", pa.float64()),
+    ("hi", pa.float64()),
+])
+"""`summary.parquet` / `summary.csv` of a sweep: one row per (run, metric, flavour)."""
+
+
+def summary_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
+    """Every numeric metric of every run in long format, with its 95% interval where stored.
+    Forced-choice runs give their `expected` and `greedy` blocks; other runs their headline block."""
+    rows = []
+    for e in entries:
+        cis = e.metrics.get("ci95") or {}
+        blocks = [(k, e.metrics[k], cis.get(k)) for k in ("expected", "greedy") if isinstance(e.metrics.get(k), dict)]
+        if not blocks:
+            tree, ci_tree = e.task.headline(e.metrics)
+            name = next((k for k, v in e.metrics.items() if v is tree), "metrics")
+            blocks = [(name, tree, ci_tree)]
+        for flavour, tree, ci_tree in blocks:
+            for path, v in _leaves(tree):
+                if not is_number(v):
+                    continue
+                ci = get_path(ci_tree, path) if ci_tree else None
+                lo, hi = (ci if isinstance(ci, list) and len(ci) == 2 else (None, None))
+                rows.append({"run": str(e.path), "model": e.model, "revision": e.revision, "bench": e.bench,
+                             "metric": path, "flavour": flavour, "value": float(v),
+                             "lo": None if lo is None else float(lo), "hi": None if hi is None else float(hi)})
+    return rows
+
+
+def _leaves(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """`(dotted path, leaf)` of nested dicts; list entries get their index as a path part."""
+    if isinstance(tree, Mapping):
+        return [x for k, v in tree.items() for x in _leaves(v, f"{prefix}{k}.")]
+    if isinstance(tree, list):
+        return [x for i, v in enumerate(tree) for x in _leaves(v, f"{prefix}{i}.")]
+    return [(prefix.rstrip("."), tree)]

@@ -10,18 +10,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
 from probe.benches.registry import task_of, tasks
 from probe.benches.task import Task
 from probe.report.checkpoints import checkpoint_figures, checkpoint_table
 from probe.report.entries import (
+    SUMMARY_SCHEMA,
     RunEntry,
     cell,
     find_runs,
     is_number,
     load_entries,
+    summary_rows,
     value,
 )
 from probe.report.paired import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
+from probe.results.io import write_table
 from probe.results.run import Run, load_run
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
@@ -117,4 +123,7 @@ def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     figures = sweep_figures([load_run(e.path) for e in entries], [e.label for e in entries], out_dir)
     figures += checkpoint_figures(entries, out_dir)
     write_html(out_dir / "report.html", "probe sweep report", markdown, figures)
+    summary = pa.Table.from_pylist(summary_rows(entries), schema=SUMMARY_SCHEMA)
+    write_table(out_dir / "summary.parquet", summary)
+    pacsv.write_csv(summary, out_dir / "summary.csv")
     return out_dir / "report.html"
