@@ -44,7 +44,7 @@ def main(cfg: DictConfig) -> None:
         log.error("%s", e)
         print(f"probe: error: {e}", file=sys.stderr)
         sys.exit(2)
-    print(f"probe: run written to {out}")
+    print(f"probe: {'dry run: prompts written to' if config.dry_run else 'run written to'} {out}")
 
 
 def _no_judge_options_without_a_judge(config: RunConfig, overrides: list[str]) -> None:

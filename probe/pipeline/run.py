@@ -27,6 +27,7 @@ from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.models import LoadedModel, cache_root, load_model, max_positions
+from probe.models.memory import memory_estimate
 from probe.pipeline.analyze import analyze_run
 from probe.pipeline.claim import claim
 from probe.pipeline.judging import (
@@ -69,11 +70,13 @@ def run(cfg: RunConfig) -> Path:
     out.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
-    loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf")
+    loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf" and not cfg.dry_run)
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
     rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
                                           settings, cfg.model.name, max_positions=max_positions(loaded))
+    if cfg.dry_run:
+        return _dry_run(cfg, loaded, rendered, letter_ids)
     key = run_key(cfg, loaded, settings, letter_ids, bench)
     held = claim(out, key)
     if held.state == "done":
@@ -116,6 +119,32 @@ def run(cfg: RunConfig) -> Path:
         shutil.rmtree(out / parts, ignore_errors=True)                    # analysis recomputes nothing
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
+    return out
+
+
+def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPrompt],
+             letter_ids: LetterIds | None) -> Path:
+    """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
+    ref = cfg.bench
+    assert isinstance(ref, BenchRef)
+    out = cfg.out_dir
+    if (out / "manifest.json").is_file():
+        raise ProbeInputError(f"{out} holds a run; a dry run writes into a fresh directory (hydra.run.dir=…)")
+    write_prompts(out, ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered)), ref.task.prompts_schema)
+    total = sum(len(r.token_ids) for r in rendered)
+    longest = max(rendered, key=lambda r: len(r.token_ids))
+    lines = [f"dry run: {len(rendered)} prompts, {total} tokens (longest {len(longest.token_ids)}; the prompt "
+             f"trie holds {unique_tokens(rendered)} unique tokens); prompts.parquet written to {out}"]
+    if letter_ids is not None:
+        lines.append(f"letters {list(letter_ids.letters)} → token ids {list(letter_ids.ids)} (checked in context)")
+    for r in (rendered[0], longest):
+        lines += [f"--- prompt {r.prompt.prompt_id} ({len(r.token_ids)} tokens) ---", r.text]
+    config = loaded.info.get("config")
+    if config is not None and cfg.backend.name == "hf":
+        est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
+        lines.append("memory estimate (GiB, backend.batch_tokens=" f"{cfg.backend.batch_tokens}): "
+                     + ", ".join(f"{k} {v:.2f}" for k, v in est.items()))
+    log.info("%s", "\n".join(lines))
     return out
 
 

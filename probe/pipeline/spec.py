@@ -81,6 +81,9 @@ class RunConfig:
     """Progress bar with prompts/s and ETA."""
     shard_size: Annotated[int, Ge(1)] = 4096
     """Prompts per score shard; a killed run resumes from its last complete shard."""
+    dry_run: bool = False
+    """Check data and config, render every prompt, write prompts.parquet, print samples, token
+    counts and a memory estimate; no weights load and nothing is scored."""
     launch_record: Mapping[str, str] = field(default_factory=dict)
     """Files recording how the run was launched (path in the run directory → text, e.g. the
     composed Hydra config), written once the directory is claimed."""
@@ -109,7 +112,7 @@ def backend_spec(values: Mapping[str, Any]) -> BackendSpec:
     return build(BACKENDS[name], values, "backend")
 
 
-TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "progress", "shard_size")
+TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "progress", "shard_size", "dry_run")
 
 
 def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None) -> RunConfig:
@@ -122,5 +125,5 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
         "backend": backend_spec(values.get("backend") or {}),
         "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
         "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
-        **{k: values[k] for k in ("progress", "shard_size") if k in values},
+        **{k: values[k] for k in ("progress", "shard_size", "dry_run") if k in values},
     }, "")

@@ -1,0 +1,41 @@
+"""`dry_run=true`: every prompt rendered and stored, samples and a memory estimate printed,
+no weights loaded and nothing scored."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import probe_env
+
+from probe.models.memory import memory_estimate
+from probe.perf import gemma3_12b_text_config
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_dry_run_writes_prompts_and_loads_no_weights(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "dry_run=true",
+                           f"hydra.run.dir={out}"], cwd=REPO_ROOT, env=probe_env(tmp_path / "cache"),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in out.iterdir()) == ["prompts.parquet"]  # no manifest, no scores, no lock
+    prompts = pq.read_table(out / "prompts.parquet")
+    assert prompts.num_rows == 24 * 52
+    total = sum(len(t) for t in prompts.column("token_ids").to_pylist())
+    assert f"dry run: 1248 prompts, {total} tokens" in proc.stdout
+    assert "letters ['A', 'B', 'C', 'D'] → token ids" in proc.stdout and "memory estimate (GiB" in proc.stdout
+    assert "--- prompt 0 (" in proc.stdout and "Loading weights" not in proc.stderr + proc.stdout
+    assert proc.stdout.rstrip().endswith(f"probe: dry run: prompts written to {out}")
+
+
+def test_memory_estimate_of_gemma3_12b() -> None:
+    est = memory_estimate(gemma3_12b_text_config(), "bfloat16", 8192)
+    assert 20.5 < est["weights"] < 23.0  # ~11.8B text parameters in bf16
+    # KV: 2 × 8192 tokens × (K, V) × 48 layers × 8 kv heads × 256 dims × 2 bytes = 6 GiB exactly
+    assert est["kv_cache"] == pytest.approx(6.0)
+    assert est["total"] == pytest.approx(sum(v for k, v in est.items() if k != "total"))
