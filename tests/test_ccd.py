@@ -100,20 +100,24 @@ def test_latin_square_design(tmp_path: Path) -> None:
 
 
 def test_source_url_downloaded_once_and_checksummed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import urllib.request
+    import hashlib
+
+    from probe.benches import sources
 
     local = write_json_file(tmp_path / "published.json", ccd_items(2))
     calls = []
 
-    def fake_urlretrieve(url: str, filename: str):
+    def fake_download(url: str, target: Path, sha256: str | None, timeout_s: float) -> None:
         calls.append(url)
-        shutil.copy(local, filename)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(local, target)
 
-    monkeypatch.setattr(urllib.request, "urlretrieve", fake_urlretrieve)
+    monkeypatch.setattr(sources, "_download", fake_download)
     spec = ccd.CCDSpec()
     first = ccd.resolve_source(spec, tmp_path / "cache")
     second = ccd.resolve_source(spec, tmp_path / "cache")
-    assert first == second == tmp_path / "cache" / "ccd" / "CCD-Bench.json" and calls == [ccd.SOURCE_URL]
+    key = hashlib.sha256(ccd.SOURCE_URL.encode()).hexdigest()[:16]  # the cache is keyed by URL
+    assert first == second == tmp_path / "cache" / "ccd" / key / "CCD-Bench.json" and calls == [ccd.SOURCE_URL]
     good = sha256_file(first)
     assert ccd.resolve_source(ccd.CCDSpec(sha256=good), tmp_path / "cache") == first
     with pytest.raises(ProbeInputError, match="does not match bench.sha256"):
