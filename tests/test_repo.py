@@ -45,7 +45,8 @@ def test_generated_configs_match_their_specs() -> None:
 
 
 def test_every_model_config_builds_and_pairs_are_mutual() -> None:
-    specs = {p.stem: build(ModelSpec, yaml.safe_load(p.read_text()), p.name) for p in (CONF / "model").glob("*.yaml")}
+    specs = {p.stem: build(ModelSpec, yaml.safe_load(p.read_text()), p.name) for p in (CONF / "model").glob("*.yaml")
+             if p.stem != "hub"}  # hub.yaml takes its name from model.hub_id (test below)
     assert {"tiny", "smollm2-135m", "gemma-3-12b", "gemma-3-12b-pt", "llama-3.1-8b", "llama-3.1-8b-base",
             "qwen3-8b", "qwen3-8b-base", "olmo-2-7b", "olmo-2-7b-base"} <= set(specs)
     for stem, spec in specs.items():
@@ -57,6 +58,18 @@ def test_every_model_config_builds_and_pairs_are_mutual() -> None:
             assert spec.hub_id and "/" in spec.hub_id
     assert specs["qwen3-8b"].chat_template_kwargs == {"enable_thinking": False}
     assert "date_string" in specs["llama-3.1-8b"].chat_template_kwargs
+
+
+def test_hub_model_config_names_the_run_after_the_checkpoint() -> None:
+    from omegaconf import OmegaConf
+
+    import probe.__main__  # noqa: F401  (registers the `basename` resolver, as the CLI does)
+
+    for ref, name in (("Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct"), ("/data/ckpt/step-100/", "step-100")):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose("config", overrides=["model=hub", f"model.hub_id={ref}"])
+        spec = build(ModelSpec, OmegaConf.to_container(cfg.model, resolve=True), "model")
+        assert (spec.name, spec.kind, spec.dtype, spec.hub_id) == (name, "auto", "auto", ref)
 
 
 def _group(name: str) -> list[str]:

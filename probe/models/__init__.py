@@ -10,7 +10,8 @@ from probe.models.load import (
                                load_model,
                                load_tokenizer,
                                max_positions,
+                               resolve_kind,
 )
 
 __all__ = ["GGUFFallback", "LoadedModel", "ModelSpec", "cache_root", "hub_reachable", "load_model", "load_tokenizer",
-           "max_positions"]
+           "max_positions", "resolve_kind"]

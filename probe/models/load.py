@@ -12,7 +12,7 @@ import os
 import shutil
 import socket
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -41,7 +41,8 @@ class ModelSpec:
     """What to load and how to talk to it (one `conf/model/*.yaml`)."""
 
     name: str
-    kind: ModelKind
+    kind: ModelKind | Literal["auto"]
+    """instruct | base | auto: instruct when the tokenizer has a chat template (resolved at load)."""
     hub_id: str | None = None
     """Hub repo id, or a local directory when `source` is `path`."""
     revision: str | None = None
@@ -51,7 +52,12 @@ class ModelSpec:
     """`auto`: the hub; when unreachable, its local cache, else the `gguf` fallback."""
     gguf: GGUFFallback | None = None
     tiny: TinySpec | None = None
-    dtype: str = "float32"
+    dtype: Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    """auto: the checkpoint's own dtype."""
+    quantization: Literal["4bit", "8bit"] | None = None
+    """bitsandbytes 4-/8-bit weights (HF backend; `pip install bitsandbytes`, CUDA)."""
+    load_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Passed through to `from_pretrained` (e.g. `{max_memory: {0: 70GiB}}`), after probe's own."""
     tokenizer_loader: Literal["auto", "tokenizer_json"] = "auto"
     """`tokenizer_json`: use the shipped tokenizer.json as is. transformers 5 rebuilds some
     tokenizer classes (OLMo 2's GPT2Tokenizer, Phi-3's LlamaTokenizer) with a different
@@ -63,6 +69,7 @@ class ModelSpec:
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def render_settings(self) -> RenderSettings:
+        assert self.kind != "auto", "resolve_kind(spec, tokenizer) first"
         return RenderSettings(
             kind=self.kind, system_prompt=self.system_prompt, template_kwargs=self.chat_template_kwargs
         )
@@ -95,7 +102,7 @@ def load_model(spec: ModelSpec, device: str = "auto", weights: bool = True) -> L
         return _from_gguf(spec, device, weights)
     if spec.hub_id is None:
         raise ProbeInputError(f"model {spec.name!r}: `hub_id` is required for source {spec.source!r}")
-    if spec.source == "path":
+    if spec.source == "path" or (spec.source == "auto" and Path(spec.hub_id).expanduser().is_dir()):
         return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id}, weights=weights)
     info = {"source": "hub", "hub_id": spec.hub_id}
     if spec.source == "hub" or spec.gguf is None:
@@ -144,8 +151,10 @@ def _from_dir(
             "config": config})
     if spec.attn_implementation:
         kw["attn_implementation"] = spec.attn_implementation
+    if spec.quantization:
+        kw["quantization_config"] = _quantization(spec)
     model = AutoModelForCausalLM.from_pretrained(
-        ref, dtype=_dtype(spec), device_map=_device_map(device), **kw
+        ref, dtype=_dtype(spec), device_map=_device_map(device), **{**kw, **spec.load_kwargs}
     )
     model.eval()
     torch.set_grad_enabled(False)
@@ -218,9 +227,34 @@ def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
 def _dtype(spec: ModelSpec) -> Any:
     import torch
 
+    if spec.dtype == "auto":
+        return "auto"
     if spec.dtype not in ("float32", "bfloat16", "float16"):
-        raise ProbeInputError(f"model {spec.name!r}: dtype {spec.dtype!r}; expected float32, bfloat16 or float16")
+        raise ProbeInputError(f"model {spec.name!r}: dtype {spec.dtype!r}; expected float32, bfloat16, float16 or auto")
     return getattr(torch, spec.dtype)
+
+
+def _quantization(spec: ModelSpec) -> Any:
+    """transformers' bitsandbytes config for `spec.quantization` (compute in bfloat16)."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ProbeInputError(f"model {spec.name!r}: quantization={spec.quantization} needs bitsandbytes "
+                              "(pip install bitsandbytes; CUDA)")
+    if spec.quantization == "4bit":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.bfloat16, bnb_4bit_quant_type="nf4")
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def resolve_kind(spec: ModelSpec, tokenizer: Any) -> ModelSpec:
+    """`kind: auto` → instruct when the tokenizer carries a chat template, else base."""
+    if spec.kind != "auto":
+        return spec
+    kind = "instruct" if getattr(tokenizer, "chat_template", None) else "base"
+    log.info("model %s: kind inferred as %s (chat template %s)", spec.name, kind,
+             "present" if kind == "instruct" else "absent")
+    return replace(spec, kind=kind)
 
 
 def _device_map(device: str) -> str | None:

@@ -26,7 +26,13 @@ from probe.backends.trie import unique_tokens
 from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError
 from probe.files import write_json
-from probe.models import LoadedModel, cache_root, load_model, max_positions
+from probe.models import (
+    LoadedModel,
+    cache_root,
+    load_model,
+    max_positions,
+    resolve_kind,
+)
 from probe.models.memory import memory_estimate
 from probe.pipeline.analyze import analyze_run
 from probe.pipeline.claim import claim
@@ -71,6 +77,7 @@ def run(cfg: RunConfig) -> Path:
 
     t0 = time.perf_counter()
     loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf" and not cfg.dry_run)
+    cfg = replace(cfg, model=resolve_kind(cfg.model, loaded.tokenizer))
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
     rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
