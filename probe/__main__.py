@@ -64,14 +64,18 @@ def _no_judge_options_without_a_judge(config: RunConfig, overrides: list[str]) -
 
 
 def _judge_model(judge: dict) -> ModelSpec | None:
-    """`judge.model` of an LLM judge names a model config (read here, where the config tree lives);
-    the HTTP judge's `model` is the API's model name."""
+    """`judge.model` of an LLM judge: a model config name (read here, where the config tree
+    lives), or like `model=hub` any hub id (`org/name`) or local directory; the HTTP judge's
+    `model` is the API's model name."""
     name = judge.get("model")
     if not name or judge.get("name") != "llm":
         return None
     path = package_conf_dir() / "model" / f"{name}.yaml"
     if not path.is_file():
-        raise ProbeInputError(f"judge.model: no model config {name!r} in conf/model")
+        if "/" in str(name) or Path(str(name)).expanduser().is_dir():
+            return ModelSpec(name=str(name).rstrip("/").split("/")[-1], kind="auto", hub_id=str(name), dtype="auto")
+        raise ProbeInputError(f"judge.model: {name!r} is neither a model config in conf/model nor a hub id "
+                              "(org/name) or a local directory")
     values = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
     assert isinstance(values, dict)
     return build(ModelSpec, values, f"judge.model ({name})")

@@ -144,3 +144,16 @@ def test_quantized_loading_says_what_it_needs(monkeypatch: pytest.MonkeyPatch) -
         pytest.skip("bitsandbytes is installed here")
     with pytest.raises(ProbeInputError, match="quantization=4bit needs bitsandbytes"):
         _quantization(ModelSpec(name="m", kind="instruct", hub_id="org/m", quantization="4bit"))
+
+
+def test_judge_model_takes_config_names_hub_ids_and_directories(tmp_path: Path) -> None:
+    from probe.__main__ import _judge_model
+
+    assert _judge_model({"name": "llm", "model": "tiny"}).source == "tiny"  # a config in conf/model
+    hub = _judge_model({"name": "llm", "model": "Qwen/Qwen2.5-7B-Instruct"})
+    assert (hub.name, hub.kind, hub.hub_id, hub.dtype) == ("Qwen2.5-7B-Instruct", "auto", "Qwen/Qwen2.5-7B-Instruct",
+                                                            "auto")
+    assert _judge_model({"name": "llm", "model": str(tmp_path)}).hub_id == str(tmp_path)
+    assert _judge_model({"name": "http", "model": "gpt-4o"}) is None  # the API's own model name
+    with pytest.raises(ProbeInputError, match="neither a model config"):
+        _judge_model({"name": "llm", "model": "no-such-config"})

@@ -31,7 +31,8 @@ class JudgeSpec:
     """keyword: GLOBE cue words, offline; rules: LocQA string/number matching, offline; llm: a
     model judges; http: an OpenAI-compatible endpoint judges."""
     model: str | None = None
-    """LLM judge: a model config name (None = the run's own model); HTTP judge: the API's model."""
+    """LLM judge: a model config name, hub id or local directory (None = the run's own model);
+    HTTP judge: the API's model."""
     retries: Annotated[int, Ge(0)] = 2
     """Re-asks (with the validation error) before a verdict is recorded as judge_error."""
     max_new_tokens: Annotated[int, Ge(1)] = 128
