@@ -57,6 +57,8 @@ class VLLMSpec:
     """True skips CUDA graph capture (faster start, slower steady state)."""
     enable_prefix_caching: bool = True
     """Prompts share the KV blocks of their common prefixes (requests go in trie order)."""
+    quantization: str | None = None
+    """vLLM's `quantization` (awq, gptq, fp8, bitsandbytes, …); null = the checkpoint's own."""
     block_size: Annotated[int, Ge(1)] | None = None
     """KV cache block size in tokens; null = the engine's (16 on GPU, 128 on CPU). The cache
     serves whole shared blocks only, so smaller blocks reuse more of each shared prefix."""

@@ -62,6 +62,7 @@ class VLLMEngine:
             enable_prefix_caching=spec.enable_prefix_caching, seed=spec.seed, disable_log_stats=False,
             hf_overrides={"head_dtype": "float32"} if spec.fp32_head else None,
             **({} if spec.block_size is None else {"block_size": spec.block_size}),
+            **({} if spec.quantization is None else {"quantization": spec.quantization}),
         )
         self._sampling = vllm.SamplingParams
         self._tokens_prompt = vllm.inputs.TokensPrompt
