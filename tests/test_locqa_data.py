@@ -6,6 +6,7 @@ compute expected counts independently from the raw JSON where they depend on fil
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -205,10 +206,11 @@ def test_resolve_source(tmp_path: Path) -> None:
     # A download is fetched once into the cache (file:// stands in for the network).
     spec = locqa.LocQASpec(url=path.as_uri(), sha256=None)
     cached = locqa.resolve_source(spec, tmp_path / "cache")
-    assert cached == tmp_path / "cache" / "locqa" / "locqa.json" and cached.read_bytes() == path.read_bytes()
+    key = hashlib.sha256(path.as_uri().encode()).hexdigest()[:16]  # the cache is keyed by URL
+    assert cached == tmp_path / "cache" / "locqa" / key / "locqa.json" and cached.read_bytes() == path.read_bytes()
     with pytest.raises(ProbeInputError, match="download"):
         locqa.resolve_source(locqa.LocQASpec(url=path.as_uri()), tmp_path / "cache2")
-    assert not (tmp_path / "cache2" / "locqa" / "locqa.json").exists()
+    assert not list((tmp_path / "cache2").rglob("locqa.json"))
 
 
 def test_prompt_ids_and_explicit_text(tmp_path: Path) -> None:

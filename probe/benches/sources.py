@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import httpx
 
@@ -46,6 +49,19 @@ def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, timeo
 def _download(url: str, local: Path, sha256: str | None, timeout_s: float) -> None:
     local.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=".download-")
+    if url.startswith("file://"):  # a mirror on a shared file system (air-gapped clusters)
+        os.close(fd)
+        try:
+            source = Path(url2pathname(urlparse(url).path))
+            if not source.is_file():
+                raise ProbeInputError(f"download of {url}: no such file")
+            shutil.copyfile(source, tmp)
+            _check(Path(tmp), sha256, f"download of {url}")
+            os.replace(tmp, local)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return
     try:
         transport = httpx.HTTPTransport(retries=3)
         with os.fdopen(fd, "wb") as f, httpx.Client(transport=transport, timeout=timeout_s,
