@@ -31,6 +31,10 @@ if not OmegaConf.has_resolver("basename"):
         "basename", lambda ref: "hub" if ref in (None, "") else str(ref).rstrip("/").split("/")[-1])
 
 
+# `backend.device=cuda:${shard_index:${bench.shard}}`: shards side by side on one node, one GPU each
+if not OmegaConf.has_resolver("shard_index"):
+    OmegaConf.register_new_resolver("shard_index", lambda shard: int(str(shard).split("/")[0]))
+
 # An absolute path: the `probe` console script imports this module by name, where a relative
 # path would be looked up as a Python module (`probe.conf`, not a package).
 @hydra.main(version_base="1.3", config_path=str(package_conf_dir()), config_name="config")

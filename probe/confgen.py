@@ -101,6 +101,10 @@ defaults:
 
 analysis:
 """
+BENCH_SHARD = """
+bench:                            # every bench, built-in or plugin, takes `shard` (probe.pipeline.shard)
+  shard: null                     # i/n: score one of n slices of whole items into this run dir; merge: python -m probe.merge
+"""
 CONFIG_TAIL = """
 hydra:
   output_subdir: null   # probe writes the run's .hydra/config.yaml itself, once it holds the directory
@@ -133,7 +137,7 @@ def render(entry: Generated) -> str:
 def render_config() -> str:
     """`config.yaml`: the defaults list, the analysis block, run options and Hydra's directories."""
     lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=("progress", "shard_size", "dry_run"))
-    return CONFIG_HEAD + "\n".join(lines) + "\n" + CONFIG_TAIL
+    return CONFIG_HEAD + "\n".join(lines) + "\n" + BENCH_SHARD + CONFIG_TAIL
 
 
 def files() -> dict[Path, str]:

@@ -83,7 +83,7 @@ def test_activation_writer_places_rows_by_prompt_id(tmp_path: Path) -> None:
     from safetensors.numpy import load_file
 
     rows = np.random.default_rng(0).normal(size=(7, 2, 5)).astype(np.float32)
-    writer = ActivationWriter(tmp_path, 7, [3, 9], 5, "float16")
+    writer = ActivationWriter(tmp_path, range(7), [3, 9], 5, "float16")
     for i in [4, 0, 6, 2, 1, 5, 3]:
         writer.add(i, rows[i])
     assert not (tmp_path / "activations.safetensors").exists()  # renamed into place only when whole

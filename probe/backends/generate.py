@@ -21,10 +21,11 @@ import numpy as np
 import torch
 from transformers import DynamicCache
 
-from probe.backends.batching import BackendStats, Generation, plan_batches
+from probe.backends.batching import BackendStats, Generation
 from probe.backends.specs import HFBackendSpec
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
 from probe.backends.trie import build_chunk, sort_prompts, unique_tokens
+from probe.backends.units import generate_batches
 from probe.types import RenderedPrompt
 
 
@@ -46,12 +47,7 @@ class HFGenerator:
         as the first run would have (same batches, same padding, same sampling seeds)."""
         self.stats.prompt_tokens = int(sum(len(r.token_ids) for r in prompts))
         self.stats.unique_tokens = unique_tokens(prompts)
-        if self.spec.prefix_reuse:  # runs of the trie order: neighbours share the most
-            batches = plan_batches(sort_prompts(prompts)[0], self.spec.batch_tokens, self.spec.max_batch_size,
-                                   keep_order=True)
-        else:
-            batches = plan_batches(prompts, self.spec.batch_tokens, self.spec.max_batch_size)
-        for i, batch in enumerate(batches):
+        for i, batch in enumerate(generate_batches(prompts, self.spec)):
             if all(r.prompt.prompt_id in done for r in batch):
                 continue
             # a one-token prompt has nothing to prefill: that batch runs plainly

@@ -20,18 +20,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probe.backends.batching import BackendStats, plan_batches
+from probe.backends.batching import BackendStats
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
-from probe.backends.trie import (
-    TrieChunk,
-    TrieNode,
-    build_chunk,
-    plan_trie,
-    sort_prompts,
-    unique_tokens,
-)
+from probe.backends.trie import TrieChunk, build_chunk, sort_prompts, unique_tokens
+from probe.backends.units import plain_chunk, score_chunks
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -83,14 +77,11 @@ class HFScorer:
     ) -> Iterator[list[LetterScore]]:
         """Yield scores pass by pass (planned order); callers key them by `prompt_id`.
 
-        Chunks are planned over all prompts, then those whose prompts are all in `done` are
-        skipped: a resumed run computes the remaining chunks exactly as the first run would."""
+        Chunks are planned over all prompts (`probe.backends.units`), then those whose prompts
+        are all in `done` are skipped: a resumed run, or one shard of a run, computes its chunks
+        exactly as one uninterrupted run of every prompt would."""
         letter_ids = torch.tensor(letters.ids, device=self.head_weight.device)
-        spec = self.spec
-        if spec.prefix_reuse:
-            chunks = plan_trie(prompts, spec.batch_tokens, spec.max_batch_size)
-        else:
-            chunks = [plain_chunk(b) for b in plan_batches(prompts, spec.batch_tokens, spec.max_batch_size)]
+        chunks = score_chunks(prompts, self.spec)
         self.stats.prompt_tokens = int(sum(len(r.token_ids) for r in prompts))
         self.stats.unique_tokens = unique_tokens(prompts)
         if chunks and not self._head_checked:
@@ -246,12 +237,6 @@ class HFScorer:
             top2 = ref.topk(2).values
             argmax_ok &= int(argmax) == int(ref.argmax()) or float(top2[0] - top2[1]) <= tol
         return gap, bool(argmax_ok)
-
-
-def plain_chunk(prompts: Sequence[RenderedPrompt]) -> TrieChunk:
-    """One right-padded pass of whole prompts, no sharing (`prefix_reuse=False`)."""
-    nodes = tuple(TrieNode(parent=-1, start=0, tokens=r.token_ids, ends=(r,), n_children=0) for r in prompts)
-    return TrieChunk(nodes=nodes, steps=(tuple(range(len(nodes))),), prompts=tuple(prompts))
 
 
 def _letter_scores(out: BatchOutput, letter_ids: torch.Tensor) -> list[LetterScore]:

@@ -74,19 +74,26 @@ def sort_prompts(prompts: Sequence[RenderedPrompt]) -> tuple[list[RenderedPrompt
     ordered = sorted(prompts, key=lambda r: (tuple(r.token_ids.tolist()), r.prompt.prompt_id))
     lcp = np.zeros(len(ordered), dtype=np.int64)
     for i in range(1, len(ordered)):
-        a, b = ordered[i - 1].token_ids, ordered[i].token_ids
-        n = min(len(a), len(b))
-        differ = np.flatnonzero(a[:n] != b[:n])
-        lcp[i] = differ[0] if len(differ) else n
+        lcp[i] = _lcp(ordered[i - 1].token_ids, ordered[i].token_ids)
     return ordered, lcp
 
 
 def unique_tokens(prompts: Sequence[RenderedPrompt]) -> int:
     """Nodes of the token trie of `prompts`: the least work exact scoring can do."""
-    if not prompts:
-        return 0
-    ordered, lcp = sort_prompts(prompts)
-    return int(sum(len(r.token_ids) for r in ordered) - lcp.sum())
+    return unique_token_count([r.token_ids for r in prompts])
+
+
+def unique_token_count(seqs: Sequence[np.ndarray]) -> int:
+    """Nodes of the token trie of token sequences (each sorted one adds its length minus its
+    common prefix with its predecessor)."""
+    ordered = sorted(seqs, key=lambda s: tuple(s.tolist()))
+    return int(sum(len(s) for s in ordered) - sum(_lcp(a, b) for a, b in zip(ordered, ordered[1:])))
+
+
+def _lcp(a: np.ndarray, b: np.ndarray) -> int:
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
 
 
 def cut_chunks(lengths: np.ndarray, lcp: np.ndarray, budget: int) -> list[tuple[int, int]]:

@@ -23,6 +23,7 @@ from tqdm import tqdm
 from probe.backends.base import LetterBackend
 from probe.backends.factory import make_backend
 from probe.backends.trie import unique_tokens
+from probe.backends.units import work_units
 from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError
 from probe.files import write_json
@@ -44,6 +45,7 @@ from probe.pipeline.judging import (
     verdict_config,
 )
 from probe.pipeline.provenance import bench_judged, provenance, run_key
+from probe.pipeline.shard import shard_prompts
 from probe.pipeline.spec import BenchRef, RunConfig
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
@@ -82,27 +84,29 @@ def run(cfg: RunConfig) -> Path:
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
     rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
                                           settings, cfg.model.name, max_positions=max_positions(loaded))
+    own = _own_prompts(cfg, rendered, generate)
     if cfg.dry_run:
-        return _dry_run(cfg, loaded, rendered, letter_ids)
+        return _dry_run(cfg, loaded, rendered, own, letter_ids)
     key = run_key(cfg, loaded, settings, letter_ids, bench)
     held = claim(out, key)
     if held.state == "done":
-        _reanalyse_if_options_changed(cfg)
+        if ref.shard is None:
+            _reanalyse_if_options_changed(cfg)
         return out
     for name, text in cfg.launch_record.items():  # written only once the directory is ours
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_text(text)
-    write_prompts(out, ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered)), ref.task.prompts_schema)
+    _write_prompts(cfg, rendered, own)
     t0 = time.perf_counter()
     backend = make_backend(cfg.backend, loaded, cfg.model, mech)
     load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
     t0 = time.perf_counter()
     resumed = 0
     if generate:
-        _generate(cfg, bench, backend, rendered, loaded)
+        _generate(cfg, bench, backend, rendered, own, loaded)
     else:
         assert letter_ids is not None
-        resumed = _score(cfg, bench, backend, rendered, letter_ids, loaded)
+        resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
     wall_s = time.perf_counter() - t0
 
     stats = backend.stats
@@ -111,14 +115,19 @@ def run(cfg: RunConfig) -> Path:
         "backend": {**asdict(cfg.backend), "n_batches": stats.n_batches,
                     "batch_sizes": {str(k): v for k, v in sorted(stats.batch_sizes.items())},
                     "oom_splits": stats.oom_splits, "head_check": stats.head_check,
-                    "prompt_tokens": int(sum(len(r.token_ids) for r in rendered)),
-                    "unique_tokens": stats.unique_tokens or unique_tokens(rendered),
+                    "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
+                    "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
                     "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
                     "resumed_prompts": resumed,
                     **_prefix_cache(backend, cfg.backend.name == "vllm")},
         "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
-                    "prompts_per_s": (len(rendered) - resumed) / wall_s if wall_s > 0 else None},
+                    "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None},
     }
+    if ref.shard is not None:
+        manifest["shard"] = {"index": ref.shard.index, "count": ref.shard.count, "n_prompts": len(own),
+                             "n_items": len({r.prompt.item_id for r in own})}
+        write_json(out / "manifest.json", manifest)
+        return _finish_shard(cfg, held)
     write_json(out / "manifest.json", manifest)
     metrics = analyze_run(out)
     (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
@@ -129,15 +138,57 @@ def run(cfg: RunConfig) -> Path:
     return out
 
 
+def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: bool) -> list[RenderedPrompt]:
+    """Every prompt, or with `bench.shard=i/n` the shard's: whole units of the backend's plan
+    over all prompts, whole items (`probe.pipeline.shard`)."""
+    ref = cfg.bench
+    assert isinstance(ref, BenchRef)
+    if ref.shard is None:
+        return list(rendered)
+    own = sorted(shard_prompts(work_units(cfg.backend, rendered, generate), ref.shard), key=lambda r: r.prompt.prompt_id)
+    log.info("shard %s: %d of %d prompts (%d items)", ref.shard, len(own), len(rendered),
+             len({r.prompt.item_id for r in own}))
+    if not own:
+        log.warning("shard %s holds no prompts: the plan has fewer blocks of whole items than shards", ref.shard)
+    return own
+
+
+def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequence[RenderedPrompt]) -> None:
+    """`prompts.parquet` of the prompts this run scores; columns computed over all prompts, so a
+    shard's rows are the unsharded run's rows."""
+    ref = cfg.bench
+    assert isinstance(ref, BenchRef)
+    ids = {r.prompt.prompt_id for r in own}
+    rows = ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered))
+    write_prompts(cfg.out_dir, [row for row in rows if row["prompt_id"] in ids], ref.task.prompts_schema)
+
+
+def _finish_shard(cfg: RunConfig, held: Any) -> Path:
+    """A shard ends without metrics (a slice of a bench is no benchmark): `DONE`, parts removed."""
+    ref = cfg.bench
+    assert isinstance(ref, BenchRef) and ref.shard is not None
+    (cfg.out_dir / "DONE").write_text("complete\n")
+    for parts in ("scores.parts", "generations.parts", "judgements.parts"):
+        shutil.rmtree(cfg.out_dir / parts, ignore_errors=True)
+    held.release()
+    log.info("shard %s done; once all %d are, merge them: python -m probe.merge --out <dir> <shard dirs…>",
+             ref.shard, ref.shard.count)
+    return cfg.out_dir
+
+
 def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPrompt],
-             letter_ids: LetterIds | None) -> Path:
+             own: Sequence[RenderedPrompt], letter_ids: LetterIds | None) -> Path:
     """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
     ref = cfg.bench
     assert isinstance(ref, BenchRef)
     out = cfg.out_dir
     if (out / "manifest.json").is_file():
         raise ProbeInputError(f"{out} holds a run; a dry run writes into a fresh directory (hydra.run.dir=…)")
-    write_prompts(out, ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered)), ref.task.prompts_schema)
+    _write_prompts(cfg, rendered, own)
+    rendered = own
+    if not rendered:
+        log.info("dry run: shard %s holds no prompts", ref.shard)
+        return out
     total = sum(len(r.token_ids) for r in rendered)
     longest = max(rendered, key=lambda r: len(r.token_ids))
     lines = [f"dry run: {len(rendered)} prompts, {total} tokens (longest {len(longest.token_ids)}; the prompt "
@@ -169,14 +220,16 @@ def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
 
 
 def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Sequence[RenderedPrompt],
-              loaded: LoadedModel) -> None:
-    """Decode every prompt, parse each text as the task says, store; then let the judge read them."""
+              own: Sequence[RenderedPrompt], loaded: LoadedModel) -> None:
+    """Decode the run's own prompts (planned with all of them), parse each text as the task says,
+    store; then let the judge read them."""
     assert isinstance(cfg.bench, BenchRef)
     task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
     store = PartStore(cfg.out_dir / "generations.parts", task.generations_schema)
-    with tqdm(total=len(rendered), unit="prompt", desc="generating", disable=not cfg.progress) as bar:
+    others = set(by_id) - {r.prompt.prompt_id for r in own}
+    with tqdm(total=len(own), unit="prompt", desc="generating", disable=not cfg.progress) as bar:
         bar.update(len(store.done))
-        for batch in generator.generate(rendered, set(store.done)):
+        for batch in generator.generate(rendered, set(store.done) | others):
             rows = [{"prompt_id": g.prompt_id, "text": g.text,
                      **task.parse_generation(by_id[g.prompt_id], g.text, bench)} for g in batch]
             store.append(pa.Table.from_pylist(rows, schema=task.generations_schema))  # one part per batch
@@ -225,29 +278,30 @@ def _prefix_cache(backend: Any, vllm: bool) -> dict[str, float | None]:
 
 
 def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendered: Sequence[RenderedPrompt],
-           letter_ids: LetterIds, loaded: LoadedModel) -> int:
-    """Stream every prompt's scores (and lens / activations) to disk; returns how many prompts an
-    interrupted earlier run had already scored."""
+           own: Sequence[RenderedPrompt], letter_ids: LetterIds, loaded: LoadedModel) -> int:
+    """Stream the scores (and lens / activations) of the run's own prompts to disk, planned with
+    all of them; returns how many prompts an interrupted earlier run had already scored."""
     mech = cfg.analysis.mech
+    expected = sorted(int(r.prompt.prompt_id) for r in own)
     writers = Writers(ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=mech.logit_lens))
     if mech.capture_layers:
-        writers.activations = ActivationWriter(cfg.out_dir, len(rendered), getattr(backend, "capture", ()),
+        writers.activations = ActivationWriter(cfg.out_dir, expected, getattr(backend, "capture", ()),
                                                _d_model(loaded.model), mech.capture_dtype, writers.scores.done)
         if writers.scores.done and not writers.activations.resumed:  # rows lost: score those prompts again
             writers.scores.store.remove()
             writers.scores = ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=mech.logit_lens)
     done = set(writers.scores.done)
-    expected = {int(r.prompt.prompt_id) for r in rendered}
+    others = {int(r.prompt.prompt_id) for r in rendered} - set(expected)
     seen: set[int] = set(done)
-    with tqdm(total=len(rendered), unit="prompt", desc="scoring", disable=not cfg.progress,
+    with tqdm(total=len(own), unit="prompt", desc="scoring", disable=not cfg.progress,
               dynamic_ncols=True) as bar:
         bar.update(len(done))
-        for batch in backend.score(rendered, letter_ids, done):
+        for batch in backend.score(rendered, letter_ids, done | others):
             writers.add(batch)
             new = [s.prompt_id for s in batch if s.prompt_id not in seen]
             seen.update(new)
             bar.update(len(new))
-    assert seen == expected, "backend must score every prompt exactly once"
+    assert seen == set(expected), "backend must score every prompt it owns, and only those"
     writers.close()
     return len(done)
 

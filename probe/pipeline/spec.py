@@ -18,6 +18,7 @@ from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
 from probe.metrics.core import AnalysisOptions
 from probe.models import ModelSpec
+from probe.pipeline.shard import Shard
 
 
 @dataclass(frozen=True)
@@ -57,11 +58,16 @@ class BenchRef:
     task: Task
     spec: Any
     module: str | None = None
+    shard: Shard | None = None
+    """`bench.shard=i/n`: this run scores one of n slices of whole items (`probe.pipeline.shard`)."""
 
     def record(self) -> dict[str, Any]:
-        """The bench config as recorded in the run key and manifest (complete, with defaults)."""
+        """The bench config as recorded in the run key and manifest (complete, with defaults; the
+        shard only when set, so an unsharded run's key is the merged shards' key)."""
         out = asdict(self.spec)
-        return {**out, "module": self.module} if self.module else out
+        if self.module:
+            out["module"] = self.module
+        return {**out, "shard": str(self.shard)} if self.shard else out
 
 
 @dataclass(frozen=True)
@@ -80,7 +86,7 @@ class RunConfig:
     progress: bool = True
     """Progress bar with prompts/s and ETA."""
     shard_size: Annotated[int, Ge(1)] = 4096
-    """Prompts per score shard; a killed run resumes from its last complete shard."""
+    """Prompts per checkpointed score part; a killed run resumes from its last complete part."""
     dry_run: bool = False
     """Check data and config, render every prompt, write prompts.parquet, print samples, token
     counts and a memory estimate; no weights load and nothing is scored."""
@@ -94,14 +100,16 @@ class RunConfig:
 
 
 def bench_ref(values: Mapping[str, Any]) -> BenchRef:
-    """The task named by `values["kind"]` (importing `values["module"]` first when given) and its
-    typed spec built from the rest."""
+    """The task named by `values["kind"]` (importing `values["module"]` first when given), its
+    typed spec built from the rest, and the shard `values["shard"]` names (`"i/n"`, or null)."""
     values = dict(values)
     module = values.pop("module", None)
+    shard = values.pop("shard", None)
     if "kind" not in values:
         raise ProbeInputError(f"bench: missing key 'kind' (the registered bench kind); got keys {sorted(values)}")
     task = get_task(str(values["kind"]), module)
-    return BenchRef(task=task, spec=task.spec_from(values), module=module)
+    return BenchRef(task=task, spec=task.spec_from(values), module=module,
+                    shard=None if shard is None else Shard.parse(shard))
 
 
 def backend_spec(values: Mapping[str, Any]) -> BackendSpec:

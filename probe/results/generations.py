@@ -28,8 +28,17 @@ def write_generations(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.
 
 
 def write_judgements(run_dir: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """`judgements.parquet`: one row per verdict; columns a task does not use stay null."""
-    write_table(run_dir / "judgements.parquet", pa.Table.from_pylist(list(rows), schema=JUDGEMENTS_SCHEMA))
+    """`judgements.parquet`: one row per verdict; columns a task does not use stay null. Rows in
+    a canonical order (per-question verdicts first, then by prompt id), so merged shards write
+    the unsharded run's file."""
+    write_table(run_dir / "judgements.parquet", pa.Table.from_pylist(sorted(rows, key=_judgement_order),
+                                                                     schema=JUDGEMENTS_SCHEMA))
+
+
+def _judgement_order(row: dict[str, Any]) -> tuple[Any, ...]:
+    pid = row.get("prompt_id")
+    return (pid is not None, -1 if pid is None else pid, row.get("task") or "", row.get("template") or "",
+            row.get("language") or "")
 
 
 def read_judgements(run_dir: Path) -> list[dict[str, Any]]:

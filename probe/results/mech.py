@@ -29,19 +29,23 @@ def write_lens(run_dir: Path, ids: np.ndarray, lens: np.ndarray, letters: Sequen
 class ActivationWriter:
     """Writes `[prompt, layer, d_model]` rows straight to their place in a safetensors file.
 
-    Rows arrive in batch (length-sorted) order; the file is pre-sized, so each row is written at
-    `prompt_id`'s offset and nothing but one batch is ever in memory. Renamed into place when
+    Rows arrive in batch (planned) order; the file is pre-sized, so each row is written at its
+    prompt's offset (row k holds `ids[k]`; a run of every prompt has ids 0..n-1, a shard its
+    own) and nothing but one batch is ever in memory. Renamed into place when
     every row is written. A run resumed with `done` prompts (their scores stored, so their rows
     were written before them) reopens the same temporary file when its header matches; `resumed`
     says whether it could (if not, the caller must score those prompts again).
     """
 
-    def __init__(self, run_dir: Path, n_prompts: int, layers: Sequence[int], d_model: int, dtype: str,
+    def __init__(self, run_dir: Path, prompt_ids: Sequence[int], layers: Sequence[int], d_model: int, dtype: str,
                  done: Collection[int] = ()) -> None:
         self.path, self.tmp = run_dir / "activations.safetensors", run_dir / ".activations.safetensors.tmp"
         self.np_dtype = np.dtype(dtype)
         self.row_bytes = len(layers) * d_model * self.np_dtype.itemsize
-        ids = np.arange(n_prompts, dtype=np.int64)
+        ids = np.asarray(prompt_ids, dtype=np.int64)
+        assert (np.diff(ids) > 0).all(), "prompt ids in increasing order"
+        self.row = {int(p): k for k, p in enumerate(ids)}
+        n_prompts = len(ids)
         lay = np.array(layers, dtype=np.int64)
         n_act = n_prompts * self.row_bytes
         header = {
@@ -50,7 +54,7 @@ class ActivationWriter:
             "layers": {"dtype": "I64", "shape": [len(layers)], "data_offsets": [n_act, n_act + lay.nbytes]},
             "prompt_id": {"dtype": "I64", "shape": [n_prompts],
                           "data_offsets": [n_act + lay.nbytes, n_act + lay.nbytes + ids.nbytes]},
-            "__metadata__": {"layer": "output of decoder layer l, 0-based; row = prompt_id"},
+            "__metadata__": {"layer": "output of decoder layer l, 0-based; row k holds prompt_id[k]"},
         }
         blob = json.dumps(header).encode()
         blob += b" " * (-len(blob) % 8)  # safetensors aligns the data section to 8 bytes
@@ -77,10 +81,9 @@ class ActivationWriter:
 
     def add(self, prompt_id: int, acts: np.ndarray) -> None:
         """Write one prompt's `[layer, d_model]` row at its offset."""
-        assert 0 <= prompt_id < self.n_prompts, "prompt ids are 0..n-1"
         if self.complete:
             return
-        self.f.seek(self.data_start + prompt_id * self.row_bytes)
+        self.f.seek(self.data_start + self.row[prompt_id] * self.row_bytes)
         self.f.write(np.ascontiguousarray(acts, dtype=self.np_dtype).tobytes())
         self.written.add(prompt_id)  # a set: a resumed batch may bring a stored prompt again
         self.f.flush()  # in the OS's hands before the prompt's score part is written

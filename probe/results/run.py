@@ -157,11 +157,16 @@ def load_run(path: str | Path, metrics_fn: MetricsFn | None = None) -> Run:
     def table(name: str) -> pa.Table | None:
         return pq.read_table(path / name).sort_by("prompt_id") if (path / name).is_file() else None
 
+    manifest = json.loads((path / "manifest.json").read_text())
+    if "shard" in manifest:
+        shard = manifest["shard"]
+        raise ProbeInputError(f"{path} is shard {shard['index']}/{shard['count']} of a run, not a run: merge the "
+                              "shards first (python -m probe.merge --out <dir> <shard dirs…>)")
     prompts = table("prompts.parquet")
     if prompts is None:
         raise ProbeInputError(f"{path}: no prompts.parquet")
     metrics_path = path / "metrics.json"
-    return Run(path=path, manifest=json.loads((path / "manifest.json").read_text()), metrics_fn=metrics_fn,
+    return Run(path=path, manifest=manifest, metrics_fn=metrics_fn,
                metrics=json.loads(metrics_path.read_text()) if metrics_path.is_file() else None,
                prompts=prompts, scores=table("scores.parquet"), generations=table("generations.parquet"),
                judgements=pq.read_table(path / "judgements.parquet") if (path / "judgements.parquet").is_file()

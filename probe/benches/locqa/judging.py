@@ -16,15 +16,20 @@ from probe.judges.base import JudgeRequest
 
 
 def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
-    """Semantic matching per question, then a verdict per generated answer (`answer` column)."""
-    questions: Sequence[LocQAQuestion] = bench.items
+    """Semantic matching per question, then a verdict per generated answer (`answer` column).
+
+    Only the questions and prompts among `generations` are judged: a shard of a run
+    (`bench.shard`) judges its own, and the merged verdicts are the unsharded run's."""
+    answers = {g["prompt_id"]: g["answer"] for g in generations}
+    prompts = [p for p in bench.prompts if p.prompt_id in answers]
+    asked = {(p.extra_value("template"), p.extra_value("language")) for p in prompts}
+    questions: Sequence[LocQAQuestion] = [q for q in bench.items if (q.template, q.language) in asked]
     jobs = [JudgeJob(JudgeRequest("semantic_match", {"question": q.question, "us_answer": q.us_answer,
                                                       "answers": {a.locale: a.answer for a in q.answers}}),
                      {"prompt_id": None, "task": "semantic_match", "template": q.template, "language": q.language},
                      cacheable=True) for q in questions]
     by_key = {(q.template, q.language): q for q in questions}
-    answers = {g["prompt_id"]: g["answer"] for g in generations}
-    for p in bench.prompts:
+    for p in prompts:
         template, language, mode, locale = (p.extra_value(k) for k in ("template", "language", "mode", "locale"))
         q, response = by_key[(template, language)], answers[p.prompt_id]
         row = {"prompt_id": p.prompt_id, "template": template, "language": language}
