@@ -31,9 +31,25 @@ if not OmegaConf.has_resolver("basename"):
         "basename", lambda ref: "hub" if ref in (None, "") else str(ref).rstrip("/").split("/")[-1])
 
 
-# `backend.device=cuda:${shard_index:${bench.shard}}`: shards side by side on one node, one GPU each
-if not OmegaConf.has_resolver("shard_index"):
-    OmegaConf.register_new_resolver("shard_index", lambda shard: int(str(shard).split("/")[0]))
+
+
+def _shard_gpu(*, _root_: DictConfig) -> str:
+    """`backend.device=${shard_gpu:}`: shard i (`bench.shard=i/n`) of shards side by side on a
+    node runs on visible GPU i mod (GPUs visible to its job)."""
+    import torch
+
+    shard = _root_.bench.shard
+    if shard is None:
+        raise ValueError("shard_gpu: this run is not a shard (set bench.shard=i/n)")
+    n = torch.cuda.device_count()
+    if n == 0:
+        raise ValueError("shard_gpu: no GPU is visible to this job (cluster=local shows a job "
+                         "hydra.launcher.gpus_per_node GPUs; its default 0 hides them all)")
+    return f"cuda:{int(str(shard).split('/')[0]) % n}"
+
+
+if not OmegaConf.has_resolver("shard_gpu"):
+    OmegaConf.register_new_resolver("shard_gpu", _shard_gpu)
 
 # An absolute path: the `probe` console script imports this module by name, where a relative
 # path would be looked up as a Python module (`probe.conf`, not a package).

@@ -1,9 +1,9 @@
 """Merge the shards of one run into its full run directory (no model needed).
 
-    python -m probe.merge --out RUN_DIR SHARD_DIR [SHARD_DIR …]
+    python -m probe.merge --out RUN_DIR SHARD_DIR|SWEEP_DIR [...]
 
-The shards are the run directories of `bench.shard=0/n … (n-1)/n` (any order; a sweep
-directory's subdirectories, e.g. `multirun/<time>/*`). RUN_DIR gets the prompts, scores and
+The shards are the run directories of `bench.shard=0/n … (n-1)/n`, in any order; a sweep
+directory (`multirun/<time>`) stands for its run subdirectories. RUN_DIR gets the prompts, scores and
 mechanistic rows, generations and verdicts an unsharded run would have written (scores bit for
 bit on the same hardware and software), then metrics and reports as any run. A shard that is
 missing, given twice, unfinished or of another configuration stops the merge with one line.

@@ -98,7 +98,7 @@ def test_builtin_bench_configs_name_their_kind() -> None:
         assert cfg["kind"] == task.kind == cfg["name"]
 
 
-@pytest.mark.parametrize("module", ["probe", "probe.analyze", "probe.report", "probe.compare", "probe.confgen"])
+@pytest.mark.parametrize("module", ["probe", "probe.analyze", "probe.report", "probe.compare", "probe.confgen", "probe.merge"])
 def test_every_cli_answers_help(module: str) -> None:
     out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

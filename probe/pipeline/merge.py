@@ -56,10 +56,10 @@ class ShardDir:
 
 
 def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
-    """Merge the finished shards `shard_dirs` (every `i/n` once, any order) into `out`, analyse it
-    and write `DONE`. Merging into a directory that holds this merge already done does nothing;
+    """Merge the finished shards `shard_dirs` (every `i/n` once, any order; a sweep directory
+    stands for its run subdirectories) into `out`, analyse it and write `DONE`. Merging into a directory that holds this merge already done does nothing;
     an interrupted merge is redone."""
-    shards = sorted((_read(Path(d)) for d in shard_dirs), key=lambda s: s.index)
+    shards = sorted((_read(d) for d in find_shards(shard_dirs)), key=lambda s: s.index)
     _check_set(shards)
     key = _unsharded_key(shards)
     out = Path(out)
@@ -85,6 +85,21 @@ def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
     held.release()
     log.info("merged %d shards into %s\n%s", len(shards), out, run_summary(task_of(manifest), metrics))
     return out
+
+
+def find_shards(paths: Sequence[Path]) -> list[Path]:
+    """Shard directories among `paths`: each a run directory, or a sweep directory whose run
+    subdirectories (`multirun/<time>/*`) are shards."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        if (path / "manifest.json").is_file() or not path.is_dir():
+            found.append(path)  # a non-shard or missing path is reported by the merge
+            continue
+        runs = sorted(p for p in path.iterdir() if (p / "manifest.json").is_file() and not p.name.startswith("."))
+        if not runs:
+            raise ProbeInputError(f"{path}: neither a run directory nor a directory of shard runs")
+        found += runs
+    return found
 
 
 def _read(path: Path) -> ShardDir:

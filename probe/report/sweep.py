@@ -94,7 +94,8 @@ def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ())
             parts += [f"### {task.title}: checkpoint to checkpoint", "", PAIRED_NOTE, "", steps, ""]
     parts += ["## Runs", ""] + [f"- {e.label} ({e.bench}): `{e.path}`" for e in entries]
     if unfinished:
-        parts += ["", f"## Skipped: {len(unfinished)} unfinished run(s) (no DONE)", ""]
+        parts += ["", f"## Skipped: {len(unfinished)} unfinished run(s) (no DONE) or unmerged shard(s) "
+                  "(bench.shard; merge them with python -m probe.merge)", ""]
         parts += [f"- `{p}`" for p in unfinished]
     return "\n".join(parts) + "\n"
 
