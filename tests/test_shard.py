@@ -183,3 +183,22 @@ def test_dry_run_of_a_shard_writes_its_prompts(tmp_path: Path) -> None:
     assert "shard 1/4: 312 of 1248 prompts (6 items)" in proc.stdout + proc.stderr
     assert prompts.num_rows == 312 and len(set(prompts.column("item_id").to_pylist())) == 6
     assert not (tmp_path / "dry" / "scores.parquet").exists()
+
+
+def test_slurm_array_of_shards_composes_into_typed_shard_runs(tmp_path: Path) -> None:
+    """`-m bench.shard=0/8,…,7/8 cluster=slurm`: each array task's config is a typed shard run."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from probe.pipeline.spec import run_config
+
+    for i in (0, 7):
+        with initialize_config_dir(config_dir=str(REPO_ROOT / "probe" / "conf"), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=["cluster=slurm", "bench=disco", f"bench.shard={i}/8"])
+        values = OmegaConf.to_container(cfg, resolve=True)
+        cfg_run = run_config(values, tmp_path)
+        assert cfg_run.bench.shard == Shard(i, 8) and cfg_run.bench.record()["shard"] == f"{i}/8"
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "probe" / "conf"), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["bench=disco", "bench.shard=8/8"])
+    with pytest.raises(ProbeInputError, match=r"bench.shard: 8/8: expected i/n with 0 ≤ i < n"):
+        run_config(OmegaConf.to_container(cfg, resolve=True), tmp_path)
