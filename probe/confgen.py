@@ -24,6 +24,7 @@ from probe.backends.specs import HFBackendSpec, VLLMSpec
 from probe.benches.registry import BUILTIN
 from probe.config import describe_fields, package_conf_dir
 from probe.judges import JudgeSpec
+from probe.pipeline.intervention import INTERVENTIONS
 from probe.pipeline.spec import AnalysisSpec, RunConfig
 
 COMMENT_COLUMN = 32
@@ -79,6 +80,8 @@ def entries() -> list[Generated]:
                   (*judge_llm, "base_url", "api_key_env", "timeout_s", "max_http_retries", "requests_per_minute",
                    "concurrency", "max_response_bytes")),
     ]
+    out += [Generated(f"intervention/{name}.yaml", f"# intervention={name} — {(spec.__doc__ or '').strip()}", spec)
+            for name, spec in INTERVENTIONS.items()]
     for task in BUILTIN:
         doc = (task.spec_type.__doc__ or "").strip().splitlines()[0]
         out.append(Generated(f"bench/{task.kind}.yaml", f"# python -m probe bench={task.kind} — {task.title}. {doc}",
@@ -95,6 +98,7 @@ defaults:
   - bench: demo
   - backend: hf
   - judge: keyword
+  - intervention: none
   - _self_
   - cluster: null    # multirun launcher: cluster=slurm or cluster=local (conf/cluster); none: Hydra's basic launcher
   - override hydra/job_logging: stdout   # logs to the console (SLURM: submitit's log files), not into the run dir

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence, Set
+from collections.abc import Iterator, Mapping, Sequence, Set
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from probe.backends.batching import BackendStats
+from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_edits
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
@@ -51,10 +52,12 @@ and reduced precision (bf16/fp16 rows differ with padding and prefix sharing).""
 class HFScorer:
     """Scores rendered prompts with a loaded `transformers` causal LM."""
 
-    def __init__(self, model: Any, spec: HFBackendSpec, mech: MechSpec | None = None) -> None:
+    def __init__(self, model: Any, spec: HFBackendSpec, mech: MechSpec | None = None,
+                 intervention: InterventionPlan | None = None) -> None:
         self.model = model
         self.spec = spec
         self.mech = mech or MechSpec()
+        self.intervention = intervention or InterventionPlan()
         self.stats = BackendStats()
         self.decoder, self._cache_kw = decoder_and_cache_kw(model)
         head = model.get_output_embeddings()
@@ -66,11 +69,16 @@ class HFScorer:
         self._head_checked = False
         self._row_cap: int | None = None  # set after an out-of-memory: never retry that many rows
         self._tap: ResidualTap | None = None
-        if self.mech.active:
-            self.n_layers = len(self.decoder.layers)
-            self.capture = resolve_layers(self.mech.capture_layers, self.n_layers)
-            lens_layers = range(self.n_layers) if self.mech.logit_lens else ()
-            self._tap = ResidualTap(self.decoder.layers, [*lens_layers, *self.capture])
+        self.n_layers = len(self.decoder.layers)
+        self.capture = resolve_layers(self.mech.capture_layers, self.n_layers)
+        self.patch_layers = resolve_layers(self.intervention.patch_layers, self.n_layers, "intervention.layers")
+        lens_layers = range(self.n_layers) if self.mech.logit_lens else ()
+        if self.mech.active or self.patch_layers:
+            self._tap = ResidualTap(self.decoder.layers, [*lens_layers, *self.capture, *self.patch_layers])
+        edit_layers = {e.layer for e in self.intervention.steer.values()} | set(self.patch_layers)
+        self._edit_hook = EditHook(self.decoder.layers, sorted(edit_layers)) if edit_layers else None
+        self._node_edits: Mapping[int, Edit] = {}  # the running chunk's edits, by node
+        self._kept: dict[int, torch.Tensor] | None = None  # prompt id → [patch layer, d_model], when asked
 
     def score(
         self, prompts: Sequence[RenderedPrompt], letters: LetterIds, done: Set[int] = frozenset()
@@ -81,7 +89,8 @@ class HFScorer:
         are all in `done` are skipped: a resumed run, or one shard of a run, computes its chunks
         exactly as one uninterrupted run of every prompt would."""
         letter_ids = torch.tensor(letters.ids, device=self.head_weight.device)
-        chunks = score_chunks(prompts, self.spec)
+        steer = self.intervention.steer
+        chunks = score_chunks(prompts, self.spec, {pid: e.sharing for pid, e in steer.items()} if steer else None)
         self.stats.prompt_tokens = int(sum(len(r.token_ids) for r in prompts))
         self.stats.unique_tokens = unique_tokens(prompts)
         if chunks and not self._head_checked:
@@ -91,13 +100,27 @@ class HFScorer:
         for chunk in chunks:
             if all(r.prompt.prompt_id in done for r in chunk.prompts):
                 continue
-            yield from self._run_chunk(chunk, letter_ids)
+            yield from self._run_chunk(chunk, letter_ids, steer)
 
-    def _run_chunk(self, chunk: TrieChunk, letter_ids: torch.Tensor) -> Iterator[list[LetterScore]]:
+    def patch(self, prompts: Sequence[RenderedPrompt], letters: LetterIds,
+              pairs: Sequence[tuple[int, int]]) -> Iterator[tuple[list[int], np.ndarray]]:
+        """Activation patching (`probe.backends.patching`): yields `(pair indices, [pair,
+        layer, letter] log-probs)` group by group."""
+        from probe.backends.patching import run_patching
+
+        yield from run_patching(self, prompts, letters, pairs)
+
+    def _run_chunk(self, chunk: TrieChunk, letter_ids: torch.Tensor,
+                   edits: Mapping[int, Edit] | None = None) -> Iterator[list[LetterScore]]:
+        """Run a chunk's passes; `edits` (by prompt id) are applied to the nodes they reach."""
         store = KVStore.for_chunk(chunk)
-        for step in chunk.steps:
-            yield from self._run(chunk, step, store, letter_ids)
-            store.ran(chunk, step)
+        self._node_edits = node_edits(chunk, edits) if edits else {}
+        try:
+            for step in chunk.steps:
+                yield from self._run(chunk, step, store, letter_ids)
+                store.ran(chunk, step)
+        finally:
+            self._node_edits = {}
 
     def _run(self, chunk: TrieChunk, rows: Sequence[int], store: KVStore,
              letter_ids: torch.Tensor) -> Iterator[list[LetterScore]]:
@@ -134,11 +157,15 @@ class HFScorer:
         keep = [j for j, n in enumerate(nodes) if n.ends]
         if keep and self._tap is not None:
             self._tap.arm(torch.tensor([len(n.tokens) - 1 for n in nodes]))
+        if self._node_edits and self._edit_hook is not None:
+            self._edit_hook.arm(chunk, rows, self._node_edits)
         try:
             hidden, last = run_pass(self.decoder, self._cache_kw, chunk, rows, store)
         finally:
             if self._tap is not None:
                 self._tap.disarm()
+            if self._edit_hook is not None:
+                self._edit_hook.disarm()
         self.stats.tokens_computed += sum(len(n.tokens) for n in nodes)
         self.stats.padded_tokens += len(nodes) * int(last.max() + 1)
         if not keep:
@@ -150,7 +177,11 @@ class HFScorer:
         pick = torch.tensor([q for q, _ in owners], device=logits.device)
         logprobs = F.log_softmax(logits, dim=-1)[:, letter_ids]
         out = BatchOutput(logprobs[pick].cpu(), logits.argmax(dim=-1)[pick], tuple(r for _, r in owners))
-        if self._tap is not None:
+        if self._kept is not None and self._tap is not None:  # patching sources: residuals to write elsewhere
+            for q, r in owners:
+                self._kept[r.prompt.prompt_id] = torch.stack(
+                    [self._tap.captured[layer][keep[q]] for layer in self.patch_layers]).float().cpu()
+        if self.mech.active:
             out = self._mech_outputs(out, letter_ids, sel[pick])
         return out
 

@@ -29,13 +29,13 @@ class MechSpec:
         return self.logit_lens or bool(self.capture_layers)
 
 
-def resolve_layers(layers: Sequence[int], n_layers: int) -> tuple[int, ...]:
+def resolve_layers(layers: Sequence[int], n_layers: int, key: str = "analysis.capture_layers") -> tuple[int, ...]:
     """Negative indices count from the end; out-of-range indices are an input error."""
     out = []
     for layer in layers:
         i = layer + n_layers if layer < 0 else layer
         if not 0 <= i < n_layers:
-            raise ProbeInputError(f"analysis.capture_layers: layer {layer} out of range for {n_layers} layers")
+            raise ProbeInputError(f"{key}: layer {layer} out of range for {n_layers} layers")
         out.append(i)
     return tuple(out)
 

@@ -15,8 +15,8 @@ radix tree falls out of one stack pass.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -191,14 +191,66 @@ def _steps(nodes: Sequence[TrieNode], batch_tokens: int, max_batch_size: int) ->
     return tuple(steps)
 
 
-def plan_trie(prompts: Sequence[RenderedPrompt], batch_tokens: int, max_batch_size: int) -> list[TrieChunk]:
-    """Chunks of at most `batch_tokens` unique tokens, each with its tree and passes."""
+EditFrom = Mapping[int, tuple[int, Hashable]]
+"""prompt id → (first position an intervention edits, edit key): prompts may share a node that
+reaches past their first edited position only when both values agree (the same edit there)."""
+
+
+def cap_shared(ordered: Sequence[RenderedPrompt], lcp: np.ndarray, edit_from: EditFrom) -> np.ndarray:
+    """`lcp` capped so that no trie node mixes edited and unedited (or differently edited)
+    positions: neighbours with another edit share at most the positions before both edits.
+
+    The trie shares a range of sorted prompts' tokens up to the least `lcp` between them; it
+    reaches past an edit start only if every neighbouring pair in the range kept its full
+    `lcp`, i.e. had equal edits, so the first and last prompt of the range have equal edits too."""
+    out = lcp.copy()
+    for i in range(1, len(ordered)):
+        a, b = edit_from.get(ordered[i - 1].prompt.prompt_id), edit_from.get(ordered[i].prompt.prompt_id)
+        if a != b:
+            limit = min(x[0] for x in (a, b) if x is not None)
+            out[i] = min(int(out[i]), limit)
+    return out
+
+
+def plan_trie(prompts: Sequence[RenderedPrompt], batch_tokens: int, max_batch_size: int,
+              edit_from: EditFrom | None = None) -> list[TrieChunk]:
+    """Chunks of at most `batch_tokens` unique tokens, each with its tree and passes (with
+    `edit_from`, nodes respect the interventions' edit starts; see `cap_shared`)."""
     if not prompts:
         return []
     ordered, lcp = sort_prompts(prompts)
+    if edit_from:
+        lcp = cap_shared(ordered, lcp, edit_from)
     lengths = np.array([len(r.token_ids) for r in ordered], dtype=np.int64)
     return [build_chunk(ordered[a:b], lcp[a:b], batch_tokens, max_batch_size)
             for a, b in cut_chunks(lengths, lcp, batch_tokens)]
+
+
+def replicate_leaves(chunk: TrieChunk, copies: Mapping[int, Sequence[RenderedPrompt]], batch_tokens: int,
+                     max_batch_size: int) -> TrieChunk:
+    """`chunk` with the last token of each prompt `p` in `copies` run once per prompt of
+    `copies[p]` (same tokens and positions, one-token leaves on `p`'s shared path): activation
+    patching runs every (pair, layer) of a destination as its own row. `p` must end in a leaf
+    of its own (plan with `edit_from` giving each `p` its own key)."""
+    nodes = list(chunk.nodes)
+    for k, n in enumerate(chunk.nodes):
+        if not n.ends or n.ends[0].prompt.prompt_id not in copies:
+            continue
+        assert len(n.ends) == 1 and not n.n_children, "a patched prompt ends in a leaf of its own"
+        extra = copies[n.ends[0].prompt.prompt_id]
+        if len(n.tokens) == 1:  # the slot itself becomes the first copy: no index moves
+            parent = n.parent
+            nodes[k] = replace(n, ends=(extra[0],))
+            rest = extra[1:]
+        else:  # the slot keeps all but the last token and the copies hang from it
+            parent, rest = k, extra
+            nodes[k] = replace(n, tokens=n.tokens[:-1], ends=(), n_children=len(extra))
+        nodes += [TrieNode(parent=parent, start=n.stop - 1, tokens=n.tokens[-1:], ends=(c,), n_children=0)
+                  for c in rest]
+    counts = np.bincount([n.parent for n in nodes if n.parent >= 0], minlength=len(nodes))
+    nodes = [replace(n, n_children=int(counts[k])) for k, n in enumerate(nodes)]
+    prompts = tuple(r for n in nodes for r in n.ends)
+    return TrieChunk(nodes=tuple(nodes), steps=_steps(nodes, batch_tokens, max_batch_size), prompts=prompts)
 
 
 def cache_waves(lcp: np.ndarray, block: int) -> np.ndarray:

@@ -14,14 +14,16 @@ from collections.abc import Sequence
 
 from probe.backends.batching import plan_batches
 from probe.backends.specs import BackendSpec, HFBackendSpec
-from probe.backends.trie import TrieChunk, TrieNode, plan_trie, sort_prompts
+from probe.backends.trie import EditFrom, TrieChunk, TrieNode, plan_trie, sort_prompts
 from probe.types import RenderedPrompt
 
 
-def score_chunks(prompts: Sequence[RenderedPrompt], spec: HFBackendSpec) -> list[TrieChunk]:
-    """The HF scorer's chunks: trie chunks with prefix reuse, else plain right-padded batches."""
+def score_chunks(prompts: Sequence[RenderedPrompt], spec: HFBackendSpec,
+                 edit_from: EditFrom | None = None) -> list[TrieChunk]:
+    """The HF scorer's chunks: trie chunks with prefix reuse (respecting interventions' edit
+    starts, `probe.backends.trie.cap_shared`), else plain right-padded batches."""
     if spec.prefix_reuse:
-        return plan_trie(prompts, spec.batch_tokens, spec.max_batch_size)
+        return plan_trie(prompts, spec.batch_tokens, spec.max_batch_size, edit_from)
     return [plain_chunk(b) for b in plan_batches(prompts, spec.batch_tokens, spec.max_batch_size)]
 
 

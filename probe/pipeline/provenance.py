@@ -25,11 +25,13 @@ PACKAGES = ("torch", "transformers", "tokenizers", "accelerate", "numpy", "scipy
 
 
 def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
-            bench: PreparedBench) -> dict[str, Any]:
+            bench: PreparedBench, intervention: dict[str, Any] | None = None) -> dict[str, Any]:
     """The results-cache key: everything that changes a stored number, nothing else. Unlike lm-eval's
     request cache, it includes the model (id, revision, resolved commit), tokenizer, template and
     letter ids; unlike the full config, it leaves out the analysis options (a finished run is
-    re-analysed instead), the shard size and the judge's transport settings."""
+    re-analysed instead), the shard size and the judge's transport settings. An intervention
+    (with its steering vector's hash) is in the key only when there is one, so plain runs keep
+    the key they always had."""
     assert not isinstance(cfg.bench, dict)
     return {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
                       "gguf_sha256": loaded.info.get("gguf_sha256")},
@@ -38,7 +40,8 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"), "config": cfg.bench.record()},
             "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
-            "judge": verdict_config(cfg) if bench_judged(cfg) else None}
+            "judge": verdict_config(cfg) if bench_judged(cfg) else None,
+            **({"intervention": intervention} if intervention else {})}
 
 
 def bench_judged(cfg: RunConfig) -> bool:

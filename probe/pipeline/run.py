@@ -44,6 +44,7 @@ from probe.pipeline.judging import (
     run_jobs,
     verdict_config,
 )
+from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import bench_judged, provenance, run_key
 from probe.pipeline.shard import shard_prompts
 from probe.pipeline.spec import BenchRef, RunConfig
@@ -73,6 +74,8 @@ def run(cfg: RunConfig) -> Path:
     mech = cfg.analysis.mech
     if mech.active and (generate or cfg.backend.name != "hf"):
         raise ProbeInputError("analysis.logit_lens / capture_layers need backend=hf and letter scoring")
+    if cfg.intervention.name != "none" and (generate or cfg.backend.name != "hf" or ref.shard is not None):
+        raise ProbeInputError(f"intervention={cfg.intervention.name} needs backend=hf and letter scoring, unsharded")
     if generate and cfg.backend.mode != "generate":  # open answers: always generated
         cfg = replace(cfg, backend=replace(cfg.backend, mode="generate"))
     out.mkdir(parents=True, exist_ok=True)
@@ -87,7 +90,9 @@ def run(cfg: RunConfig) -> Path:
     own = _own_prompts(cfg, rendered, generate)
     if cfg.dry_run:
         return _dry_run(cfg, loaded, rendered, own, letter_ids)
-    key = run_key(cfg, loaded, settings, letter_ids, bench)
+    prepared = prepare_intervention(cfg.intervention, rendered, shared_prefix_lengths(rendered),
+                                    {**asdict(cfg.model), **loaded.info}, _n_layers(loaded.model))
+    key = run_key(cfg, loaded, settings, letter_ids, bench, prepared.record)
     held = claim(out, key)
     if held.state == "done":
         if ref.shard is None:
@@ -98,7 +103,7 @@ def run(cfg: RunConfig) -> Path:
         (out / name).write_text(text)
     _write_prompts(cfg, rendered, own)
     t0 = time.perf_counter()
-    backend = make_backend(cfg.backend, loaded, cfg.model, mech)
+    backend = make_backend(cfg.backend, loaded, cfg.model, mech, prepared.plan)
     load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
     t0 = time.perf_counter()
     resumed = 0
@@ -108,6 +113,7 @@ def run(cfg: RunConfig) -> Path:
         assert letter_ids is not None
         resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
     wall_s = time.perf_counter() - t0
+    patching_s = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else 0.0
 
     stats = backend.stats
     manifest = {
@@ -121,8 +127,11 @@ def run(cfg: RunConfig) -> Path:
                     "resumed_prompts": resumed,
                     **_prefix_cache(backend, cfg.backend.name == "vllm")},
         "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
-                    "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None},
+                    "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
+                    **({"patching_s": patching_s} if patching_s else {})},
     }
+    if prepared.record is not None:
+        manifest["intervention"] = prepared.record
     if ref.shard is not None:
         manifest["shard"] = {"index": ref.shard.index, "count": ref.shard.count, "n_prompts": len(own),
                              "n_items": len({r.prompt.item_id for r in own})}
@@ -304,6 +313,13 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
     assert seen == set(expected), "backend must score every prompt it owns, and only those"
     writers.close()
     return len(done)
+
+
+def _n_layers(model: Any) -> int:
+    if model is None:  # vLLM or a dry run: no weights here
+        return 0
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    return int(config.num_hidden_layers)
 
 
 def _d_model(model: Any) -> int:

@@ -18,6 +18,7 @@ from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
 from probe.metrics.core import AnalysisOptions
 from probe.models import ModelSpec
+from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.shard import Shard
 
 
@@ -83,6 +84,8 @@ class RunConfig:
     judge: JudgeSpec = field(default_factory=JudgeSpec)
     judge_model: ModelSpec | None = None
     """The LLM judge's model; None = the run's own model."""
+    intervention: InterventionSpec = field(default_factory=NoIntervention)
+    """Activation patching or steering inside the scoring pass (`probe.pipeline.intervention`)."""
     progress: bool = True
     """Progress bar with prompts/s and ETA."""
     shard_size: Annotated[int, Ge(1)] = 4096
@@ -120,7 +123,15 @@ def backend_spec(values: Mapping[str, Any]) -> BackendSpec:
     return build(BACKENDS[name], values, "backend")
 
 
-TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "progress", "shard_size", "dry_run")
+def intervention_spec(values: Mapping[str, Any]) -> InterventionSpec:
+    """The spec of the intervention `values["name"]` names (none when absent)."""
+    name = values.get("name", "none")
+    if name not in INTERVENTIONS:
+        raise ProbeInputError(f"intervention.name: unknown intervention {name!r}; available: {sorted(INTERVENTIONS)}")
+    return build(INTERVENTIONS[name], values, "intervention")
+
+
+TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size", "dry_run")
 
 
 def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None) -> RunConfig:
@@ -133,5 +144,6 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
         "backend": backend_spec(values.get("backend") or {}),
         "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
         "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
+        "intervention": intervention_spec(values.get("intervention") or {}),
         **{k: values[k] for k in ("progress", "shard_size", "dry_run") if k in values},
     }, "")

@@ -1,0 +1,34 @@
+"""Steering vectors from stored activations: `v_c = mean(residual | source prompts targeting c)
+− mean(residual | dest prompts)` at one layer, per target group c (DiSCo: C1 prompts whose
+location cue names culture c, minus C0 prompts without a cue).
+
+Computed from a finished run's `activations.safetensors` (`analysis.capture_layers`), so the
+vectors can be studied (norms, cosines) without a model, and a steered run can be reproduced
+from the stored run alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from probe.errors import ProbeInputError
+from probe.results.run import load_run
+
+
+def steering_vectors(run_dir: str | Path, layer: int, source: str = "C1", dest: str = "C0") -> dict[str, np.ndarray]:
+    """`{c: v_c}` (float64 `[d_model]`) at decoder layer `layer` (0-based, as captured) for every
+    target c of the `source` prompts."""
+    run = load_run(run_dir)
+    acts = run.activations([layer])[:, 0].astype(np.float64)
+    table = run.table()
+    base = table.condition == dest
+    if not base.any():
+        raise ProbeInputError(f"{run_dir}: no prompts of condition {dest!r} (intervention.dest) to subtract")
+    src = table.condition == source
+    targets = sorted({str(t) for t in table.target[src] if t is not None})
+    if not targets:
+        raise ProbeInputError(f"{run_dir}: no prompts of condition {source!r} with a target (intervention.source)")
+    mean_dest = acts[table.prompt_id[base]].mean(axis=0)
+    return {c: acts[table.prompt_id[src & (table.target == c)]].mean(axis=0) - mean_dest for c in targets}

@@ -1,0 +1,203 @@
+"""The `intervention:` config group — causal follow-ups read as exact letter distributions.
+
+- `intervention=patch`: after scoring, for each pair of a source prompt (condition `source`)
+  and the destination prompt (condition `dest`) of the same item showing the options in the
+  same order, and each layer of `layers`, the destination's residual stream after that layer at
+  the answer position is replaced by the source's and its letters read
+  (`patching.safetensors` `[pair, layer, letter]`, pairs in `patching.parquet`).
+- `intervention=steer`: the run's scores are read with `alpha · v_c` added to the residual stream
+  after `layer` (answer position, or every position from the end of the shared prefix), where
+  `v_c = mean(residual | source prompts targeting c) − mean(residual | dest prompts)` comes from
+  the activations a previous run captured (`vectors`).
+
+Both ride on the HF backend's trie passes (`probe.backends.interventions`), so batching and
+prefix sharing stay exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from probe.errors import ProbeInputError
+from probe.types import RenderedPrompt
+
+if TYPE_CHECKING:  # torch only when a steered run is built: configs and confgen stay light
+    from probe.backends.interventions import InterventionPlan
+
+
+@dataclass(frozen=True)
+class NoIntervention:
+    """No intervention: the model as it is."""
+
+    name: Literal["none"] = "none"
+    """none | patch (activation patching) | steer (steering vectors)."""
+
+
+@dataclass(frozen=True)
+class PatchSpec:
+    """Activation patching between paired prompts, every layer read as exact letter probabilities."""
+
+    name: Literal["patch"] = "patch"
+    """none | patch (activation patching) | steer (steering vectors)."""
+    source: str = "C1"
+    """Condition of the source prompts (whose residual is written in), e.g. C1 or C2."""
+    dest: str = "C0"
+    """Condition of the destination prompts (same item, same option order)."""
+    layers: tuple[int, ...] = ()
+    """Decoder layers to patch, one at a time (negative: from the end); empty = every layer."""
+
+
+@dataclass(frozen=True)
+class SteerSpec:
+    """Steering vectors from a previous run's captured activations, added while scoring."""
+
+    name: Literal["steer"] = "steer"
+    """none | patch (activation patching) | steer (steering vectors)."""
+    vectors: str | None = None
+    """Run directory whose activations.safetensors holds `layer` (run it with analysis.capture_layers)."""
+    layer: int = -1
+    """Decoder layer (0-based; negative from the end) after which the vector is added."""
+    culture: str | None = None
+    """The group c steered toward (a target of the source condition); sweep with -m intervention.culture=a,b."""
+    alpha: float = 1.0
+    """Multiple of v_c added (0 = a plain run)."""
+    positions: Literal["last", "all"] = "last"
+    """last: the answer position; all: every position from the end of the shared prefix."""
+    source: str = "C1"
+    """v_c = mean residual of `source` prompts targeting c …"""
+    dest: str = "C0"
+    """… minus the mean residual of `dest` prompts."""
+
+
+InterventionSpec = NoIntervention | PatchSpec | SteerSpec
+INTERVENTIONS: dict[str, type] = {"none": NoIntervention, "patch": PatchSpec, "steer": SteerSpec}
+
+
+def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec) -> list[dict[str, Any]]:
+    """`patching.parquet` rows: each source prompt with the destination prompt of its item that
+    shows the options in the same order (so letter j means the same option in both)."""
+    dest: dict[tuple[str, tuple[int, ...]], RenderedPrompt] = {}
+    for r in rendered:
+        if r.prompt.condition == spec.dest:
+            key = (r.prompt.item_id, tuple(r.prompt.order))
+            if key in dest:
+                raise ProbeInputError(f"intervention.dest={spec.dest}: item {key[0]!r} has several prompts with "
+                                      f"option order {list(key[1])} (prompts {dest[key].prompt.prompt_id} and "
+                                      f"{r.prompt.prompt_id}); the pairing needs one")
+            dest[key] = r
+    conditions = sorted({r.prompt.condition for r in rendered})
+    for name, value in (("source", spec.source), ("dest", spec.dest)):
+        if value not in conditions:
+            raise ProbeInputError(f"intervention.{name}={value}: no prompts of that condition in this run "
+                                  f"(its conditions: {conditions})")
+    rows = []
+    for r in rendered:
+        p = r.prompt
+        if p.condition != spec.source:
+            continue
+        d = dest.get((p.item_id, tuple(p.order)))
+        if d is None:
+            raise ProbeInputError(f"intervention=patch: source prompt {p.prompt_id} (item {p.item_id!r}, order "
+                                  f"{list(p.order)}) has no {spec.dest} prompt with the same options in the same order")
+        rows.append({"pair": len(rows), "item_id": p.item_id, "rotation": p.rotation, "target": p.target,
+                     "source_id": p.prompt_id, "dest_id": d.prompt.prompt_id})
+    return rows
+
+
+@dataclass(frozen=True)
+class SteeringSetup:
+    """The edits of a steered run and what its manifest and run key record about them."""
+
+    plan: InterventionPlan
+    record: dict[str, Any]
+
+
+def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
+                   model_record: Mapping[str, Any], n_layers: int) -> SteeringSetup:
+    """Load `v_c` from the vectors run (checked: same model, the layer captured, c a target) and
+    build one `add` edit per prompt."""
+    import torch
+
+    from probe.backends.interventions import Edit, InterventionPlan
+    from probe.metrics.steering import steering_vectors
+    if spec.vectors is None:
+        raise ProbeInputError("intervention.vectors: the run directory whose activations give the steering "
+                              "vectors (a run of this model with analysis.capture_layers including the layer)")
+    layer = spec.layer + n_layers if spec.layer < 0 else spec.layer
+    if not 0 <= layer < n_layers:
+        raise ProbeInputError(f"intervention.layer: {spec.layer} out of range for {n_layers} layers")
+    path = Path(spec.vectors)
+    other = json.loads((path / "manifest.json").read_text()).get("model", {}) if (path / "manifest.json").is_file() else {}
+    for k in ("hub_id", "revision", "commit", "gguf_sha256", "tiny"):
+        if other.get(k) != model_record.get(k):
+            raise ProbeInputError(f"intervention.vectors={path}: made with another model ({k}: {other.get(k)!r}, this "
+                                  f"run: {model_record.get(k)!r}); steering vectors belong to one model")
+    vectors = steering_vectors(path, layer, spec.source, spec.dest)
+    if spec.culture not in vectors:
+        raise ProbeInputError(f"intervention.culture={spec.culture}: choose one of {sorted(vectors)} (every one in "
+                              "turn: -m intervention.culture=" + ",".join(sorted(vectors)) + ")")
+    v = np.asarray(vectors[spec.culture], dtype=np.float32)
+    vector = torch.from_numpy(spec.alpha * v)
+    edits = {r.prompt.prompt_id: Edit(layer=layer, start=len(r.token_ids) - 1 if spec.positions == "last" else min(plen, len(r.token_ids) - 1),
+                                      vector=vector, mode="add", key="steer")
+             for r, plen in zip(rendered, prefix_lens)}
+    record = {**asdict(spec), "layer_resolved": layer, "vector_norm": float(np.linalg.norm(v)),
+              "vector_sha256": hashlib.sha256(v.tobytes()).hexdigest()}
+    return SteeringSetup(InterventionPlan(steer=edits), record)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A run's intervention, ready for the backend: its plan, the pairs to patch, its record."""
+
+    plan: InterventionPlan | None = None
+    pairs: tuple[dict[str, Any], ...] = ()
+    record: dict[str, Any] | None = None
+    """The manifest's and run key's `intervention` (None: no intervention)."""
+
+
+def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
+                         model_record: Mapping[str, Any], n_layers: int) -> Prepared:
+    """Pairs or steering edits of the run, checked before the run directory is claimed."""
+    if isinstance(spec, NoIntervention):
+        return Prepared()
+    from probe.backends.interventions import InterventionPlan
+
+    if isinstance(spec, PatchSpec):
+        layers = tuple(spec.layers) or tuple(range(n_layers))
+        bad = [layer for layer in layers if not -n_layers <= layer < n_layers]
+        if bad:
+            raise ProbeInputError(f"intervention.layers: {bad} out of range for {n_layers} layers")
+        pairs = tuple(patch_pairs(rendered, spec))
+        resolved = sorted({layer % n_layers for layer in layers})
+        return Prepared(InterventionPlan(patch_layers=tuple(resolved)), pairs,
+                        {**asdict(spec), "layers_resolved": resolved, "n_pairs": len(pairs)})
+    setup = steering_setup(spec, rendered, prefix_lens, model_record, n_layers)
+    return Prepared(setup.plan, (), setup.record)
+
+
+def patching_pass(out: Path, backend: Any, rendered: Sequence[RenderedPrompt], letter_ids: Any,
+                  prepared: Prepared, letters: Sequence[str]) -> float:
+    """Run activation patching and write its files (`probe.results.patching`); a run resumed
+    after they were written does nothing. Returns the seconds it took."""
+    import time
+
+    from probe.results.patching import write_patching
+
+    if prepared.plan is None or not prepared.plan.patch_layers or (out / "patching.safetensors").is_file():
+        return 0.0
+    t0 = time.perf_counter()
+    layers = prepared.plan.patch_layers
+    logprobs = np.full((len(prepared.pairs), len(layers), len(letters)), np.nan, dtype=np.float32)
+    pairs = [(p["source_id"], p["dest_id"]) for p in prepared.pairs]
+    for idx, lp in backend.patch(rendered, letter_ids, pairs):
+        logprobs[idx] = lp
+    write_patching(out, prepared.pairs, logprobs, layers, letters)
+    return time.perf_counter() - t0

@@ -1,0 +1,188 @@
+"""Causal interventions inside the scoring pass: the identities that pin steering and patching.
+
+On tiny Llama and Gemma 3 (sliding windows) models, with prefix sharing on and off:
+- steering with a zero vector gives the plain scores; a real vector gives what one prompt's own
+  forward with the same hook gives;
+- patching at the last layer gives the source prompt's scores, patching a prompt with itself
+  changes nothing, and any layer matches one prompt's forward with the same overwrite.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import prepare
+
+from probe.backends.hf import HFScorer
+from probe.backends.interventions import Edit, InterventionPlan
+from probe.backends.specs import HFBackendSpec
+from probe.backends.trie import plan_trie, replicate_leaves
+from probe.models import ModelSpec, load_model
+from probe.models.tiny import TinySpec
+from probe.prompts.prefix import shared_prefix_lengths
+from probe.prompts.render import render_prompts
+from probe.types import RenderedPrompt
+
+N_LAYERS = 4
+
+
+@pytest.fixture(scope="module", params=["llama", "gemma3"])
+def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    os.environ["PROBE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    arch = request.param
+    spec = ModelSpec(name=arch, kind="instruct", source="tiny", tiny=TinySpec(arch=arch, num_layers=N_LAYERS))
+    loaded = load_model(spec, device="cpu")
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
+    rendered, letters = render_prompts(loaded.tokenizer, bench.prompts[:104], bench.letters,
+                                       spec.render_settings(), spec.name)
+    plain = _scores(loaded, rendered, letters, True)
+    return loaded, rendered, letters, plain
+
+
+def _scores(loaded, rendered, letters, reuse: bool, plan: InterventionPlan | None = None) -> dict[int, np.ndarray]:
+    scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=16, prefix_reuse=reuse),
+                      intervention=plan)
+    return {s.prompt_id: np.array(s.letter_logprobs) for b in scorer.score(rendered, letters) for s in b}
+
+
+def _gap(a: dict[int, np.ndarray], b: dict[int, np.ndarray]) -> float:
+    assert a.keys() == b.keys()
+    return max(float(np.abs(a[k] - b[k]).max()) for k in a)
+
+
+@torch.inference_mode()
+def _hooked_forward(loaded, r: RenderedPrompt, letters, layer: int, edit) -> np.ndarray:
+    """One prompt through `model(input_ids)` with `edit(hidden)` applied after `layer`."""
+    def hook(module, args, output):
+        hidden = (output[0] if isinstance(output, tuple) else output).clone()
+        edit(hidden)
+        return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+    handle = loaded.model.get_decoder().layers[layer].register_forward_hook(hook)
+    try:
+        logits = loaded.model(input_ids=torch.tensor([r.token_ids.tolist()])).logits[0, -1].float()
+    finally:
+        handle.remove()
+    return torch.log_softmax(logits, -1)[list(letters.ids)].numpy()
+
+
+def _steering(rendered: Sequence[RenderedPrompt], vector: torch.Tensor, positions: str) -> dict[int, Edit]:
+    plens = shared_prefix_lengths(rendered)
+    return {r.prompt.prompt_id: Edit(layer=1, start=len(r.token_ids) - 1 if positions == "last" else min(p, len(r.token_ids) - 1),
+                                     vector=vector, mode="add", key="steer") for r, p in zip(rendered, plens)}
+
+
+@pytest.mark.parametrize("positions", ["last", "all"])
+def test_steering_zero_is_plain_and_a_vector_matches_a_hooked_forward(tiny, positions: str) -> None:
+    loaded, rendered, letters, plain = tiny
+    d = loaded.model.config.hidden_size
+    zero = InterventionPlan(steer=_steering(rendered, torch.zeros(d), positions))
+    assert _gap(_scores(loaded, rendered, letters, True, zero), plain) <= 1e-6
+    v = torch.randn(d, generator=torch.Generator().manual_seed(0)) * 3.0
+    plan = InterventionPlan(steer=_steering(rendered, v, positions))
+    on, off = _scores(loaded, rendered, letters, True, plan), _scores(loaded, rendered, letters, False, plan)
+    assert _gap(on, off) <= 1e-5  # prefix sharing on and off: the same numbers
+    assert _gap(on, plain) > 0.1  # and the vector does move the letters
+    for r in rendered[::17]:
+        start = plan.steer[r.prompt.prompt_id].start
+
+        def add(hidden: torch.Tensor, start: int = start) -> None:
+            hidden[0, start:] += v
+
+        assert np.abs(on[r.prompt.prompt_id] - _hooked_forward(loaded, r, letters, 1, add)).max() <= 1e-4
+
+
+def _patch(loaded, rendered, letters, pairs, reuse: bool) -> np.ndarray:
+    scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=16, prefix_reuse=reuse),
+                      intervention=InterventionPlan(patch_layers=tuple(range(N_LAYERS))))
+    out = np.full((len(pairs), N_LAYERS, len(letters.ids)), np.nan, dtype=np.float32)
+    for idx, lp in scorer.patch(rendered, letters, pairs):
+        out[idx] = lp
+    assert not np.isnan(out).any()
+    return out
+
+
+@torch.inference_mode()
+def test_patching_identities(tiny) -> None:
+    loaded, rendered, letters, plain = tiny
+    prompts = [r.prompt for r in rendered]
+    c0 = {(p.item_id, p.order): p.prompt_id for p in prompts if p.condition == "C0"}
+    pairs = [(p.prompt_id, c0[(p.item_id, p.order)]) for p in prompts if p.condition == "C1"]
+    pairs += [(d, d) for d in list(c0.values())[:3]]  # a prompt patched with itself
+    on, off = _patch(loaded, rendered, letters, pairs, True), _patch(loaded, rendered, letters, pairs, False)
+    assert np.abs(on - off).max() <= 1e-5
+    for k, (s, d) in enumerate(pairs):
+        assert np.abs(on[k, -1] - plain[s]).max() <= 1e-4  # last layer: the source's letters
+        if s == d:
+            assert np.abs(on[k] - plain[d][None]).max() <= 1e-5  # itself: nothing changes
+    # an intermediate layer against one prompt's forward with the same overwrite
+    by_id = {r.prompt.prompt_id: r for r in rendered}
+    k = 5
+    s, d = pairs[k]
+    source_hidden = {}
+
+    def grab(hidden: torch.Tensor) -> None:
+        source_hidden["h"] = hidden[0, -1].clone()
+
+    _hooked_forward(loaded, by_id[s], letters, 1, grab)
+
+    def overwrite(hidden: torch.Tensor) -> None:
+        hidden[0, -1] = source_hidden["h"]
+
+    assert np.abs(on[k, 1] - _hooked_forward(loaded, by_id[d], letters, 1, overwrite)).max() <= 1e-4
+    assert np.abs(plain[s] - plain[d]).max() > 1e-3  # the pair differs: the identities are not vacuous
+
+
+def test_replicated_leaves_keep_the_trie_whole(tiny) -> None:
+    _, rendered, _, _ = tiny
+    dests = rendered[:8]
+    own = {r.prompt.prompt_id: (len(r.token_ids) - 1, r.prompt.prompt_id) for r in dests}
+    copies = {r.prompt.prompt_id: [RenderedPrompt(r.prompt, "", r.token_ids) for _ in range(3)] for r in dests}
+    for chunk in plan_trie(dests, 1 << 20, 16, own):
+        big = replicate_leaves(chunk, copies, 1 << 20, 16)
+        assert len(big.prompts) == 3 * len(chunk.prompts)
+        for i, n in enumerate(big.nodes):
+            if n.ends:  # every copy is the answer token alone, on its destination's path
+                assert len(n.tokens) == 1 and n.n_children == 0
+                path = np.concatenate([big.nodes[a].tokens for a in big.path(i)] + [n.tokens])
+                assert np.array_equal(path, n.ends[0].token_ids)
+        seen = [i for step in big.steps for i in step]
+        assert sorted(seen) == list(range(len(big.nodes)))
+        assert all(big.nodes[i].parent < 0 or big.nodes[i].parent in {j for s in big.steps[:k] for j in s}
+                   for k, step in enumerate(big.steps) for i in step)
+
+
+def test_run_directories_of_both_modes(tmp_path: Path) -> None:
+    """`intervention=patch` and `intervention=steer` (vectors from a capture run) as commands."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import probe_env
+
+    root = Path(__file__).resolve().parent.parent
+    base = ["model=tiny", "bench=demo", "bench.limit=2", "analysis.n_boot=50", "progress=false"]
+
+    def cli(out: str, *args: str) -> Path:
+        proc = subprocess.run([sys.executable, "-m", "probe", *base, *args, f"hydra.run.dir={tmp_path / out}"],
+                              cwd=root, env=probe_env(tmp_path / "cache"), capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return tmp_path / out
+
+    vec = cli("vectors", "analysis.capture_layers=[1]")
+    steer = ["intervention=steer", f"intervention.vectors={vec}", "intervention.layer=1", "intervention.culture=China"]
+    zero = cli("steer0", *steer, "intervention.alpha=0")
+    assert (zero / "scores.safetensors").read_bytes() == (vec / "scores.safetensors").read_bytes()
+    moved = cli("steer4", *steer, "intervention.alpha=4")
+    manifest = json.loads((moved / "manifest.json").read_text())
+    assert manifest["intervention"]["culture"] == "China" and manifest["intervention"]["vector_norm"] > 0
+    assert json.loads((moved / "run_key.json").read_text())["intervention"]["alpha"] == 4.0
+    patch = cli("patch", "intervention=patch")
+    assert (patch / "patching.safetensors").is_file() and (patch / "patching.parquet").is_file()
+    table = json.loads((patch / "patching.json").read_text())
+    assert table["restored"]["all"][-1] == pytest.approx(1.0, abs=1e-3)  # the last layer restores it all
