@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
@@ -23,13 +23,11 @@ from probe.backends.trie import TrieChunk, plan_trie, replicate_leaves
 from probe.backends.units import plain_chunk, score_chunks
 from probe.types import LetterIds, RenderedPrompt
 
-if TYPE_CHECKING:
-    from probe.backends.hf import HFScorer
 
-
-def run_patching(scorer: HFScorer, prompts: Sequence[RenderedPrompt], letters: LetterIds,
+def run_patching(scorer: Any, prompts: Sequence[RenderedPrompt], letters: LetterIds,
                  pairs: Sequence[tuple[int, int]]) -> Iterator[tuple[list[int], np.ndarray]]:
-    """Yield `(pair indices, log-probs [pair, layer, letter])` per group of sources."""
+    """Yield `(pair indices, log-probs [pair, layer, letter])` per group of sources; `scorer`
+    is the `probe.backends.hf.HFScorer` whose passes run them (typed loosely: hf imports this)."""
     by_id = {r.prompt.prompt_id: r for r in prompts}
     letter_ids = torch.tensor(letters.ids, device=scorer.head_weight.device)
     layers = scorer.patch_layers
@@ -64,7 +62,7 @@ def run_patching(scorer: HFScorer, prompts: Sequence[RenderedPrompt], letters: L
         yield group, out
 
 
-def _dest_chunks(scorer: HFScorer, dests: Sequence[RenderedPrompt],
+def _dest_chunks(scorer: Any, dests: Sequence[RenderedPrompt],
                  copies: dict[int, list[RenderedPrompt]]) -> list[TrieChunk]:
     """With prefix reuse, the destinations' trie (each answer token a leaf of its own) with the
     copies hung on it; without, plain batches of the copies as whole prompts."""

@@ -1,5 +1,6 @@
 """A run's report: `report.md` (the bench's markdown plus generic sections) and a self-contained
-`report.html` with the bench's figures, the temperature curve and the logit-lens figure."""
+`report.html` with the bench's figures, the temperature curve and the logit-lens and activation-patching
+figures."""
 
 from __future__ import annotations
 
@@ -10,29 +11,43 @@ import numpy as np
 
 from probe.benches.task import Task
 from probe.files import write_json
-from probe.metrics.core import get_path
+from probe.metrics.core import AnalysisOptions, get_path
 from probe.metrics.lens import layer_table
+from probe.metrics.patching import POOLED, patching_table
+from probe.results.patching import TENSORS_FILE
 from probe.results.run import Run
 from probe.viz.figures import Figure, num, plot_layers, pyplot, save
 from probe.viz.html import write_html
+from probe.viz.markdown import ci, fmt
+from probe.viz.patching import plot_patching
 
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
 CURVE_CAPTION = ("Headline metrics recomputed from the stored letter log-probs at each sampling temperature T "
                  "(log scale); T = 1 is the run's own distribution.")
 LENS_CAPTION = ("Logit lens: the culture distribution and the letter-position probabilities read out after "
                 "every layer.")
+PATCHING_CAPTION = ("Activation patching: the residual stream at the answer position after each layer is copied from "
+                    "the cued (source) prompt into the uncued (destination) prompt. Share restored = (CR_patched − "
+                    "CR_dest) / (CR_source − CR_dest), CR = mean probability of the cued culture's option: 0 = the "
+                    "patch moves nothing, 1 = it carries the whole cue effect. Thin lines: one per culture; bold: "
+                    "all pairs, with its 95% item-bootstrap band.")
 
 
 def write_run_report(run: Run, task: Task, markdown: str) -> None:
     """`report.md` and `report.html` (with `figures/`) of a run whose `metrics.json` is written."""
     if (run.path / "lens.safetensors").is_file():
         markdown += lens_section(run)
+    patched = (run.path / TENSORS_FILE).is_file()
+    if patched:
+        markdown += patching_section(run)
     (run.path / "report.md").write_text(markdown)
     figures = task.figures(run, run.path / "figures") if run.metrics else []
     curve = temperature_curve(run, task, TEMPERATURES, run.path / "figures")
     figures += [curve] if curve is not None else []
     if (run.path / "lens.png").is_file():
         figures.append(Figure("lens.png", run.path / "lens.png", LENS_CAPTION))
+    if patched:  # not merely patching.png: a stale figure of removed patching files stays out
+        figures.append(Figure("patching.png", run.path / "patching.png", PATCHING_CAPTION))
     metrics = run.metrics or {}
     write_html(run.path / "report.html", f"{metrics.get('bench')} — {metrics.get('model')}", markdown, figures)
 
@@ -56,6 +71,39 @@ def lens_section(run: Run) -> str:
     for i, (csd, letters, jsd) in enumerate(zip(table["csd"], table["letter_probs"], table["jsd_to_final"])):
         top = max(csd, key=csd.get)
         lines.append(f"| {i} | {jsd:.4f} | {top} {csd[top]:.3f} | " + " | ".join(f"{p:.3f}" for p in letters) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def patching_section(run: Run) -> str:
+    """Per-layer share of the cue effect restored by activation patching (pooled, with CIs), with
+    its table (`patching.json`) and figure (`patching.png`), at the run's analysis options."""
+    analysis, default = run.manifest.get("analysis") or {}, AnalysisOptions()
+    table = patching_table(run, float(analysis.get("temperature", default.temperature)),
+                           int(analysis.get("n_boot", default.n_boot)), int(analysis.get("seed", default.seed)))
+    write_json(run.path / "patching.json", table)
+    plot_patching(table, run.path / "patching.png")
+    direction = f"{table['source'] or 'source'} → {table['dest'] or 'destination'}"
+    lines = ["", f"## Activation patching ({direction}; figure: patching.png)", "",
+             (f"Share of the cue's effect restored when the residual stream after a layer (answer position) is "
+              f"copied from the source prompt into the destination: "
+              f"`(CR_patched − CR_dest) / (CR_source − CR_dest)`, CR = mean probability of the cued culture's "
+              f"option at T = {table['temperature']:g}. "
+              f"{table['n_pairs'][POOLED]} pairs (CR_dest {fmt(table['CR_dest'][POOLED])}, CR_source "
+              f"{fmt(table['CR_source'][POOLED])}); {table['n_left_out']} left out (no target, or the target "
+              f"not shown)."),
+             "", "| layer | restored (all) | 95% CI | CR patched |", "|---|---|---|---|"]
+    intervals = (table["ci95"] or {}).get(POOLED) or [None] * len(table["layers"])
+    for layer, value, interval, cr in zip(table["layers"], table["restored"][POOLED], intervals,
+                                          table["CR_patched"][POOLED]):
+        lines.append(f"| {layer} | {fmt(value)} | {ci(interval)} | {fmt(cr)} |")
+    half = next((layer for layer, v in zip(table["layers"], table["restored"][POOLED]) if v is not None and v >= 0.5),
+                None)
+    lines += ["", f"First layer restoring at least half the effect: {half if half is not None else 'none'}."]
+    last = {c: table["restored"][c][-1] for c in table["cultures"] if table["layers"]}
+    ranked = sorted((v, c) for c, v in last.items() if v is not None)
+    if len(ranked) > 1:
+        lines.append(f"At the last patched layer ({table['layers'][-1]}): most restored {ranked[-1][1]} "
+                     f"{ranked[-1][0]:.3f}, least {ranked[0][1]} {ranked[0][0]:.3f}.")
     return "\n".join(lines) + "\n"
 
 

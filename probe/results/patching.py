@@ -16,21 +16,74 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
+from safetensors import safe_open
 from safetensors.numpy import save_file
 
+from probe.errors import ProbeInputError
 from probe.results.io import write_table
 
+TENSORS_FILE, PAIRS_FILE = "patching.safetensors", "patching.parquet"
 PAIRS_SCHEMA = pa.schema([("pair", pa.int64()), ("item_id", pa.string()), ("rotation", pa.int64()),
                           ("target", pa.string()), ("source_id", pa.int64()), ("dest_id", pa.int64())])
+
+
+PAIR_COLUMNS: dict[str, pa.DataType] = {f.name: f.type for f in PAIRS_SCHEMA}
+"""The columns of `patching.parquet` and their types (`target` is the only nullable one)."""
 
 
 def write_patching(run_dir: Path, pairs: Sequence[dict[str, Any]], logprobs: np.ndarray, layers: Sequence[int],
                    letters: Sequence[str]) -> None:
     """Both files; the tensor file last, so its presence means the patching pass finished."""
     assert logprobs.shape[:2] == (len(pairs), len(layers)) and not np.isnan(logprobs).any()
-    write_table(run_dir / "patching.parquet", pa.Table.from_pylist(list(pairs), schema=PAIRS_SCHEMA))
+    write_table(run_dir / PAIRS_FILE, pa.Table.from_pylist(list(pairs), schema=PAIRS_SCHEMA))
     tmp = run_dir / ".patching.safetensors.tmp"
     save_file({"logprobs": np.ascontiguousarray(logprobs, dtype=np.float32),
                "layers": np.asarray(layers, dtype=np.int64), "pair": np.arange(len(pairs), dtype=np.int64)},
               str(tmp), metadata={"letters": "".join(letters)})
-    os.replace(tmp, run_dir / "patching.safetensors")
+    os.replace(tmp, run_dir / TENSORS_FILE)
+
+
+def load_patching(run_path: str | Path) -> tuple[np.ndarray, np.ndarray, pa.Table]:
+    """`(logprobs [pair, layer, letter] float32, layers [layer] int64, pairs table sorted by pair)`
+    of a run directory, with the files' own consistency checked (shapes, pair ids 0..n-1 in both
+    files, increasing layer indices, column types); prompt ids are checked by `patching_table`."""
+    run_path = Path(run_path)
+    tensors, table_path = run_path / TENSORS_FILE, run_path / PAIRS_FILE
+    for path in (tensors, table_path):
+        if not path.is_file():
+            raise ProbeInputError(f"{run_path}: no {path.name} (was the run made with activation patching?)")
+    with safe_open(str(tensors), framework="numpy") as f:
+        missing = sorted({"logprobs", "layers", "pair"} - set(f.keys()))
+        if missing:
+            raise ProbeInputError(f"{tensors}: expected tensors logprobs, layers, pair; missing {missing}")
+        logprobs, layers, pair = f.get_tensor("logprobs"), f.get_tensor("layers"), f.get_tensor("pair")
+    if logprobs.ndim != 3:
+        raise ProbeInputError(f"{tensors}: field 'logprobs': expected [pair, layer, letter], got shape "
+                              f"{list(logprobs.shape)}")
+    n_pairs, n_layers, _ = logprobs.shape
+    if layers.shape != (n_layers,) or (n_layers and (layers.min() < 0 or (np.diff(layers) <= 0).any())):
+        raise ProbeInputError(f"{tensors}: field 'layers': expected {n_layers} increasing layer indices ≥ 0 "
+                              f"(one per logprobs layer), got {layers.tolist()}")
+    if not np.array_equal(pair, np.arange(n_pairs)):
+        raise ProbeInputError(f"{tensors}: field 'pair': expected pair ids 0..{n_pairs - 1} in order (one per "
+                              f"logprobs row), got {len(pair)} ids starting {pair[:5].tolist()}")
+    if np.isnan(logprobs).any():
+        raise ProbeInputError(f"{tensors}: field 'logprobs': expected log-probs, got NaN at pair "
+                              f"{int(np.argwhere(np.isnan(logprobs))[0][0])}")
+    pairs = pq.read_table(table_path)
+    for name, dtype in PAIR_COLUMNS.items():
+        if name not in pairs.column_names:
+            raise ProbeInputError(f"{table_path}: expected column {name!r}; columns: {pairs.column_names}")
+        if not pairs.schema.field(name).type.equals(dtype):
+            raise ProbeInputError(f"{table_path}: column {name!r}: expected {dtype}, got "
+                                  f"{pairs.schema.field(name).type}")
+        if name != "target" and pairs.column(name).null_count:
+            raise ProbeInputError(f"{table_path}: column {name!r}: expected no nulls, got "
+                                  f"{pairs.column(name).null_count}")
+    pairs = pairs.sort_by("pair")
+    ids = pairs.column("pair").to_numpy()
+    if not np.array_equal(ids, np.arange(n_pairs)):
+        raise ProbeInputError(f"{table_path}: column 'pair': expected ids 0..{n_pairs - 1} once each (the rows of "
+                              f"{TENSORS_FILE}), got {len(ids)} rows with ids {ids[:5].tolist()}…")
+    return logprobs, layers, pairs

@@ -103,6 +103,14 @@ class Run:
                 self._cache[key] = f.get_tensor(name)
         return self._cache[key]
 
+    def patching(self) -> tuple[np.ndarray, np.ndarray, pa.Table]:
+        """Activation patching (`intervention=patch`): `logprobs [pair, layer, letter]`, the
+        patched `layers`, and the pairs table (item, rotation, target, source and destination
+        prompt ids), checked (`probe.results.patching`)."""
+        from probe.results.patching import load_patching
+
+        return load_patching(self.path)
+
     def mask(self, **equal: Any) -> np.ndarray:
         """Boolean `[prompt]` mask of prompts whose columns equal the given values, e.g.
         `mask(condition="C0")`, `mask(category="food", condition="C3", ctx_rotation=0)`."""
