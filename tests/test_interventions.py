@@ -186,3 +186,39 @@ def test_run_directories_of_both_modes(tmp_path: Path) -> None:
     assert (patch / "patching.safetensors").is_file() and (patch / "patching.parquet").is_file()
     table = json.loads((patch / "patching.json").read_text())
     assert table["restored"]["all"][-1] == pytest.approx(1.0, abs=1e-3)  # the last layer restores it all
+
+
+def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
+    """`-m intervention.alpha=2,4 intervention.culture=China,Spain` beside the plain capture run:
+    one dose–response row per (culture, α) with α = 0 from the plain run, and its figure."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import probe_env
+
+    root = Path(__file__).resolve().parent.parent
+    env = probe_env(tmp_path / "cache")
+    base = ["model=tiny", "bench=demo", "bench.limit=2", "analysis.n_boot=50", "progress=false"]
+
+    def probe_cli(*args: str) -> None:
+        proc = subprocess.run([sys.executable, "-m", "probe", *args], cwd=root, env=env, capture_output=True,
+                              text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    plain = tmp_path / "plain"
+    probe_cli(*base, "analysis.capture_layers=[1]", f"hydra.run.dir={plain}")
+    sweep = tmp_path / "sweep"
+    probe_cli("-m", *base, "intervention=steer", f"intervention.vectors={plain}", "intervention.layer=1",
+              "intervention.culture=China,Spain", "intervention.alpha=2,4", f"hydra.sweep.dir={sweep}")
+    proc = subprocess.run([sys.executable, "-m", "probe.report", str(sweep), str(plain), f"out={tmp_path / 'rep'}"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    md = (tmp_path / "rep" / "report.md").read_text()
+    rows = [line for line in md.splitlines() if line.startswith("| tiny | 1 | last |")]
+    assert [line.split(" | ")[3:5] for line in rows] == [["China", "0"], ["China", "2"], ["China", "4"],
+                                                         ["Spain", "0"], ["Spain", "2"], ["Spain", "4"]]
+    plain_csd = json.loads((plain / "metrics.json").read_text())["expected"]["C0"]["CSD"]["China"]
+    assert rows[0].split(" | ")[5].startswith(f"{plain_csd:.3f} [")  # α = 0 is the plain run
+    assert "| tiny steer China α=2 L1 last | instruct | demo |" in md  # the sweep table tells runs apart
+    assert (tmp_path / "rep" / "steering_disco_tiny_demo_L1_last.png").is_file()

@@ -15,6 +15,9 @@ import pytest
 import yaml
 from conftest import prepare
 
+import probe
+from probe.api import steering_vectors
+
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
 from probe.config import build
@@ -167,3 +170,42 @@ def test_judge_config_wiring(smollm2) -> None:
     assert isinstance(judge, LLMJudge) and judge.retries == 3 and isinstance(judge.chat, HFGenerator)
     assert judge.chat.model is loaded.model and judge.chat.spec.max_new_tokens == 32
     assert judge.chat.template_kwargs == {"enable_thinking": False}
+
+
+def _cli_run(out: Path, *args: str) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "probe", "bench.limit=2", "bench.conditions=[C0,C1]",
+                           "analysis.n_boot=100", "progress=false", f"hydra.run.dir={out}", *args],
+                          cwd=REPO_ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True,
+                          timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_patching_run_on_smollm2(smollm2, tmp_path: Path) -> None:
+    """The last layer's patch carries the source's letters: restored share 1, CR_patched = CR_source."""
+    out = _cli_run(tmp_path / "patch", "intervention=patch", "intervention.layers=[0,15,-1]")
+    table = json.loads((out / "patching.json").read_text())
+    assert table["layers"] == [0, 15, 29] and table["n_pairs"]["all"] == 32 and table["n_left_out"] == 0
+    assert table["CR_patched"]["all"][-1] == pytest.approx(table["CR_source"]["all"], abs=1e-5)
+    assert table["restored"]["all"][-1] == pytest.approx(1.0, abs=1e-3)
+    assert (out / "patching.png").stat().st_size > 10_000
+    assert "## Activation patching (C1 → C0" in (out / "report.md").read_text()
+    logprobs, layers, pairs = probe.load_run(out).patching()
+    assert logprobs.shape == (32, 3, 4) and pairs.column("dest_id").to_pylist()[0] < 104
+
+
+def test_steering_runs_on_smollm2(smollm2, tmp_path: Path) -> None:
+    """Vectors from a capture run; α = 0 reproduces the plain scores, larger α moves the letters more."""
+    plain = _cli_run(tmp_path / "vectors", "analysis.capture_layers=[15]")
+    steer = ["intervention=steer", f"intervention.vectors={plain}", "intervention.layer=15",
+             "intervention.culture=Algeria"]
+    lp = {}
+    for alpha in (0, 8, 32):
+        run = probe.load_run(_cli_run(tmp_path / f"a{alpha}", *steer, f"intervention.alpha={alpha}"))
+        lp[alpha] = run.letter_logprobs()
+    base = probe.load_run(plain).letter_logprobs()
+    assert np.abs(lp[0] - base).max() <= 1e-6
+    moved = [float(np.abs(lp[a] - base).mean()) for a in (8, 32)]
+    assert 0 < moved[0] < moved[1]
+    vectors = steering_vectors(plain, 15)
+    assert "Algeria" in vectors and all(v.shape == (576,) and np.linalg.norm(v) > 0 for v in vectors.values())

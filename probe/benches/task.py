@@ -125,6 +125,9 @@ class Task:
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""
+    steer_columns: tuple[Column, ...] = ()
+    """Metrics of the sweep's steering dose–response (`intervention=steer` runs over
+    `intervention.alpha`); `{culture}` in a path stands for the steered group."""
 
     def spec_from(self, values: Mapping[str, Any]) -> Any:
         """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""

@@ -22,7 +22,7 @@ def checkpoint_series(entries: Sequence[RunEntry], task: Task) -> list[list[RunE
     there are at least two."""
     groups: dict[tuple[str, str], list[RunEntry]] = {}
     for e in entries:
-        if e.task.kind == task.kind and e.step >= 0:
+        if e.task.kind == task.kind and e.step >= 0 and not e.intervention:
             groups.setdefault((e.model, e.bench), []).append(e)
     return [sorted(g, key=lambda e: e.step) for g in groups.values() if len(g) >= 2]
 

@@ -30,10 +30,16 @@ class RunEntry:
     bench: str
     task: Task
     metrics: dict[str, Any]
+    intervention: dict[str, Any] | None = None
+    """The manifest's `intervention` (None: the model as it is)."""
 
     @property
     def label(self) -> str:
-        return self.model if not self.revision else f"{self.model}@{self.revision}"
+        base = self.model if not self.revision else f"{self.model}@{self.revision}"
+        iv = self.intervention or {}
+        if iv.get("name") == "steer":
+            return f"{base} steer {iv['culture']} α={iv['alpha']:g} L{iv['layer_resolved']} {iv['positions']}"
+        return f"{base} {iv['name']}" if iv else base
 
     @property
     def step(self) -> int:
@@ -71,7 +77,8 @@ def load_entries(paths: Sequence[Path]) -> list[RunEntry]:
         model = manifest["model"]
         entries.append(RunEntry(path=run, model=model["name"], revision=model.get("revision"), kind=model["kind"],
                                 pair=model.get("pair"), bench=manifest["bench"]["name"], task=task_of(manifest),
-                                metrics=json.loads((run / "metrics.json").read_text())))
+                                metrics=json.loads((run / "metrics.json").read_text()),
+                                intervention=manifest.get("intervention")))
     return sorted(entries, key=lambda e: (e.bench, e.model, e.step, e.revision or ""))
 
 

@@ -27,10 +27,15 @@ from probe.report.entries import (
     value,
 )
 from probe.report.paired import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
+from probe.report.steering import steering_figures, steering_table
 from probe.results.io import write_table
 from probe.results.run import Run, load_run
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
+
+
+STEERING_NOTE = ("Runs with `intervention=steer`: α · v_c added to the residual stream after the layer (v_c = mean "
+                 "residual of prompts cued with culture c minus that of uncued prompts); α = 0 is the plain run.")
 
 
 def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
@@ -47,7 +52,7 @@ def pair_table(entries: Sequence[RunEntry], task: Task) -> str | None:
     """Base vs instruct: both runs' metrics and the difference (instruct − base) with its paired
     bootstrap interval and Holm-adjusted p-value, for every instruct run whose configured pair
     also ran on the same bench; None if no pair is present."""
-    mine = [e for e in entries if e.task.kind == task.kind]
+    mine = [e for e in entries if e.task.kind == task.kind and not e.intervention]
     by_model = {(e.model, e.bench, e.revision): e for e in mine}
     lines, notes = [], []
     for e in mine:
@@ -89,6 +94,9 @@ def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ())
         pairs = pair_table(entries, task)
         if pairs:
             parts += [f"### {task.title}: base vs instruct", "", PAIRED_NOTE, "", pairs, ""]
+        steering = steering_table(entries, task)
+        if steering:
+            parts += [f"### {task.title}: steering dose–response", "", STEERING_NOTE, "", steering, ""]
         steps = checkpoint_table(entries, task)
         if steps:
             parts += [f"### {task.title}: checkpoint to checkpoint", "", PAIRED_NOTE, "", steps, ""]
@@ -122,7 +130,7 @@ def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     markdown = sweep_markdown(entries, unfinished)
     (out_dir / "report.md").write_text(markdown)
     figures = sweep_figures([load_run(e.path) for e in entries], [e.label for e in entries], out_dir)
-    figures += checkpoint_figures(entries, out_dir)
+    figures += checkpoint_figures(entries, out_dir) + steering_figures(entries, out_dir)
     write_html(out_dir / "report.html", "probe sweep report", markdown, figures)
     summary = pa.Table.from_pylist(summary_rows(entries), schema=SUMMARY_SCHEMA)
     write_table(out_dir / "summary.parquet", summary)

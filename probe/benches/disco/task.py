@@ -73,4 +73,6 @@ TASK = Task(
     generations_schema=forced.GENERATIONS_SCHEMA,
     parse_generation=forced.parse_letter,
     judge_jobs=forced.no_judging,
+    steer_columns=(Column("CSD(c), C0", "C0.CSD.{culture}"), Column("CR(c), C1", "C1.CR_by_culture.{culture}"),
+                   Column("KL(CSD‖uniform), C0, nats", "C0.KL")),
 )

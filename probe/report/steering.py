@@ -1,0 +1,92 @@
+"""Steering dose–response in a sweep: `intervention=steer` runs of one model, layer and
+positions, over `intervention.alpha` (and cultures), with the task's `steer_columns` (a
+`{culture}` path part is the steered group). A table per series and one figure per
+(model, layer, positions): a panel per metric, a line per culture over α, 95% intervals as
+error bars. A plain run of the same model and bench joins every series at α = 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from probe.benches.task import Column, Task
+from probe.metrics.core import get_path
+from probe.report.entries import RunEntry, metric_cell
+from probe.viz.figures import Figure, num, pyplot, save
+
+Key = tuple[str, str, int, str]
+"""(model label, bench, layer, positions)."""
+
+
+def _series(entries: Sequence[RunEntry], task: Task) -> dict[Key, dict[str, list[tuple[float, RunEntry]]]]:
+    """Per (model, bench, layer, positions): per culture, `(α, run)` in α order."""
+    mine = [e for e in entries if e.task.kind == task.kind]
+    plain = {(e.model, e.revision, e.bench): e for e in mine if not e.intervention}
+    out: dict[Key, dict[str, list[tuple[float, RunEntry]]]] = {}
+    for e in mine:
+        iv = e.intervention or {}
+        if iv.get("name") != "steer":
+            continue
+        key = (e.model if not e.revision else f"{e.model}@{e.revision}", e.bench, int(iv["layer_resolved"]),
+               str(iv["positions"]))
+        out.setdefault(key, {}).setdefault(str(iv["culture"]), []).append((float(iv["alpha"]), e))
+    for key, cultures in out.items():
+        for culture, runs in cultures.items():
+            base = next((p for (m, r, b), p in plain.items() if key[0] == (m if not r else f"{m}@{r}") and b == key[1]),
+                        None)
+            if base is not None and all(a != 0 for a, _ in runs):
+                runs.append((0.0, base))
+            runs.sort(key=lambda ar: ar[0])
+    return out
+
+
+def _column(c: Column, culture: str) -> Column:
+    return Column(c.label.replace("(c)", f"({culture})"), c.path.format(culture=culture))
+
+
+def steering_table(entries: Sequence[RunEntry], task: Task) -> str | None:
+    """Markdown: per series and culture, a row per α with the steer columns; None without steered runs."""
+    series = _series(entries, task)
+    if not series or not task.steer_columns:
+        return None
+    lines = ["| model | layer | positions | culture | α | " + " | ".join(c.label for c in task.steer_columns) + " |",
+             "|---|---|---|---|---|" + "---|" * len(task.steer_columns)]
+    for (model, _, layer, positions), cultures in sorted(series.items()):
+        for culture, runs in sorted(cultures.items()):
+            for alpha, e in runs:
+                cells = [metric_cell(task, e.metrics, _column(c, culture)) for c in task.steer_columns]
+                lines.append(f"| {model} | {layer} | {positions} | {culture} | {alpha:g} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def steering_figures(entries: Sequence[RunEntry], out_dir: Path) -> list[Figure]:
+    """One figure per (model, bench, layer, positions) with steered runs: each steer column over α."""
+    figures = []
+    for task in {e.task.kind: e.task for e in entries}.values():
+        if not task.steer_columns:
+            continue
+        for (model, bench, layer, positions), cultures in sorted(_series(entries, task).items()):
+            plt = pyplot()
+            columns = task.steer_columns
+            fig, axes = plt.subplots(1, len(columns), figsize=(3.4 * len(columns), 3.0), squeeze=False)
+            for ax, c in zip(axes[0], columns):
+                for culture, runs in sorted(cultures.items()):
+                    col = _column(c, culture)
+                    alphas = np.array([a for a, _ in runs])
+                    values = np.array([num(get_path(e.task.headline(e.metrics)[0], col.path)) for _, e in runs])
+                    bounds = np.array([[num(b) for b in (get_path(e.task.headline(e.metrics)[1], col.path)
+                                                         or [None, None])] for _, e in runs])
+                    err = np.clip(np.nan_to_num(np.stack([values - bounds[:, 0], bounds[:, 1] - values]), nan=0.0),
+                                  0, None)
+                    ax.errorbar(alphas, values, yerr=err, marker="o", capsize=3, label=culture)
+                ax.set_title(c.label, fontsize=9)
+                ax.set_xlabel("α")
+            axes[0][-1].legend(fontsize=7)
+            fig.tight_layout()
+            name = f"steering_{task.kind}_{model}_{bench}_L{layer}_{positions}.png".replace("/", "_")
+            figures.append(save(fig, out_dir, name, f"{task.title}, {model}: steering dose–response at layer {layer} "
+                                                    f"({positions} positions), per steered culture (95% intervals)"))
+    return figures
