@@ -120,3 +120,19 @@ def test_whole_runs_give_the_same_metrics(tmp_path: Path) -> None:
     a, b = dict(_numeric_leaves(metrics["hf"]["expected"])), dict(_numeric_leaves(metrics["vllm"]["expected"]))
     assert a.keys() == b.keys() and max(abs(a[k] - b[k]) for k in a) <= 1e-4
     assert metrics["hf"]["greedy"] == metrics["vllm"]["greedy"]
+    # two vLLM shards (whole items each), merged: the unsharded vLLM run within the engine's tolerance
+    vllm_args = ["backend=vllm", "backend.dtype=float32", "backend.enforce_eager=true", "backend.max_model_len=2048"]
+    for i in range(2):
+        proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={data}",
+                               *vllm_args, f"bench.shard={i}/2", f"hydra.run.dir={tmp_path / f'shard{i}'}",
+                               "analysis.n_boot=100", "progress=false"], cwd=REPO_ROOT, env=env, capture_output=True,
+                              text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    from probe.pipeline.merge import merge_shards
+    from probe.results.run import load_run
+
+    merged = load_run(merge_shards([tmp_path / "shard0", tmp_path / "shard1"], tmp_path / "merged"))
+    whole = load_run(tmp_path / "vllm")
+    assert merged.prompts.equals(whole.prompts)
+    assert np.abs(merged.letter_logprobs() - whole.letter_logprobs()).max() <= 1e-4
+    assert merged.metrics["greedy"] == metrics["vllm"]["greedy"]

@@ -41,11 +41,14 @@ def generate_batches(prompts: Sequence[RenderedPrompt], spec: HFBackendSpec) -> 
     return plan_batches(prompts, spec.batch_tokens, spec.max_batch_size)
 
 
-def vllm_calls(prompts: Sequence[RenderedPrompt], chunk: int) -> list[list[RenderedPrompt]]:
-    """vLLM's engine calls before its cache waves: runs of `chunk` prompts in trie order. The
-    engine schedules within a call as it likes, so two plans agree within its tolerance, not bitwise."""
-    ordered = sort_prompts(prompts)[0]
-    return [ordered[i:i + chunk] for i in range(0, len(ordered), chunk)]
+def item_runs(prompts: Sequence[RenderedPrompt]) -> list[list[RenderedPrompt]]:
+    """Each item's prompts, items in trie order (of their first prompt). vLLM's units: its engine
+    schedules requests as it likes, so no plan of ours reproduces its numbers bitwise, and a
+    shard may as well own whole items in any calls (agreeing within the engine's tolerance)."""
+    runs: dict[str, list[RenderedPrompt]] = {}
+    for r in sort_prompts(prompts)[0]:
+        runs.setdefault(r.prompt.item_id, []).append(r)
+    return list(runs.values())
 
 
 def work_units(spec: BackendSpec, prompts: Sequence[RenderedPrompt], generate: bool) -> list[list[RenderedPrompt]]:
@@ -56,4 +59,4 @@ def work_units(spec: BackendSpec, prompts: Sequence[RenderedPrompt], generate: b
         if generate:
             return generate_batches(prompts, spec)
         return [list(c.prompts) for c in score_chunks(prompts, spec)]
-    return vllm_calls(prompts, spec.chunk)
+    return item_runs(prompts)

@@ -16,10 +16,11 @@ prefix sharing stay exact.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -184,20 +185,28 @@ def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedProm
 
 
 def patching_pass(out: Path, backend: Any, rendered: Sequence[RenderedPrompt], letter_ids: Any,
-                  prepared: Prepared, letters: Sequence[str]) -> float:
+                  prepared: Prepared, letters: Sequence[str]) -> dict[str, float]:
     """Run activation patching and write its files (`probe.results.patching`); a run resumed
-    after they were written does nothing. Returns the seconds it took."""
+    after they were written does nothing. Returns its timings and work for the manifest
+    (`patching_s`, `patching_forward_s`, `patching_tokens`), which the backend's scoring
+    counters then exclude."""
     import time
 
     from probe.results.patching import write_patching
 
     if prepared.plan is None or not prepared.plan.patch_layers or (out / "patching.safetensors").is_file():
-        return 0.0
+        return {}
     t0 = time.perf_counter()
+    stats = backend.stats
+    before = copy.deepcopy(stats)
     layers = prepared.plan.patch_layers
     logprobs = np.full((len(prepared.pairs), len(layers), len(letters)), np.nan, dtype=np.float32)
     pairs = [(p["source_id"], p["dest_id"]) for p in prepared.pairs]
     for idx, lp in backend.patch(rendered, letter_ids, pairs):
         logprobs[idx] = lp
     write_patching(out, prepared.pairs, logprobs, layers, letters)
-    return time.perf_counter() - t0
+    work = {"patching_s": time.perf_counter() - t0, "patching_forward_s": stats.forward_s - before.forward_s,
+            "patching_tokens": float(stats.tokens_computed - before.tokens_computed)}
+    for f in fields(stats):  # the manifest's backend counters describe the scoring pass
+        setattr(stats, f.name, getattr(before, f.name))
+    return work

@@ -113,7 +113,7 @@ def run(cfg: RunConfig) -> Path:
         assert letter_ids is not None
         resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
     wall_s = time.perf_counter() - t0
-    patching_s = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else 0.0
+    patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
 
     stats = backend.stats
     manifest = {
@@ -128,7 +128,7 @@ def run(cfg: RunConfig) -> Path:
                     **_prefix_cache(backend, cfg.backend.name == "vllm")},
         "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
                     "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
-                    **({"patching_s": patching_s} if patching_s else {})},
+                    **patching},
     }
     if prepared.record is not None:
         manifest["intervention"] = prepared.record
