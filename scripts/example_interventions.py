@@ -25,14 +25,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--patched", help="a run made with intervention=patch")
     parser.add_argument("--vectors", help="a run made with analysis.capture_layers")
-    parser.add_argument("--layer", type=int, help="the captured layer the vectors are read at")
+    parser.add_argument("--layer", type=int, help="the captured layer (0-based, as stored) the vectors are read at")
     args = parser.parse_args()
     if args.patched:
         run = probe.load_run(args.patched)
-        table = patching_table(run, temperature=1.0, n_boot=200, seed=0)
+        table = patching_table(run, temperature=run.manifest["analysis"]["temperature"], n_boot=200, seed=0)
         print(f"activation patching {table['source']} → {table['dest']}, {table['n_pairs']['all']} pairs")
         for layer, share, ci in zip(table["layers"], table["restored"]["all"], table["ci95"]["all"]):
-            print(f"  layer {layer:3d}: restored {share:+.3f}  [{ci[0]:+.3f}, {ci[1]:+.3f}]")
+            print(f"  layer {layer:3d}: restored {_num(share)}  [{_num(ci[0])}, {_num(ci[1])}]")
         half = next((layer for layer, s in zip(table["layers"], table["restored"]["all"]) if s is not None and s >= 0.5),
                     None)
         print(f"first layer restoring half the cue's effect: {half}")
@@ -45,6 +45,11 @@ def main() -> None:
                                                                    for c in names))
         off = cos[~np.eye(len(names), dtype=bool)]
         print(f"cosine between cultures: mean {off.mean():.3f}, min {off.min():.3f}, max {off.max():.3f}")
+
+
+def _num(v: float | None) -> str:
+    """Undefined where the cue does not move the culture (CR_source = CR_dest)."""
+    return "   –  " if v is None else f"{v:+.3f}"
 
 
 if __name__ == "__main__":

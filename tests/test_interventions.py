@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 from conftest import prepare
@@ -215,10 +216,28 @@ def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
                           cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (tmp_path / "rep" / "report.md").read_text()
-    rows = [line for line in md.splitlines() if line.startswith("| tiny | 1 | last |")]
-    assert [line.split(" | ")[3:5] for line in rows] == [["China", "0"], ["China", "2"], ["China", "4"],
+    rows = [line for line in md.splitlines() if line.startswith("| tiny | 1 | last | C1−C0 of ")]
+    assert [line.split(" | ")[4:6] for line in rows] == [["China", "0"], ["China", "2"], ["China", "4"],
                                                          ["Spain", "0"], ["Spain", "2"], ["Spain", "4"]]
     plain_csd = json.loads((plain / "metrics.json").read_text())["expected"]["C0"]["CSD"]["China"]
-    assert rows[0].split(" | ")[5].startswith(f"{plain_csd:.3f} [")  # α = 0 is the plain run
-    assert "| tiny steer China α=2 L1 last | instruct | demo |" in md  # the sweep table tells runs apart
-    assert (tmp_path / "rep" / "steering_disco_tiny_demo_L1_last.png").is_file()
+    assert rows[0].split(" | ")[6].startswith(f"{plain_csd:.3f} [")  # α = 0 is the plain run
+    assert "| tiny steer China α=2 L1 last v:" in md  # the sweep table tells runs apart
+    assert (tmp_path / "rep" / "steering_disco_tiny_demo_L1_last_0.png").is_file()
+    summary = pq.read_table(tmp_path / "rep" / "summary.parquet")
+    assert sum(1 for v in summary.column("intervention").to_pylist() if v and v.startswith("steer Spain α=4")) > 10
+
+
+def test_a_resumed_patch_pass_skips_finished_groups_and_agrees(tiny) -> None:
+    loaded, rendered, letters, _ = tiny
+    prompts = [r.prompt for r in rendered]
+    c0 = {(p.item_id, p.order): p.prompt_id for p in prompts if p.condition == "C0"}
+    pairs = [(p.prompt_id, c0[(p.item_id, p.order)]) for p in prompts if p.condition == "C1"]
+    scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=16, batch_tokens=1500),
+                      intervention=InterventionPlan(patch_layers=(1, 3)))
+    groups = list(scorer.patch(rendered, letters, pairs))
+    assert len(groups) >= 2 and sorted(k for g, _ in groups for k in g) == list(range(len(pairs)))
+    first = set(groups[0][0])
+    again = list(scorer.patch(rendered, letters, pairs, done=first))
+    assert [g for g, _ in again] == [g for g, _ in groups[1:]]
+    for (_, a), (_, b) in zip(again, groups[1:]):
+        assert np.array_equal(a, b)  # the same plan: the same numbers, bit for bit

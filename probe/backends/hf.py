@@ -79,6 +79,7 @@ class HFScorer:
         self._edit_hook = EditHook(self.decoder.layers, sorted(edit_layers)) if edit_layers else None
         self._node_edits: Mapping[int, Edit] = {}  # the running chunk's edits, by node
         self._kept: dict[int, torch.Tensor] | None = None  # prompt id → [patch layer, d_model], when asked
+        self._patching = False
 
     def score(
         self, prompts: Sequence[RenderedPrompt], letters: LetterIds, done: Set[int] = frozenset()
@@ -102,13 +103,17 @@ class HFScorer:
                 continue
             yield from self._run_chunk(chunk, letter_ids, steer)
 
-    def patch(self, prompts: Sequence[RenderedPrompt], letters: LetterIds,
-              pairs: Sequence[tuple[int, int]]) -> Iterator[tuple[list[int], np.ndarray]]:
+    def patch(self, prompts: Sequence[RenderedPrompt], letters: LetterIds, pairs: Sequence[tuple[int, int]],
+              done: Set[int] = frozenset()) -> Iterator[tuple[list[int], np.ndarray]]:
         """Activation patching (`probe.backends.patching`): yields `(pair indices, [pair,
-        layer, letter] log-probs)` group by group."""
+        layer, letter] log-probs)` group by group; groups whose pairs are all in `done` are skipped."""
         from probe.backends.patching import run_patching
 
-        yield from run_patching(self, prompts, letters, pairs)
+        self._patching = True
+        try:
+            yield from run_patching(self, prompts, letters, pairs, done)
+        finally:
+            self._patching = False
 
     def _run_chunk(self, chunk: TrieChunk, letter_ids: torch.Tensor,
                    edits: Mapping[int, Edit] | None = None) -> Iterator[list[LetterScore]]:
@@ -181,7 +186,7 @@ class HFScorer:
             for q, r in owners:
                 self._kept[r.prompt.prompt_id] = torch.stack(
                     [self._tap.captured[layer][keep[q]] for layer in self.patch_layers]).float().cpu()
-        if self.mech.active:
+        if self.mech.active and not self._patching:  # patch passes' rows are no prompts of the run
             out = self._mech_outputs(out, letter_ids, sel[pick])
         return out
 

@@ -35,8 +35,10 @@ class Edit:
     """Prompts whose edits have equal keys and starts may share edited positions."""
 
     @property
-    def sharing(self) -> tuple[int, Hashable]:
-        return self.start, self.key
+    def sharing(self) -> tuple[Hashable, ...]:
+        """What two prompts' edits must agree in to share edited positions: the same start, key,
+        layer, mode and vector object."""
+        return self.start, self.key, self.layer, self.mode, id(self.vector)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ with its own `set` edit. Sources run first, grouped by trie chunk, their residua
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
 from dataclasses import replace
 from typing import Any
 
@@ -25,7 +25,7 @@ from probe.types import LetterIds, RenderedPrompt
 
 
 def run_patching(scorer: Any, prompts: Sequence[RenderedPrompt], letters: LetterIds,
-                 pairs: Sequence[tuple[int, int]]) -> Iterator[tuple[list[int], np.ndarray]]:
+                 pairs: Sequence[tuple[int, int]], done: Set[int] = frozenset()) -> Iterator[tuple[list[int], np.ndarray]]:
     """Yield `(pair indices, log-probs [pair, layer, letter])` per group of sources; `scorer`
     is the `probe.backends.hf.HFScorer` whose passes run them (typed loosely: hf imports this)."""
     by_id = {r.prompt.prompt_id: r for r in prompts}
@@ -33,7 +33,13 @@ def run_patching(scorer: Any, prompts: Sequence[RenderedPrompt], letters: Letter
     layers = scorer.patch_layers
     sources = sorted({s for s, _ in pairs})
     base = max(by_id) + 1  # copies get fresh ids: base + pair · layers + j
+    pairs_of: dict[int, list[int]] = {}
+    for k, (s, _) in enumerate(pairs):
+        pairs_of.setdefault(s, []).append(k)
     for chunk in score_chunks([by_id[s] for s in sources], scorer.spec):
+        # groups are whole source chunks of a fixed plan: a resumed pass skips the finished ones
+        if all(k in done for r in chunk.prompts for k in pairs_of[r.prompt.prompt_id]):
+            continue
         scorer._kept = {}
         try:
             for _ in scorer._run_chunk(chunk, letter_ids):  # scores already stored: residuals only

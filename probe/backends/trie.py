@@ -191,9 +191,9 @@ def _steps(nodes: Sequence[TrieNode], batch_tokens: int, max_batch_size: int) ->
     return tuple(steps)
 
 
-EditFrom = Mapping[int, tuple[int, Hashable]]
-"""prompt id → (first position an intervention edits, edit key): prompts may share a node that
-reaches past their first edited position only when both values agree (the same edit there)."""
+EditFrom = Mapping[int, tuple[Hashable, ...]]
+"""prompt id → (first position an intervention edits, what else identifies the edit…): prompts
+may share a node that reaches past their first edited position only when the tuples agree."""
 
 
 def cap_shared(ordered: Sequence[RenderedPrompt], lcp: np.ndarray, edit_from: EditFrom) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from safetensors import safe_open
 
 from probe.errors import ProbeInputError
 from probe.results.run import load_run
@@ -21,7 +22,12 @@ def steering_vectors(run_dir: str | Path, layer: int, source: str = "C1", dest: 
     """`{c: v_c}` (float64 `[d_model]`) at decoder layer `layer` (0-based, as captured) for every
     target c of the `source` prompts."""
     run = load_run(run_dir)
-    acts = run.activations([layer])[:, 0].astype(np.float64)
+    captured = run.captured_layers()
+    if layer not in captured:
+        raise ProbeInputError(f"{run_dir}: layer {layer} was not captured (captured: {captured})")
+    # one layer's slice only: a capture of every layer of a large run does not fit in memory
+    with safe_open(str(Path(run_dir) / "activations.safetensors"), framework="numpy") as f:
+        acts = f.get_slice("activations")[:, captured.index(layer)].astype(np.float64)
     table = run.table()
     base = table.condition == dest
     if not base.any():

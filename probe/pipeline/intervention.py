@@ -84,10 +84,16 @@ INTERVENTIONS: dict[str, type] = {"none": NoIntervention, "patch": PatchSpec, "s
 def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec) -> list[dict[str, Any]]:
     """`patching.parquet` rows: each source prompt with the destination prompt of its item that
     shows the options in the same order (so letter j means the same option in both)."""
-    dest: dict[tuple[str, tuple[int, ...]], RenderedPrompt] = {}
+    # destinations with targets of their own (C1 as the destination of C2) pair by target too
+    targeted = any(r.prompt.target is not None for r in rendered if r.prompt.condition == spec.dest)
+
+    def key_of(p: Any) -> tuple[Any, ...]:
+        return (p.item_id, tuple(p.order), p.target if targeted else None)
+
+    dest: dict[tuple[Any, ...], RenderedPrompt] = {}
     for r in rendered:
         if r.prompt.condition == spec.dest:
-            key = (r.prompt.item_id, tuple(r.prompt.order))
+            key = key_of(r.prompt)
             if key in dest:
                 raise ProbeInputError(f"intervention.dest={spec.dest}: item {key[0]!r} has several prompts with "
                                       f"option order {list(key[1])} (prompts {dest[key].prompt.prompt_id} and "
@@ -98,12 +104,17 @@ def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec) -> list[dic
         if value not in conditions:
             raise ProbeInputError(f"intervention.{name}={value}: no prompts of that condition in this run "
                                   f"(its conditions: {conditions})")
+    untargeted = [r.prompt.prompt_id for r in rendered if r.prompt.condition == spec.source and r.prompt.target is None]
+    if untargeted:
+        raise ProbeInputError(f"intervention.source={spec.source}: its prompts name no target group (e.g. prompt "
+                              f"{untargeted[0]}), and the share of the cue's effect restored is read at the target's "
+                              "option; use a source condition with targets (C1, C2)")
     rows = []
     for r in rendered:
         p = r.prompt
         if p.condition != spec.source:
             continue
-        d = dest.get((p.item_id, tuple(p.order)))
+        d = dest.get(key_of(p))
         if d is None:
             raise ProbeInputError(f"intervention=patch: source prompt {p.prompt_id} (item {p.item_id!r}, order "
                                   f"{list(p.order)}) has no {spec.dest} prompt with the same options in the same order")
@@ -135,7 +146,14 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
     if not 0 <= layer < n_layers:
         raise ProbeInputError(f"intervention.layer: {spec.layer} out of range for {n_layers} layers")
     path = Path(spec.vectors)
-    other = json.loads((path / "manifest.json").read_text()).get("model", {}) if (path / "manifest.json").is_file() else {}
+    if not (path / "DONE").is_file() or not (path / "manifest.json").is_file():
+        raise ProbeInputError(f"intervention.vectors={path}: not a finished probe run (no DONE / manifest.json)")
+    manifest = json.loads((path / "manifest.json").read_text())
+    if manifest.get("intervention"):
+        raise ProbeInputError(f"intervention.vectors={path}: that run was itself made with "
+                              f"intervention={manifest['intervention'].get('name')}; vectors come from a plain run")
+    other = manifest.get("model", {})
+    # a local directory is compared by path (and whatever revision it records), not by its weights
     for k in ("hub_id", "revision", "commit", "gguf_sha256", "tiny"):
         if other.get(k) != model_record.get(k):
             raise ProbeInputError(f"intervention.vectors={path}: made with another model ({k}: {other.get(k)!r}, this "
@@ -192,6 +210,9 @@ def patching_pass(out: Path, backend: Any, rendered: Sequence[RenderedPrompt], l
     counters then exclude."""
     import time
 
+    import pyarrow as pa
+
+    from probe.results.parts import PartStore
     from probe.results.patching import write_patching
 
     if prepared.plan is None or not prepared.plan.patch_layers or (out / "patching.safetensors").is_file():
@@ -200,10 +221,17 @@ def patching_pass(out: Path, backend: Any, rendered: Sequence[RenderedPrompt], l
     stats = backend.stats
     before = copy.deepcopy(stats)
     layers = prepared.plan.patch_layers
-    logprobs = np.full((len(prepared.pairs), len(layers), len(letters)), np.nan, dtype=np.float32)
+    shape = (len(layers), len(letters))
+    schema = pa.schema([("pair", pa.int64()), ("logprobs", pa.list_(pa.float32()))])
+    store = PartStore(out / "patching.parts", schema, key="pair")  # a killed pass resumes by source group
     pairs = [(p["source_id"], p["dest_id"]) for p in prepared.pairs]
-    for idx, lp in backend.patch(rendered, letter_ids, pairs):
-        logprobs[idx] = lp
+    for idx, lp in backend.patch(rendered, letter_ids, pairs, set(store.done)):
+        store.append(pa.table({"pair": pa.array(idx, pa.int64()),
+                               "logprobs": [row.ravel().tolist() for row in lp]}, schema=schema))
+    table = store.read()
+    logprobs = np.full((len(prepared.pairs), *shape), np.nan, dtype=np.float32)
+    logprobs[table.column("pair").to_numpy()] = np.asarray(table.column("logprobs").to_pylist(),
+                                                           dtype=np.float32).reshape(-1, *shape)
     write_patching(out, prepared.pairs, logprobs, layers, letters)
     work = {"patching_s": time.perf_counter() - t0, "patching_forward_s": stats.forward_s - before.forward_s,
             "patching_tokens": float(stats.tokens_computed - before.tokens_computed)}

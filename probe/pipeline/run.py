@@ -140,7 +140,7 @@ def run(cfg: RunConfig) -> Path:
     write_json(out / "manifest.json", manifest)
     metrics = analyze_run(out)
     (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
-    for parts in ("scores.parts", "generations.parts", "judgements.parts"):  # kept until DONE: a kill in
+    for parts in ("scores.parts", "generations.parts", "judgements.parts", "patching.parts"):  # kept until DONE: a kill in
         shutil.rmtree(out / parts, ignore_errors=True)                    # analysis recomputes nothing
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
@@ -177,7 +177,7 @@ def _finish_shard(cfg: RunConfig, held: Any) -> Path:
     ref = cfg.bench
     assert isinstance(ref, BenchRef) and ref.shard is not None
     (cfg.out_dir / "DONE").write_text("complete\n")
-    for parts in ("scores.parts", "generations.parts", "judgements.parts"):
+    for parts in ("scores.parts", "generations.parts", "judgements.parts", "patching.parts"):
         shutil.rmtree(cfg.out_dir / parts, ignore_errors=True)
     held.release()
     log.info("shard %s done; once all %d are, merge them: python -m probe.merge --out <dir> <shard dirs…>",

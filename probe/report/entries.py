@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +32,27 @@ class RunEntry:
     metrics: dict[str, Any]
     intervention: dict[str, Any] | None = None
     """The manifest's `intervention` (None: the model as it is)."""
+    manifest: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_label(self) -> str:
+        return self.model if not self.revision else f"{self.model}@{self.revision}"
+
+    @property
+    def intervention_label(self) -> str | None:
+        """`steer China α=2 L24 last` (`C2−C0` when not C1−C0; `v:<sha>` names the vector), or
+        the intervention's name; None without one."""
+        iv = self.intervention or {}
+        if iv.get("name") == "steer":
+            pair = "" if (iv["source"], iv["dest"]) == ("C1", "C0") else f" {iv['source']}−{iv['dest']}"
+            return (f"steer {iv['culture']} α={iv['alpha']:g} L{iv['layer_resolved']} {iv['positions']}{pair} "
+                    f"v:{iv['vector_sha256'][:6]}")
+        return str(iv["name"]) if iv else None
 
     @property
     def label(self) -> str:
-        base = self.model if not self.revision else f"{self.model}@{self.revision}"
-        iv = self.intervention or {}
-        if iv.get("name") == "steer":
-            return f"{base} steer {iv['culture']} α={iv['alpha']:g} L{iv['layer_resolved']} {iv['positions']}"
-        return f"{base} {iv['name']}" if iv else base
+        extra = self.intervention_label
+        return f"{self.model_label} {extra}" if extra else self.model_label
 
     @property
     def step(self) -> int:
@@ -78,7 +91,7 @@ def load_entries(paths: Sequence[Path]) -> list[RunEntry]:
         entries.append(RunEntry(path=run, model=model["name"], revision=model.get("revision"), kind=model["kind"],
                                 pair=model.get("pair"), bench=manifest["bench"]["name"], task=task_of(manifest),
                                 metrics=json.loads((run / "metrics.json").read_text()),
-                                intervention=manifest.get("intervention")))
+                                intervention=manifest.get("intervention"), manifest=manifest))
     return sorted(entries, key=lambda e: (e.bench, e.model, e.step, e.revision or ""))
 
 
@@ -113,7 +126,7 @@ def is_number(v: object) -> bool:
 SUMMARY_SCHEMA = pa.schema([
     ("run", pa.string()), ("model", pa.string()), ("revision", pa.string()), ("bench", pa.string()),
     ("metric", pa.string()), ("flavour", pa.string()), ("value", pa.float64()), ("lo", pa.float64()),
-    ("hi", pa.float64()),
+    ("hi", pa.float64()), ("intervention", pa.string()),
 ])
 """`summary.parquet` / `summary.csv` of a sweep: one row per (run, metric, flavour)."""
 
@@ -137,7 +150,8 @@ def summary_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
                 lo, hi = (ci if isinstance(ci, list) and len(ci) == 2 else (None, None))
                 rows.append({"run": str(e.path), "model": e.model, "revision": e.revision, "bench": e.bench,
                              "metric": path, "flavour": flavour, "value": float(v),
-                             "lo": None if lo is None else float(lo), "hi": None if hi is None else float(hi)})
+                             "lo": None if lo is None else float(lo), "hi": None if hi is None else float(hi),
+                             "intervention": e.intervention_label})
     return rows
 
 

@@ -7,6 +7,7 @@ error bars. A plain run of the same model and bench joins every series at α = 0
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,28 +18,43 @@ from probe.metrics.core import get_path
 from probe.report.entries import RunEntry, metric_cell
 from probe.viz.figures import Figure, num, pyplot, save
 
-Key = tuple[str, str, int, str]
-"""(model label, bench, layer, positions)."""
+Key = tuple[str, str, int, str, str, str, str]
+"""(model label, bench, layer, positions, source condition, dest condition, vectors run)."""
+
+
+def _same_run_otherwise(a: RunEntry, b: RunEntry) -> bool:
+    """Two runs whose results keys differ at most in the intervention and the mechanistic
+    outputs (the plain run is often the capture run the vectors came from), analysed alike."""
+    def key(e: RunEntry) -> dict:
+        path = e.path / "run_key.json"
+        stored = json.loads(path.read_text()) if path.is_file() else {}
+        return {k: v for k, v in stored.items() if k not in ("intervention", "mech")}
+
+    def options(e: RunEntry) -> tuple:
+        analysis = e.manifest.get("analysis") or {}
+        return tuple(analysis.get(k) for k in ("temperature", "n_boot", "seed"))
+
+    return options(a) == options(b) and key(a) == key(b) != {}
 
 
 def _series(entries: Sequence[RunEntry], task: Task) -> dict[Key, dict[str, list[tuple[float, RunEntry]]]]:
-    """Per (model, bench, layer, positions): per culture, `(α, run)` in α order."""
+    """Per series key: per culture, `(α, run)` in α order; the one plain run that matches the
+    series in everything but the intervention joins it at α = 0 (none when ambiguous)."""
     mine = [e for e in entries if e.task.kind == task.kind]
-    plain = {(e.model, e.revision, e.bench): e for e in mine if not e.intervention}
+    plain = [e for e in mine if not e.intervention]
     out: dict[Key, dict[str, list[tuple[float, RunEntry]]]] = {}
     for e in mine:
         iv = e.intervention or {}
         if iv.get("name") != "steer":
             continue
-        key = (e.model if not e.revision else f"{e.model}@{e.revision}", e.bench, int(iv["layer_resolved"]),
-               str(iv["positions"]))
+        key = (e.model_label, e.bench, int(iv["layer_resolved"]), str(iv["positions"]), str(iv["source"]),
+               str(iv["dest"]), str(iv["vectors"]))
         out.setdefault(key, {}).setdefault(str(iv["culture"]), []).append((float(iv["alpha"]), e))
-    for key, cultures in out.items():
-        for culture, runs in cultures.items():
-            base = next((p for (m, r, b), p in plain.items() if key[0] == (m if not r else f"{m}@{r}") and b == key[1]),
-                        None)
-            if base is not None and all(a != 0 for a, _ in runs):
-                runs.append((0.0, base))
+    for cultures in out.values():
+        for runs in cultures.values():
+            bases = [p for p in plain if _same_run_otherwise(p, runs[0][1])]
+            if len(bases) == 1 and all(a != 0 for a, _ in runs):
+                runs.append((0.0, bases[0]))
             runs.sort(key=lambda ar: ar[0])
     return out
 
@@ -52,13 +68,14 @@ def steering_table(entries: Sequence[RunEntry], task: Task) -> str | None:
     series = _series(entries, task)
     if not series or not task.steer_columns:
         return None
-    lines = ["| model | layer | positions | culture | α | " + " | ".join(c.label for c in task.steer_columns) + " |",
-             "|---|---|---|---|---|" + "---|" * len(task.steer_columns)]
-    for (model, _, layer, positions), cultures in sorted(series.items()):
+    lines = ["| model | layer | positions | vector | culture | α | " + " | ".join(c.label for c in task.steer_columns)
+             + " |", "|---|---|---|---|---|---|" + "---|" * len(task.steer_columns)]
+    for (model, _, layer, positions, source, dest, vectors), cultures in sorted(series.items()):
         for culture, runs in sorted(cultures.items()):
             for alpha, e in runs:
                 cells = [metric_cell(task, e.metrics, _column(c, culture)) for c in task.steer_columns]
-                lines.append(f"| {model} | {layer} | {positions} | {culture} | {alpha:g} | " + " | ".join(cells) + " |")
+                lines.append(f"| {model} | {layer} | {positions} | {source}−{dest} of `{vectors}` | {culture} | "
+                             f"{alpha:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -68,7 +85,8 @@ def steering_figures(entries: Sequence[RunEntry], out_dir: Path) -> list[Figure]
     for task in {e.task.kind: e.task for e in entries}.values():
         if not task.steer_columns:
             continue
-        for (model, bench, layer, positions), cultures in sorted(_series(entries, task).items()):
+        for n, ((model, bench, layer, positions, source, dest, _), cultures) in enumerate(
+                sorted(_series(entries, task).items())):
             plt = pyplot()
             columns = task.steer_columns
             fig, axes = plt.subplots(1, len(columns), figsize=(3.4 * len(columns), 3.0), squeeze=False)
@@ -86,7 +104,8 @@ def steering_figures(entries: Sequence[RunEntry], out_dir: Path) -> list[Figure]
                 ax.set_xlabel("α")
             axes[0][-1].legend(fontsize=7)
             fig.tight_layout()
-            name = f"steering_{task.kind}_{model}_{bench}_L{layer}_{positions}.png".replace("/", "_")
+            name = f"steering_{task.kind}_{model}_{bench}_L{layer}_{positions}_{n}.png".replace("/", "_")
             figures.append(save(fig, out_dir, name, f"{task.title}, {model}: steering dose–response at layer {layer} "
-                                                    f"({positions} positions), per steered culture (95% intervals)"))
+                                                    f"({positions} positions, {source}−{dest} vectors, series {n}), "
+                                                    "per steered culture (95% intervals)"))
     return figures
