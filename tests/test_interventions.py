@@ -241,3 +241,24 @@ def test_a_resumed_patch_pass_skips_finished_groups_and_agrees(tiny) -> None:
     assert [g for g, _ in again] == [g for g, _ in groups[1:]]
     for (_, a), (_, b) in zip(again, groups[1:]):
         assert np.array_equal(a, b)  # the same plan: the same numbers, bit for bit
+
+
+def test_patch_pairs_match_item_order_and_target() -> None:
+    from probe.errors import ProbeInputError
+    from probe.pipeline.intervention import PatchSpec, patch_pairs
+
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
+    rendered = [RenderedPrompt(p, "", np.arange(3)) for p in bench.prompts[:104]]
+    by_id = {r.prompt.prompt_id: r.prompt for r in rendered}
+    rows = patch_pairs(rendered, PatchSpec())
+    assert len(rows) == 32 and [r["pair"] for r in rows] == list(range(32))
+    for r in rows:
+        s, d = by_id[r["source_id"]], by_id[r["dest_id"]]
+        assert (s.condition, d.condition, s.item_id, s.order) == ("C1", "C0", d.item_id, d.order)
+        assert r["target"] == s.target and d.target is None
+    c2_c1 = patch_pairs(rendered, PatchSpec(source="C2", dest="C1"))  # C1 has targets: paired by target too
+    assert c2_c1 and all(by_id[r["dest_id"]].target == by_id[r["source_id"]].target for r in c2_c1)
+    with pytest.raises(ProbeInputError, match="intervention.source=C3: its prompts name no target"):
+        patch_pairs(rendered, PatchSpec(source="C3"))
+    with pytest.raises(ProbeInputError, match=r"intervention.dest=C9: no prompts of that condition"):
+        patch_pairs(rendered, PatchSpec(dest="C9"))

@@ -202,3 +202,42 @@ def test_slurm_array_of_shards_composes_into_typed_shard_runs(tmp_path: Path) ->
         cfg = compose(config_name="config", overrides=["bench=disco", "bench.shard=8/8"])
     with pytest.raises(ProbeInputError, match=r"bench.shard: 8/8: expected i/n with 0 ≤ i < n"):
         run_config(OmegaConf.to_container(cfg, resolve=True), tmp_path)
+
+
+def test_merge_inside_the_sweep_dir_and_shards_on_other_devices(sharded: tuple[Path, Path, list[Path]],
+                                                                tmp_path: Path) -> None:
+    """`${shard_gpu:}` gives shards different devices: still one run; a merge written into the
+    sweep directory is not taken for a shard when merging again; an unfinished shard is named."""
+    import shutil
+
+    tmp, sweep, shards = sharded
+    other = tmp_path / "sweep"
+    shutil.copytree(sweep, other, ignore=shutil.ignore_patterns(".submitit"))
+    moved = sorted(p for p in other.iterdir() if p.is_dir())[1]
+    shutil.rmtree(moved)
+    _probe(tmp / "cache", *ARGS, "bench.shard=1/3", "backend.device=cpu", f"hydra.run.dir={moved}")
+    for _ in range(2):  # the second merge finds its own output inside the sweep dir and does nothing
+        proc = _merge("--out", str(other / "merged"), str(other))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    merged = other / "merged"
+    _same_run(tmp / "full", merged, ("prompts.parquet", "scores.parquet"))
+    manifest = json.loads((merged / "manifest.json").read_text())
+    assert any("backend.device" in w for w in manifest["merge_warnings"])
+    (moved / "DONE").unlink()
+    (moved / "manifest.json").unlink()  # as a shard killed before its end has none
+    proc = _merge("--out", str(tmp_path / "again"), str(other))
+    assert proc.returncode == 2 and "shard 1/3 is not finished (no DONE)" in proc.stderr
+
+
+def test_empty_shards_with_lens_merge(tmp_path: Path) -> None:
+    """More shards than blocks of whole items: the empty ones finish too, and the merge is the run."""
+    args = ["model=tiny", "bench=demo", "bench.limit=2", "analysis.n_boot=50", "progress=false",
+            "analysis.logit_lens=true", "analysis.capture_layers=[1]"]
+    _probe(tmp_path / "cache", *args, f"hydra.run.dir={tmp_path / 'full'}")
+    sizes = []
+    for i in range(5):
+        _probe(tmp_path / "cache", *args, f"bench.shard={i}/5", f"hydra.run.dir={tmp_path / 'shards' / str(i)}")
+        sizes.append(pq.read_table(tmp_path / "shards" / str(i) / "prompts.parquet").num_rows)
+    assert 0 in sizes and sum(sizes) == 104
+    merge_shards([tmp_path / "shards"], tmp_path / "merged")
+    _same_run(tmp_path / "full", tmp_path / "merged", ("prompts.parquet", "scores.parquet"))

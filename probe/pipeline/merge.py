@@ -38,7 +38,7 @@ from probe.results.scores import write_scores_arrays
 log = logging.getLogger(__name__)
 
 COUNTERS = ("n_batches", "oom_splits", "tokens_computed", "padded_tokens", "resumed_prompts", "prompt_tokens")
-SAME_EVERYWHERE = ("git_commit", "packages", "python", "device", "probe_version")
+SAME_EVERYWHERE = ("git_commit", "packages", "python", "device", "probe_version", "analysis")
 """Provenance that shards should share for bitwise-equal scores; differences become warnings."""
 
 
@@ -57,27 +57,32 @@ class ShardDir:
 
 def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
     """Merge the finished shards `shard_dirs` (every `i/n` once, any order; a sweep directory
-    stands for its run subdirectories) into `out`, analyse it and write `DONE`. Merging into a directory that holds this merge already done does nothing;
-    an interrupted merge is redone."""
-    shards = sorted((_read(d) for d in find_shards(shard_dirs)), key=lambda s: s.index)
-    _check_set(shards)
-    key = _unsharded_key(shards)
+    stands for its run subdirectories) into `out`, analyse it and write `DONE`. Everything is
+    checked before `out` is touched; merging into a directory that holds this merge already
+    done does nothing, and an interrupted merge is redone."""
     out = Path(out)
-    if any(out.resolve() == s.path.resolve() for s in shards):
-        raise ProbeInputError(f"--out {out} is one of the shards; merge into a new directory")
-    held = claim(out, key)
-    if held.state == "done":
-        log.info("%s already holds this merged run; nothing to do", out)
-        held.release()
-        return out
+    shards = sorted((_read(d) for d in find_shards(shard_dirs, out)), key=lambda s: s.index)
+    if not shards:
+        raise ProbeInputError("no shard directories given")
+    key = _unsharded_key(shards)
+    _check_set(shards)
+    inputs = {s.path.resolve() for s in shards}
+    if out.resolve() in inputs or any(p in out.resolve().parents for p in inputs):
+        raise ProbeInputError(f"--out {out} is (inside) one of the shards; merge into a new directory")
     n_prompts = int(shards[0].manifest["bench"]["n_prompts"])
     prompts = _concat(shards, "prompts.parquet")
     ids = prompts.column("prompt_id").to_numpy()
     if not np.array_equal(ids, np.arange(n_prompts)):
         raise ProbeInputError(f"the shards hold {len(ids)} prompts ({len(np.unique(ids))} distinct) where the run "
                               f"has {n_prompts} (ids 0..{n_prompts - 1}); were they planned with other settings?")
+    present = _check_outputs(shards, ids)
+    held = claim(out, key)
+    if held.state == "done":
+        log.info("%s already holds this merged run; nothing to do", out)
+        held.release()
+        return out
     write_table(out / "prompts.parquet", prompts)
-    _merge_outputs(shards, out, ids)
+    _merge_outputs(shards, out, ids, present)
     manifest = _manifest(shards, prompts)
     write_json(out / "manifest.json", manifest)
     metrics = analyze_run(out)
@@ -87,24 +92,35 @@ def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
     return out
 
 
-def find_shards(paths: Sequence[Path]) -> list[Path]:
+def find_shards(paths: Sequence[Path], out: Path | None = None) -> list[Path]:
     """Shard directories among `paths`: each a run directory, or a sweep directory whose run
-    subdirectories (`multirun/<time>/*`) are shards."""
+    subdirectories (`multirun/<time>/*`; unfinished ones too, to be named) are shards; `out`
+    (a merge written inside the sweep directory) is left out."""
     found: list[Path] = []
+    skip = None if out is None else Path(out).resolve()
     for path in map(Path, paths):
-        if (path / "manifest.json").is_file() or not path.is_dir():
+        if _is_run(path) or not path.is_dir():
             found.append(path)  # a non-shard or missing path is reported by the merge
             continue
-        runs = sorted(p for p in path.iterdir() if (p / "manifest.json").is_file() and not p.name.startswith("."))
+        runs = sorted(p for p in path.iterdir()
+                      if _is_run(p) and not p.name.startswith(".") and p.resolve() != skip)
         if not runs:
             raise ProbeInputError(f"{path}: neither a run directory nor a directory of shard runs")
         found += runs
     return found
 
 
+def _is_run(path: Path) -> bool:
+    return (path / "manifest.json").is_file() or (path / "run_key.json").is_file()
+
+
 def _read(path: Path) -> ShardDir:
-    manifest_path = path / "manifest.json"
+    manifest_path, key_path = path / "manifest.json", path / "run_key.json"
     if not manifest_path.is_file():
+        shard = json.loads(key_path.read_text())["bench"]["config"].get("shard") if key_path.is_file() else None
+        if shard is not None:
+            raise ProbeInputError(f"{path}: shard {shard} is not finished (no DONE); rerun it with the same "
+                                  "command to resume it")
         raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
     manifest = json.loads(manifest_path.read_text())
     if "shard" not in manifest:
@@ -112,12 +128,10 @@ def _read(path: Path) -> ShardDir:
     if not (path / "DONE").is_file():
         raise ProbeInputError(f"{path}: shard {manifest['shard']['index']}/{manifest['shard']['count']} is not "
                               "finished (no DONE); rerun it with the same command to resume it")
-    return ShardDir(path, manifest, json.loads((path / "run_key.json").read_text()))
+    return ShardDir(path, manifest, json.loads(key_path.read_text()))
 
 
 def _check_set(shards: Sequence[ShardDir]) -> None:
-    if not shards:
-        raise ProbeInputError("no shard directories given")
     counts = sorted({int(s.manifest["shard"]["count"]) for s in shards})
     if len(counts) > 1:
         raise ProbeInputError(f"the shards split the run in different ways (n = {counts})")
@@ -132,48 +146,99 @@ def _check_set(shards: Sequence[ShardDir]) -> None:
 
 
 def _unsharded_key(shards: Sequence[ShardDir]) -> dict[str, Any]:
-    """The shards' common results key without the shard: the key of the unsharded run."""
+    """The shards' common results key without the shard: the key of the unsharded run. The
+    device each shard ran on (`${shard_gpu:}` gives each its own) is not compared; the merged
+    key records the shards' common device, else `auto`, and the manifest their differences."""
     keys = []
     for s in shards:
         key = copy.deepcopy(s.key)
         key["bench"]["config"].pop("shard", None)
+        key["backend"].pop("device", None)
         keys.append(key)
     for s, key in zip(shards[1:], keys[1:]):
         if key != keys[0]:
-            diff = sorted(k for k in set(key) | set(keys[0]) if key.get(k) != keys[0].get(k))
-            raise ProbeInputError(f"{s.path} and {shards[0].path} are shards of different runs (differ in {diff})")
+            raise ProbeInputError(f"{s.path} and {shards[0].path} are shards of different runs (differ in "
+                                  f"{_differences(key, keys[0])})")
+    devices = {s.key["backend"].get("device") for s in shards}
+    keys[0]["backend"]["device"] = devices.pop() if len(devices) == 1 else "auto"
     return keys[0]
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Keys (one level down for blocks) whose values differ."""
+    out: list[str] = []
+    for k in sorted(set(a) | set(b)):
+        x, y = a.get(k), b.get(k)
+        if x == y:
+            continue
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += [f"{k}.{g}" for g in sorted(set(x) | set(y)) if x.get(g) != y.get(g)]
+        else:
+            out.append(k)
+    return out
 
 
 def _concat(shards: Sequence[ShardDir], name: str) -> pa.Table:
     return pa.concat_tables([pq.read_table(s.path / name) for s in shards]).sort_by("prompt_id")
 
 
-def _has(shards: Sequence[ShardDir], name: str) -> bool:
-    present = [(s.path / name).is_file() for s in shards]
-    if any(present) and not all(present):
-        raise ProbeInputError(f"{name} is in some shards only: {[str(s.path) for s, p in zip(shards, present) if p]}")
-    return all(present)
+OUTPUTS = ("scores.parquet", "lens.safetensors", "activations.safetensors", "generations.parquet",
+           "judgements.parquet")
 
 
-def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray) -> None:
+def _check_outputs(shards: Sequence[ShardDir], ids: np.ndarray) -> set[str]:
+    """The output files every shard has (one in some shards only stops the merge), checked to
+    cover the prompts one to one and to agree in layers and dtypes; before anything is written."""
+    present = set()
+    for name in OUTPUTS:
+        have = [(s.path / name).is_file() for s in shards]
+        if any(have) and not all(have):
+            raise ProbeInputError(f"{name} is in some shards only: {[str(s.path) for s, h in zip(shards, have) if h]}")
+        if all(have):
+            present.add(name)
+    for name in ("scores.parquet", "generations.parquet"):
+        if name in present:
+            got = _concat(shards, name).column("prompt_id").to_numpy()
+            if not np.array_equal(got, ids):
+                raise ProbeInputError(f"the shards' {name} rows do not cover their prompts one to one")
+    for name in ("lens.safetensors", "activations.safetensors"):
+        if name not in present:
+            continue
+        heads = [_header(s.path / name) for s in shards]
+        if not np.array_equal(np.sort(np.concatenate([h["prompt_id"] for h in heads])), ids):
+            raise ProbeInputError(f"the shards' {name} rows do not cover their prompts one to one")
+        shapes = {(h["dtype"], h["shape"][1:], tuple(h["layers"])) for h in heads if h["shape"][0]}
+        if len(shapes) > 1:
+            raise ProbeInputError(f"the shards' {name} differ in dtype, layers or width: {sorted(map(str, shapes))}")
+    return present
+
+
+def _header(path: Path) -> dict[str, Any]:
+    """Row ids, dtype, shape and (activations) layers of a lens or activations file, without its data."""
+    with safe_open(str(path), framework="numpy") as f:
+        name = "activations" if "activations" in f.keys() else "lens"
+        part = f.get_slice(name)
+        return {"prompt_id": f.get_tensor("prompt_id"), "dtype": part.get_dtype(), "shape": tuple(part.get_shape()),
+                "layers": f.get_tensor("layers").tolist() if "layers" in f.keys() else []}
+
+
+def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray, present: set[str]) -> None:
     """Scores (with lens and activations) or generations (with verdicts), rows in prompt-id order."""
     letters = shards[0].manifest["letters"]
-    if _has(shards, "scores.parquet"):
+    if "scores.parquet" in present:
         scores = _concat(shards, "scores.parquet")
-        if not np.array_equal(scores.column("prompt_id").to_numpy(), ids):
-            raise ProbeInputError("the shards' scores do not cover their prompts one to one")
         lp = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(len(ids), -1)
         write_scores_arrays(out, ids, lp, scores.column("greedy_valid").to_numpy(zero_copy_only=False), letters)
-    if _has(shards, "lens.safetensors"):
+    if "lens.safetensors" in present:
         parts = [_tensors(s.path / "lens.safetensors", ("lens", "prompt_id")) for s in shards]
+        parts = [p for p in parts if len(p["prompt_id"])]  # an empty shard's lens has no layer axis to join
         order = np.argsort(np.concatenate([p["prompt_id"] for p in parts]), kind="stable")
         write_lens(out, ids, np.concatenate([p["lens"] for p in parts])[order], letters)
-    if _has(shards, "activations.safetensors"):
+    if "activations.safetensors" in present:
         _merge_activations(shards, out, ids)
-    if _has(shards, "generations.parquet"):
+    if "generations.parquet" in present:
         write_table(out / "generations.parquet", _concat(shards, "generations.parquet"))
-    if _has(shards, "judgements.parquet"):
+    if "judgements.parquet" in present:
         write_judgements(out, [row for s in shards for row in read_judgements(s.path)])
 
 
@@ -183,16 +248,18 @@ def _tensors(path: Path, names: Sequence[str]) -> dict[str, np.ndarray]:
 
 
 def _merge_activations(shards: Sequence[ShardDir], out: Path, ids: np.ndarray) -> None:
-    """Row by row through the writer an unsharded run uses, so the file is the same byte for byte."""
-    first = _tensors(shards[0].path / "activations.safetensors", ("activations", "layers"))
-    layers, shape, dtype = first["layers"].tolist(), first["activations"].shape, first["activations"].dtype
-    writer = ActivationWriter(out, ids.tolist(), layers, shape[2], str(dtype))
+    """Row by row through the writer an unsharded run uses, so the file is the same byte for
+    byte; rows are read a block at a time, so memory stays bounded."""
+    first = next(h for h in (_header(s.path / "activations.safetensors") for s in shards) if h["shape"][0])
+    dtype = {"F32": "float32", "F16": "float16"}[first["dtype"]]
+    writer = ActivationWriter(out, ids.tolist(), first["layers"], first["shape"][2], dtype)
     for s in shards:
-        t = _tensors(s.path / "activations.safetensors", ("activations", "layers", "prompt_id"))
-        if t["layers"].tolist() != layers or t["activations"].dtype != dtype:
-            raise ProbeInputError(f"{s.path}: activations of other layers or dtype than {shards[0].path}'s")
-        for pid, row in zip(t["prompt_id"].tolist(), t["activations"]):
-            writer.add(pid, row)
+        with safe_open(str(s.path / "activations.safetensors"), framework="numpy") as f:
+            pids, rows = f.get_tensor("prompt_id").tolist(), f.get_slice("activations")
+            for start in range(0, len(pids), 256):  # safetensors slices do not clip at the end
+                block = rows[start:min(start + 256, len(pids))]
+                for pid, row in zip(pids[start:start + 256], block):
+                    writer.add(pid, row)
     writer.close()
 
 
@@ -223,6 +290,17 @@ def _manifest(shards: Sequence[ShardDir], prompts: pa.Table) -> dict[str, Any]:
                                 "backend": {k: s.manifest["backend"].get(k) for k in COUNTERS}} for s in shards]
     warnings = [f"shards differ in {k}: " + ", ".join(f"{s.index}: {s.manifest.get(k)}" for s in shards)
                 for k in SAME_EVERYWHERE if any(s.manifest.get(k) != shards[0].manifest.get(k) for s in shards)]
+    devices = {s.key["backend"].get("device") for s in shards}
+    if len(devices) > 1:
+        warnings.append(f"shards ran with backend.device {sorted(map(str, devices))}")
+    split = [s.index for s in shards if s.manifest["backend"].get("oom_splits")]
+    if split:
+        warnings.append(f"shards {split} halved passes after running out of memory: their batches differ from "
+                        "the plan, so their scores may differ from an unsharded run's in the last bits")
+    for name in ("prefix_cache_hit_rate", "prefix_cache_limit"):  # vLLM: weighted by each shard's prompt tokens
+        values = [(s.manifest["backend"].get(name), s.manifest["backend"].get("prompt_tokens") or 0) for s in shards]
+        if all(v is not None for v, _ in values) and sum(w for _, w in values):
+            backend[name] = sum(v * w for v, w in values) / sum(w for _, w in values)
     for w in warnings:
         log.warning("%s (scores are bitwise those of one run only where these agree)", w)
     manifest["merge_warnings"] = warnings

@@ -154,11 +154,19 @@ def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: b
     assert isinstance(ref, BenchRef)
     if ref.shard is None:
         return list(rendered)
-    own = sorted(shard_prompts(work_units(cfg.backend, rendered, generate), ref.shard), key=lambda r: r.prompt.prompt_id)
+    if not getattr(cfg.backend, "prefix_reuse", True):
+        raise ProbeInputError("bench.shard needs backend.prefix_reuse=true: plain batches sort prompts by length "
+                              "across items, so no slice of whole items is a set of whole batches")
+    units = work_units(cfg.backend, rendered, generate)
+    own = sorted(shard_prompts(units, ref.shard), key=lambda r: r.prompt.prompt_id)
     log.info("shard %s: %d of %d prompts (%d items)", ref.shard, len(own), len(rendered),
              len({r.prompt.item_id for r in own}))
     if not own:
         log.warning("shard %s holds no prompts: the plan has fewer blocks of whole items than shards", ref.shard)
+    if len(own) > 2 * len(rendered) / ref.shard.count:
+        log.warning("shard %s holds %d of %d prompts, over twice its share: the plan's blocks of whole items are "
+                    "coarse (generation batches span items; lower backend.batch_tokens for finer ones)",
+                    ref.shard, len(own), len(rendered))
     return own
 
 
@@ -246,7 +254,9 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     rows = store.read().to_pylist()
     write_generations(cfg.out_dir, rows, task.generations_schema)
     jobs = task.judge_jobs(bench, rows)
-    if jobs and bench_judged(cfg):
+    if bench_judged(cfg) and not jobs:  # nothing to ask (all rationales empty, an empty shard): an empty table
+        write_judgements(cfg.out_dir, [])
+    elif jobs and bench_judged(cfg):
         shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
         local = VerdictCache(cfg.out_dir / "judgements.parts", verdict_config(cfg))
         verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)

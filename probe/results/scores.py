@@ -123,8 +123,10 @@ class ScoreWriter:
         write_scores_arrays(self.run_dir, ids, lp, table.column("greedy_valid").to_numpy(zero_copy_only=False),
                             self.letters)
         if self.lens:
-            lens = np.asarray(table.column("lens").to_pylist(), dtype=np.float32).reshape(len(ids), -1,
-                                                                                           len(self.letters))
+            lens = np.asarray(table.column("lens").to_pylist(), dtype=np.float32)
+            # an empty shard's lens has no rows to tell the layer count: [0, 0, letters]
+            lens = lens.reshape(len(ids), -1, len(self.letters)) if len(ids) else np.zeros((0, 0, len(self.letters)),
+                                                                                           np.float32)
             write_lens(self.run_dir, ids, lens, self.letters)
 
 
