@@ -124,15 +124,17 @@ def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec) -> list[dic
 
 
 @dataclass(frozen=True)
-class SteeringSetup:
-    """The edits of a steered run and what its manifest and run key record about them."""
+class Prepared:
+    """A run's intervention, ready for the backend: its plan, the pairs to patch, its record."""
 
-    plan: InterventionPlan
-    record: dict[str, Any]
+    plan: InterventionPlan | None = None
+    pairs: tuple[dict[str, Any], ...] = ()
+    record: dict[str, Any] | None = None
+    """The manifest's and run key's `intervention` (None: no intervention)."""
 
 
 def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
-                   model_record: Mapping[str, Any], n_layers: int) -> SteeringSetup:
+                   model_record: Mapping[str, Any], n_layers: int) -> Prepared:
     """Load `v_c` from the vectors run (checked: same model, the layer captured, c a target) and
     build one `add` edit per prompt."""
     import torch
@@ -169,17 +171,7 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
              for r, plen in zip(rendered, prefix_lens)}
     record = {**asdict(spec), "layer_resolved": layer, "vector_norm": float(np.linalg.norm(v)),
               "vector_sha256": hashlib.sha256(v.tobytes()).hexdigest()}
-    return SteeringSetup(InterventionPlan(steer=edits), record)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """A run's intervention, ready for the backend: its plan, the pairs to patch, its record."""
-
-    plan: InterventionPlan | None = None
-    pairs: tuple[dict[str, Any], ...] = ()
-    record: dict[str, Any] | None = None
-    """The manifest's and run key's `intervention` (None: no intervention)."""
+    return Prepared(InterventionPlan(steer=edits), (), record)
 
 
 def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
@@ -198,8 +190,7 @@ def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedProm
         resolved = sorted({layer % n_layers for layer in layers})
         return Prepared(InterventionPlan(patch_layers=tuple(resolved)), pairs,
                         {**asdict(spec), "layers_resolved": resolved, "n_pairs": len(pairs)})
-    setup = steering_setup(spec, rendered, prefix_lens, model_record, n_layers)
-    return Prepared(setup.plan, (), setup.record)
+    return steering_setup(spec, rendered, prefix_lens, model_record, n_layers)
 
 
 def patching_pass(out: Path, backend: Any, rendered: Sequence[RenderedPrompt], letter_ids: Any,

@@ -75,14 +75,14 @@ def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
     if not np.array_equal(ids, np.arange(n_prompts)):
         raise ProbeInputError(f"the shards hold {len(ids)} prompts ({len(np.unique(ids))} distinct) where the run "
                               f"has {n_prompts} (ids 0..{n_prompts - 1}); were they planned with other settings?")
-    present = _check_outputs(shards, ids)
+    present, tables = _check_outputs(shards, ids)
     held = claim(out, key)
     if held.state == "done":
         log.info("%s already holds this merged run; nothing to do", out)
         held.release()
         return out
     write_table(out / "prompts.parquet", prompts)
-    _merge_outputs(shards, out, ids, present)
+    _merge_outputs(shards, out, ids, present, tables)
     manifest = _manifest(shards, prompts)
     write_json(out / "manifest.json", manifest)
     metrics = analyze_run(out)
@@ -186,9 +186,10 @@ OUTPUTS = ("scores.parquet", "lens.safetensors", "activations.safetensors", "gen
            "judgements.parquet")
 
 
-def _check_outputs(shards: Sequence[ShardDir], ids: np.ndarray) -> set[str]:
+def _check_outputs(shards: Sequence[ShardDir], ids: np.ndarray) -> tuple[set[str], dict[str, pa.Table]]:
     """The output files every shard has (one in some shards only stops the merge), checked to
-    cover the prompts one to one and to agree in layers and dtypes; before anything is written."""
+    cover the prompts one to one and to agree in layers and dtypes, before anything is written;
+    and the shards' score / generation tables, concatenated in prompt-id order."""
     present = set()
     for name in OUTPUTS:
         have = [(s.path / name).is_file() for s in shards]
@@ -196,11 +197,10 @@ def _check_outputs(shards: Sequence[ShardDir], ids: np.ndarray) -> set[str]:
             raise ProbeInputError(f"{name} is in some shards only: {[str(s.path) for s, h in zip(shards, have) if h]}")
         if all(have):
             present.add(name)
-    for name in ("scores.parquet", "generations.parquet"):
-        if name in present:
-            got = _concat(shards, name).column("prompt_id").to_numpy()
-            if not np.array_equal(got, ids):
-                raise ProbeInputError(f"the shards' {name} rows do not cover their prompts one to one")
+    tables = {name: _concat(shards, name) for name in ("scores.parquet", "generations.parquet") if name in present}
+    for name, table in tables.items():
+        if not np.array_equal(table.column("prompt_id").to_numpy(), ids):
+            raise ProbeInputError(f"the shards' {name} rows do not cover their prompts one to one")
     for name in ("lens.safetensors", "activations.safetensors"):
         if name not in present:
             continue
@@ -210,7 +210,7 @@ def _check_outputs(shards: Sequence[ShardDir], ids: np.ndarray) -> set[str]:
         shapes = {(h["dtype"], h["shape"][1:], tuple(h["layers"])) for h in heads if h["shape"][0]}
         if len(shapes) > 1:
             raise ProbeInputError(f"the shards' {name} differ in dtype, layers or width: {sorted(map(str, shapes))}")
-    return present
+    return present, tables
 
 
 def _header(path: Path) -> dict[str, Any]:
@@ -222,11 +222,12 @@ def _header(path: Path) -> dict[str, Any]:
                 "layers": f.get_tensor("layers").tolist() if "layers" in f.keys() else []}
 
 
-def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray, present: set[str]) -> None:
+def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray, present: set[str],
+                   tables: dict[str, pa.Table]) -> None:
     """Scores (with lens and activations) or generations (with verdicts), rows in prompt-id order."""
     letters = shards[0].manifest["letters"]
     if "scores.parquet" in present:
-        scores = _concat(shards, "scores.parquet")
+        scores = tables["scores.parquet"]
         lp = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(len(ids), -1)
         write_scores_arrays(out, ids, lp, scores.column("greedy_valid").to_numpy(zero_copy_only=False), letters)
     if "lens.safetensors" in present:
@@ -237,7 +238,7 @@ def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray, prese
     if "activations.safetensors" in present:
         _merge_activations(shards, out, ids)
     if "generations.parquet" in present:
-        write_table(out / "generations.parquet", _concat(shards, "generations.parquet"))
+        write_table(out / "generations.parquet", tables["generations.parquet"])
     if "judgements.parquet" in present:
         write_judgements(out, [row for s in shards for row in read_judgements(s.path)])
 

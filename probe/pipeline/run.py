@@ -325,13 +325,13 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
     return len(done)
 
 
+def _text_config(model: Any) -> Any:
+    return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+
+
 def _n_layers(model: Any) -> int:
-    if model is None:  # vLLM or a dry run: no weights here
-        return 0
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return int(config.num_hidden_layers)
+    return 0 if model is None else int(_text_config(model).num_hidden_layers)  # None: vLLM, no weights here
 
 
 def _d_model(model: Any) -> int:
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return int(config.hidden_size)
+    return int(_text_config(model).hidden_size)
