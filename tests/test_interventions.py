@@ -187,6 +187,11 @@ def test_run_directories_of_both_modes(tmp_path: Path) -> None:
     assert (patch / "patching.safetensors").is_file() and (patch / "patching.parquet").is_file()
     table = json.loads((patch / "patching.json").read_text())
     assert table["restored"]["all"][-1] == pytest.approx(1.0, abs=1e-3)  # the last layer restores it all
+    script = subprocess.run([sys.executable, str(root / "scripts" / "example_interventions.py"), "--patched",
+                             str(patch), "--vectors", str(vec), "--layer", "1"], capture_output=True, text=True,
+                            timeout=300)
+    assert script.returncode == 0, script.stderr[-2000:]
+    assert "layer   1: restored +1.000" in script.stdout and "steering vectors at layer 1: " in script.stdout
 
 
 def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
