@@ -9,21 +9,24 @@ temperature, bootstrap), the headline blocks and the invalid-generation listing.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from probe.benches.task import JudgeJob, PreparedBench, bench_spec
-from probe.metrics.core import AnalysisOptions
+from probe.benches.task import Column, JudgeJob, PreparedBench, bench_spec
+from probe.metrics.core import AnalysisOptions, capture_replicates, record_replicates
+from probe.metrics.letters import LetterOptions, analyse
 from probe.prompts.parse import parse_answer
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
 from probe.results.scores import ScoreTable, forced_choice_rows
 from probe.types import RenderedPrompt
-from probe.viz.markdown import invalid_section
+from probe.viz.letters import letter_section, warnings_block
+from probe.viz.markdown import ci, invalid_section
 
-__all__ = ["GENERATIONS_SCHEMA", "PROMPTS_SCHEMA", "forced_choice_rows", "headline", "letter_metrics",
+__all__ = ["GENERATIONS_SCHEMA", "PROMPTS_SCHEMA", "forced_choice_rows", "headline", "letter_columns", "letter_metrics",
            "letter_report", "no_judging", "parse_letter"]
 
 Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
@@ -71,11 +74,60 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
                     "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "item"}})
         if len(table.prompt_id):
             out.update(compute(table, opts, spec))
+            out.update(letter_blocks(compute, table, opts, spec, is_generation_run(run), out.get("ci95")))
         else:  # every generation invalid: nothing to aggregate, which the report says
             out.update({"expected": None, "greedy": None, "ci95": {}})
         return out
 
     return metrics
+
+
+def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, generated: bool,
+                  ci95: dict[str, Any] | None) -> dict[str, Any]:
+    """The letter-prior decomposition (`probe.metrics.letters`) and the `debiased` tree.
+
+    The debiased tree is the bench's own `compute` on the debiased choice distribution `q`
+    (stored as log-probs `T · log q`, so `softmax(lp / T)` gives back `q`): every metric goes
+    through the same code as `expected`. Its intervals resample items with `q` fixed, which is
+    exact for the rotation estimator (a group's `q` reads only its own prompts); `ci95` gains
+    `debiased`, `letter_prior` and `letter_split` in place.
+    """
+    lopts = LetterOptions(temperature=opts.temperature, n_boot=opts.n_boot, seed=opts.seed,
+                          prior_ratio=opts.letter_prior_ratio)
+    letters = analyse(table, lopts, generated)
+    with np.errstate(divide="ignore"):
+        lp = opts.temperature * np.log(letters.debiased)
+    with capture_replicates() as box:
+        debiased = compute(replace(table, logprobs=lp), opts, spec)
+    if "expected" in box:
+        record_replicates("debiased", box["expected"])
+    if ci95 is not None and opts.n_boot > 0:
+        ci95.update({"debiased": (debiased.get("ci95") or {}).get("expected"), **letters.ci})
+    return {"debiased": debiased.get("expected"), **letters.blocks}
+
+
+def letter_columns(condition: str | None = None) -> tuple[Column, Column]:
+    """Sweep columns of the letter prior for `condition` (None: the run's first): the letter's
+    share of the log-prob variance, and the most preferred letter with its prior π."""
+    def pick(m: Mapping[str, Any], key: str) -> tuple[Any, Any, str | None]:
+        block = m.get(key) or {}
+        cond = condition if condition is not None else next(iter(block), None)
+        return block.get(cond), ((m.get("ci95") or {}).get(key) or {}).get(cond), cond
+
+    def share(m: Mapping[str, Any]) -> str:
+        split, cis, _ = pick(m, "letter_split")
+        return "–" if not split else f"{split['letter']:.3f} {ci((cis or {}).get('letter'))}"
+
+    def top(m: Mapping[str, Any]) -> str:
+        prior, cis, _ = pick(m, "letter_prior")
+        if not prior:
+            return "–"
+        letter = max(prior, key=prior.get)
+        return f"{letter} {prior[letter]:.3f} {ci((cis or {}).get(letter))}"
+
+    where = f" ({condition})" if condition else ""
+    return (Column(f"letter share{where}", "letter_split", cell=share),
+            Column(f"top letter π{where}", "letter_prior", cell=top))
 
 
 def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -84,12 +136,16 @@ def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
 
 
 def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Run], str]:
-    """The `Task.report` hook: the bench's own markdown, a plain note when no answer was valid,
-    and in generation mode the list of invalid outputs."""
+    """The `Task.report` hook: the bench's own markdown, opened by the letter-prior warning when it
+    fires and followed by the letter-prior section; a plain note when no answer was valid, and in
+    generation mode the list of invalid outputs."""
     def report(metrics: Mapping[str, Any], run: Run) -> str:
         text = body(metrics) if metrics.get("expected") is not None else (
             f"# {metrics['bench']} — {metrics['model']}\n\nNo valid answers: all {metrics['n_prompts']} "
             "generations were unparseable, so no metric is defined.\n")
+        title, _, rest = text.partition("\n")
+        # the letter warning comes first: it changes how every number below reads
+        text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")]) + letter_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
         return text

@@ -31,6 +31,10 @@ class AnalysisOptions:
     """Bootstrap resamples behind every ci95 interval (0: no intervals)."""
     seed: int = 0
     """Bootstrap seed."""
+    letter_prior_ratio: Annotated[float, Gt(1)] = 2.0
+    """Warn that the letter drives the answers when the largest letter prior exceeds this multiple
+    of uniform (1/K); the warning also fires when the letter explains more log-prob variance
+    than the content (`probe.metrics.letters`)."""
 
 
 def kl_to_uniform(p: np.ndarray) -> np.ndarray:

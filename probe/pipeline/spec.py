@@ -33,6 +33,8 @@ class AnalysisSpec:
     """Bootstrap resamples (of items; LocQA: templates) behind every ci95 interval."""
     seed: int = 0
     """Bootstrap seed."""
+    letter_prior_ratio: Annotated[float, Gt(1)] = 2.0
+    """Warn that the letter drives the answers when its largest prior exceeds this multiple of 1/K."""
     logit_lens: bool = False
     """Store [prompt, layer, letter] letter log-probs through the logit lens (lens.safetensors)."""
     capture_layers: tuple[int, ...] = ()
@@ -43,7 +45,8 @@ class AnalysisSpec:
     @property
     def options(self) -> AnalysisOptions:
         """The metric options."""
-        return AnalysisOptions(temperature=self.temperature, n_boot=self.n_boot, seed=self.seed)
+        return AnalysisOptions(temperature=self.temperature, n_boot=self.n_boot, seed=self.seed,
+                               letter_prior_ratio=self.letter_prior_ratio)
 
     @property
     def mech(self) -> MechSpec:

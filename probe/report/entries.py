@@ -133,11 +133,12 @@ SUMMARY_SCHEMA = pa.schema([
 
 def summary_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
     """Every numeric metric of every run in long format, with its 95% interval where stored.
-    Forced-choice runs give their `expected` and `greedy` blocks; other runs their headline block."""
+    Forced-choice runs give their `expected`, `greedy` and `debiased` blocks; other runs their headline block."""
     rows = []
     for e in entries:
         cis = e.metrics.get("ci95") or {}
-        blocks = [(k, e.metrics[k], cis.get(k)) for k in ("expected", "greedy") if isinstance(e.metrics.get(k), dict)]
+        blocks = [(k, e.metrics[k], cis.get(k)) for k in ("expected", "greedy", "debiased")
+                  if isinstance(e.metrics.get(k), dict)]
         if not blocks:
             tree, ci_tree = e.task.headline(e.metrics)
             name = next((k for k, v in e.metrics.items() if v is tree), "metrics")

@@ -1,5 +1,6 @@
 """The few lines a run prints when it ends: its headline metrics with intervals, and warnings
-about what makes them less trustworthy (low letter mass, invalid generations, judge errors)."""
+about what makes them less trustworthy (a letter that drives the answers, low letter mass, invalid
+generations, judge errors)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from probe.benches.task import Task
 from probe.metrics.core import get_path
 from probe.report.entries import metric_cell
+from probe.viz.letters import warning_sentences
 
 LOW_LETTER_MASS = 0.5
 """Below this mean letter mass the model mostly wants to say something other than a letter."""
@@ -36,6 +38,7 @@ def warnings(metrics: Mapping[str, Any]) -> list[str]:
     if metrics.get("n_invalid"):
         out.append(f"{metrics['n_invalid']} of {metrics.get('n_prompts')} generations had no valid answer "
                    f"({metrics.get('invalid_rate', float('nan')):.1%}); they are excluded and listed in report.md")
+    out += warning_sentences(metrics.get("letter_warnings") or [])
     errors = (metrics.get("n_judge_errors") or 0) + (get_path(metrics, "pluralism.n_judge_errors") or 0)
     if errors:
         out.append(f"{errors} judge verdicts failed and were left out (judgements.parquet, judge_error)")

@@ -38,13 +38,21 @@ STEERING_NOTE = ("Runs with `intervention=steer`: α · v_c added to the residua
                  "residual of prompts cued with culture c minus that of uncued prompts); α = 0 is the plain run.")
 
 
+LETTER_NOTE = ("⚠: the letter drives this run's answers (its largest letter prior or the letter's share of the "
+               "log-prob variance is above the threshold; `letter_warnings` in its metrics.json, the warning opening "
+               "its report): read its debiased columns and letter share before its cultural metrics.")
+
+
 def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
     """Markdown table: one row per run of this task, its headline columns with CIs."""
     rows = [e for e in entries if e.task.kind == task.kind]
     head = ["run", "kind", "bench"] + [c.label for c in task.sweep_columns]
     lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for e in rows:
-        lines.append("| " + " | ".join([e.label, e.kind, e.bench] + [cell(e, c) for c in task.sweep_columns]) + " |")
+        label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
+        lines.append("| " + " | ".join([label, e.kind, e.bench] + [cell(e, c) for c in task.sweep_columns]) + " |")
+    if any(e.metrics.get("letter_warnings") for e in rows):
+        lines += ["", LETTER_NOTE]
     return "\n".join(lines)
 
 

@@ -21,10 +21,12 @@ def report(m: dict[str, Any]) -> str:
                      "excluded from the shares below and listed at the end.")
     if "balance_score" in m:
         lines.append(f"Latin-square balance score: {m['balance_score']:.2f}%.")
-    lines += ["", "| cluster | share (expected) | 95% CI | share (greedy) | position V_c |",
-              "|---|---|---|---|---|"]
+    deb, dcis = m.get("debiased") or {}, m.get("ci95", {}).get("debiased", {})
+    lines += ["", "| cluster | share (expected) | 95% CI | share (greedy) | share (debiased) | 95% CI | position V_c |",
+              "|---|---|---|---|---|---|---|"]
     for c, v in sorted(exp["shares"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {c} | {fmt(v)} | {ci(get_path(cis, f'shares.{c}'))} | {fmt(gr['shares'].get(c))} | "
+                     f"{fmt(get_path(deb, f'shares.{c}'))} | {ci(get_path(dcis, f'shares.{c}'))} | "
                      f"{fmt(exp['cluster_position_V'].get(c))} |")
     lines += ["", "| metric | expected | 95% CI | greedy |", "|---|---|---|---|"]
     for key, label in (("entropy_bits", "Shannon entropy (bits, max 3.32)"), ("gini", "Gini of cluster counts"),

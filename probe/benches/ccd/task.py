@@ -70,8 +70,8 @@ def rationale_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]
             for g in generations if g["rationale"]]
 
 
-def _top_clusters(metrics: Mapping[str, Any]) -> str:
-    shares = (metrics.get("expected") or {}).get("shares") or {}
+def _top_clusters(metrics: Mapping[str, Any], tree: str = "expected") -> str:
+    shares = (metrics.get(tree) or {}).get("shares") or {}
     return ", ".join(f"{c} {v:.2f}" for c, v in sorted(shares.items(), key=lambda kv: -kv[1])[:3])
 
 
@@ -87,7 +87,9 @@ TASK = Task(
     headline=forced.headline,
     report=forced.letter_report(report.report),
     figures=figures.run_figures,
-    sweep_columns=(Column("top clusters", "shares", cell=_top_clusters), *_HEADLINE),
+    sweep_columns=(Column("top clusters", "shares", cell=_top_clusters), *_HEADLINE,
+                   Column("top clusters, debiased", "shares", cell=lambda m: _top_clusters(m, "debiased")),
+                   *forced.letter_columns()),
     pair_columns=_HEADLINE,
     curve_metrics=(Column("entropy of cluster shares, bits", "entropy_bits"),
                    Column("Cramér's V, position", "position_V")),

@@ -40,11 +40,15 @@ def report(m: dict[str, Any]) -> str:
     if "invalid_rate" in m:
         lines += [f"Generation mode: {m['n_invalid']} of {m['n_prompts']} outputs invalid "
                   f"({fmt(m['invalid_rate'])}), excluded from the metrics and listed at the end.", ""]
-    lines += ["| metric | condition | expected | 95% CI | greedy |", "|---|---|---|---|---|"]
+    deb, dcis = m.get("debiased") or {}, m.get("ci95", {}).get("debiased", {})
+    lines += ["| metric | condition | expected | 95% CI | greedy | debiased | 95% CI |",
+              "|---|---|---|---|---|---|---|"]
     for path, label, cond in HEADLINE:
         if get_path(exp, path) is not None:
             lines.append(f"| {label} | {cond} | {fmt(get_path(exp, path))} | {ci(get_path(cis, path))} | "
-                         f"{fmt(get_path(gr, path))} |")
+                         f"{fmt(get_path(gr, path))} | {fmt(get_path(deb, path))} | {ci(get_path(dcis, path))} |")
+    lines += ["", "Debiased = the same metric with the letter prior removed from every item's distribution "
+                  "(section *Letter prior and content*); PPR is 0.25 there by construction."]
     lines += _consistency(m)
     lines += ["", "## Per culture (expected)", "",
               "| culture | CSD C0 | CR C1 | CR C2 | SL | gain C2−C1 | PSI | CSD C3 |",
@@ -77,7 +81,11 @@ def _consistency(m: dict[str, Any]) -> list[str]:
     if csc is None:
         return []
     cis = m.get("ci95", {})
-    return ["", "| C3 consistency | value | 95% CI |", "|---|---|---|",
+    locked = any(w["condition"] == "C3" for w in m.get("letter_warnings") or [])
+    note = ["", "The letter drives C3's answers (see the warning above), so CSC and the greedy column say little "
+                "about culture: the four context rotations of one option order keep every option at the same "
+                "letter, so a letter-locked model scores CSC = 1 by construction."] if locked else []
+    return note + ["", "| C3 consistency | value | 95% CI |", "|---|---|---|",
             f"| CSC: same culture for all four context rotations, greedy (the paper's; random 1/64) | {fmt(csc)} | "
             f"{ci(get_path(cis.get('greedy', {}), 'C3.CSC'))} |",
             f"| Sample agreement: four independent samples at T = {m.get('temperature', 1.0)} agree | "

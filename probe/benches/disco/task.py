@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,16 +40,31 @@ def _compute(table: ScoreTable, opts: AnalysisOptions, spec: DiscoSpec) -> dict[
 
 
 def _greedy_csc(m: Mapping[str, Any]) -> str:
-    """The paper's CSC is a greedy metric: read it from the greedy block."""
+    """The paper's CSC is a greedy metric: read it from the greedy block. † where the letter drives
+    C3's answers: a letter-locked model scores CSC = 1 by construction."""
     value = get_path(m.get("greedy"), "C3.CSC")
-    return "–" if value is None else f"{value:.3f} {ci(get_path((m.get('ci95') or {}).get('greedy'), 'C3.CSC'))}"
+    if value is None:
+        return "–"
+    mark = " †" if any(w["condition"] == "C3" for w in m.get("letter_warnings") or []) else ""
+    return f"{value:.3f} {ci(get_path((m.get('ci95') or {}).get('greedy'), 'C3.CSC'))}{mark}"
+
+
+def _debiased(path: str) -> Callable[[Mapping[str, Any]], str]:
+    """A cell of the `debiased` tree (letter prior removed)."""
+    def cell(m: Mapping[str, Any]) -> str:
+        value = get_path(m.get("debiased"), path)
+        return "–" if value is None else f"{value:.3f} {ci(get_path((m.get('ci95') or {}).get('debiased'), path))}"
+
+    return cell
 
 
 SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1)", "C1.CR"),
                  Column("CR(C2)", "C2.CR"), Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"),
                  Column("SPD(C2)", "C2.SPD"), Column("SPD reduction", "SPD_reduction"),
                  Column("SPD_compliance(C2)", "C2.SPD_compliance"), Column("JSD (bits)", "C3.JSD"),
-                 Column("PPR", "C3.PPR"), Column("CSC (greedy)", "C3.CSC", cell=_greedy_csc))
+                 Column("PPR", "C3.PPR"), Column("CSC (greedy)", "C3.CSC", cell=_greedy_csc),
+                 Column("KL, debiased", "C0.KL", cell=_debiased("C0.KL")),
+                 Column("CR(C1), debiased", "C1.CR", cell=_debiased("C1.CR")), *forced.letter_columns("C0"))
 
 TASK = Task(
     kind="disco",
