@@ -171,5 +171,5 @@ def test_sweep_pair_and_checkpoint_tables_show_paired_intervals(runs, tmp_path: 
     metrics = json.loads((tmp_path / "it" / "metrics.json").read_text())
     row = next(r for r in summary if r["model"] == "m" and r["metric"] == "C0.KL" and r["flavour"] == "expected")
     assert row["value"] == metrics["expected"]["C0"]["KL"] and [row["lo"], row["hi"]] == metrics["ci95"]["expected"]["C0"]["KL"]
-    assert {r["flavour"] for r in summary} == {"expected", "greedy"} and len({r["run"] for r in summary}) == 4
+    assert {r["flavour"] for r in summary} == {"expected", "greedy", "debiased"} and len({r["run"] for r in summary}) == 4
     assert (tmp_path / "report" / "summary.csv").read_text().startswith('"run","model","revision","bench","metric"')

@@ -46,6 +46,16 @@ def test_toy_run_directory(toy_run: Path) -> None:
     assert (toy_run / "figures" / "toy_shares.png").is_file() and (toy_run / "DONE").is_file()
 
 
+def test_toy_run_has_the_letter_prior_blocks(toy_run: Path) -> None:
+    """A plugin's own metric code gives the debiased tree too: the decomposition lives in the
+    forced-choice hooks, not in any bench."""
+    m = json.loads((toy_run / "metrics.json").read_text())
+    assert set(m["debiased"]["shares"]) == {"east", "north", "south"} and len(m["ci95"]["debiased"]["KL"]) == 2
+    assert m["letter_prior_estimator"]["toy"]["estimator"] == "rotations"
+    assert sum(m["letter_prior"]["toy"].values()) == pytest.approx(1.0)
+    assert sum(m["letter_split"]["toy"].values()) == pytest.approx(1.0)
+
+
 def test_toy_run_in_sweep_report(toy_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
     proc = subprocess.run([sys.executable, "-m", "probe.report", str(toy_run.parent), f"out={out}"],
@@ -53,7 +63,8 @@ def test_toy_run_in_sweep_report(toy_run: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (out / "report.md").read_text()
     assert "## Toy bench" in md and "| run | kind | bench | KL | north |" in md
-    assert "| tiny | instruct | toy | " in md
+    mark = " ⚠" if json.loads((toy_run / "metrics.json").read_text())["letter_warnings"] else ""
+    assert f"| tiny{mark} | instruct | toy | " in md
 
 
 def test_toy_reanalysis(toy_run: Path) -> None:

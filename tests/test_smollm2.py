@@ -89,6 +89,13 @@ def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) 
     assert sum(metrics["expected"]["C0"]["CSD"].values()) == pytest.approx(1.0)
     for name in ("prompts.parquet", "scores.parquet", "scores.safetensors", "report.md"):
         assert (out / name).is_file()
+    # SmolLM2-135M answers C whatever C shows: the letter-prior warning names it, everywhere.
+    warning = metrics["letter_warnings"][0]
+    assert (warning["condition"], warning["letter"]) == ("C0", "C") and "letter_share" in warning["reasons"]
+    assert metrics["letter_split"]["C0"]["letter"] > metrics["letter_split"]["C0"]["content"]
+    printed = proc.stdout + proc.stderr
+    assert "warning: letter C drives the answers in C0" in printed and "letter share (C0): " in printed
+    assert (out / "report.md").read_text().split("\n")[2].startswith("> **Warning:** Letter C drives the answers")
 
 
 @pytest.mark.parametrize("args", [["bench.design=cyclic"], ["bench.design=latin_square"],
@@ -115,6 +122,8 @@ def test_ccd_runs_on_smollm2(smollm2, tmp_path: Path, args: list[str]) -> None:
         assert m["invalid_rate"] == pytest.approx(m["n_invalid"] / 10)
     else:
         assert m["n_prompts"] == (20 if "cyclic" in args[0] else 2)
+        estimator = m["letter_prior_estimator"][args[0].split("=")[1]]["estimator"]
+        assert estimator == ("rotations" if "cyclic" in args[0] else "prior_division")
         assert m["letter_mass"]["mean"] > 0.3
         assert sum(m["expected"]["shares"].values()) == pytest.approx(1.0)
 
