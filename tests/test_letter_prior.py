@@ -215,6 +215,12 @@ def test_a_head_bias_on_one_letter_moves_expected_but_not_debiased(
     pa, pb = a["letter_prior"]["C0"], b["letter_prior"]["C0"]
     assert (pb["C"] / pb["A"]) / (pa["C"] / pa["A"]) == pytest.approx(np.exp(2.0), rel=1e-4)
     assert a["letter_split"]["C0"]["content"] > b["letter_split"]["C0"]["content"]
+    # paired comparisons read the debiased block like the others
+    from probe.compare import paired_difference
+
+    d = paired_difference(plain, shifted, "C2.CR", flavour="debiased")
+    assert d.block == "debiased" and abs(d.delta) < 1e-6 and abs(d.ci95[0]) < 1e-6
+    assert abs(paired_difference(plain, shifted, "C0.letter_probs.C", flavour="expected").delta) > 0.05
 
     # Re-analysis from the stored tables: the keys are recomputed, π_T ∝ π^(1/T), the split is
     # unchanged by T.

@@ -82,7 +82,9 @@ TASK = Task(
                   Column("SPD_compliance(C2)", "C2.SPD_compliance"), Column("JSD (bits)", "C3.JSD")),
     curve_metrics=(Column("KL(CSD‖uniform), C0, nats", "C0.KL"), Column("PSI, C2", "C2.PSI")),
     sweep_figures=figures.sweep_figures,
-    sweep_note="Expected (probability-weighted) metrics with 95% bootstrap CIs over items.",
+    sweep_note=("Expected (probability-weighted) metrics with 95% bootstrap CIs over items; debiased = the letter "
+                "prior removed. † on CSC: the letter drives C3's answers, and a letter-locked model scores CSC = 1 "
+                "by construction."),
     prompts_schema=forced.PROMPTS_SCHEMA,
     prompt_rows=forced.forced_choice_rows,
     generations_schema=forced.GENERATIONS_SCHEMA,
