@@ -56,7 +56,8 @@ def _sweep_report_renders(sweep: Path) -> None:
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     md = (sweep / "report" / "report.md").read_text()
-    assert "| tiny | instruct | demo |" in md and "| tiny-gemma3 | instruct | demo |" in md
+    # ⚠ marks a run whose answers the letter drives (random tiny models mostly are)
+    assert re.search(r"\| tiny( ⚠)? \| instruct \| demo \|", md) and re.search(r"\| tiny-gemma3( ⚠)? \| instruct", md)
     html = sweep / "report" / "report.html"
     n_figures = html.read_text().count('<img src="data:image/png;base64,')
     assert n_figures == 2  # C0 only: the culture × model heatmap and the Lorenz curves (SL vs PSI needs C1, C2)
