@@ -153,7 +153,7 @@ def analyse(table: ScoreTable, opts: LetterOptions, generated: bool = False) -> 
         for key in ("letter_prior", "letter_split"):
             if part.ci.get(key) is not None:
                 ci[key][cond] = part.ci[key]
-    blocks["letter_warnings"] = warnings_of(blocks, table, opts)
+    blocks["letter_warnings"] = warnings_of(blocks, table, opts, "generated" if generated else "greedy")
     return LetterAnalysis(debiased=debiased, blocks=blocks, ci=ci if boot is not None else {})
 
 
@@ -267,10 +267,11 @@ def _count_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray, 
     return LetterAnalysis(debiased=np.nan_to_num(debiased, nan=1.0 / k), blocks=blocks, ci=ci)
 
 
-def warnings_of(blocks: Mapping[str, Any], table: ScoreTable, opts: LetterOptions) -> list[dict[str, Any]]:
+def warnings_of(blocks: Mapping[str, Any], table: ScoreTable, opts: LetterOptions,
+                picks_kind: str = "greedy") -> list[dict[str, Any]]:
     """Conditions where the letter drives the answer: its variance share exceeds the content's,
     or the largest prior exceeds `prior_ratio / K`. Each names the letter, its prior, the shares
-    and how many greedy (or generated) picks it took."""
+    and how many greedy (or generated, `picks_kind`) picks it took."""
     out = []
     k = table.logprobs.shape[1]
     picks = np.asarray(table.logprobs).argmax(axis=1)
@@ -288,5 +289,5 @@ def warnings_of(blocks: Mapping[str, Any], table: ScoreTable, opts: LetterOption
         out.append({"condition": cond, "letter": letter, "prior": prior[letter], "uniform": 1.0 / k,
                     "letter_share": split.get("letter"), "content_share": split.get("content"),
                     "greedy_picks": int((picks[mine] == LETTERS.index(letter)).sum()),
-                    "n_prompts": int(mine.sum()), "reasons": reasons})
+                    "n_prompts": int(mine.sum()), "picks": picks_kind, "reasons": reasons})
     return out

@@ -33,8 +33,8 @@ def warning_sentences(warnings: list[Mapping[str, Any]]) -> list[str]:
         if split:
             parts.append(f"the letter explains {_join(split, 'letter_share', '{:.0%}')} of the log-prob variance "
                          f"against {_join(split, 'content_share', '{:.0%}')} for the content")
-        parts.append(f"{sum(w['greedy_picks'] for w in ws)} of {sum(w['n_prompts'] for w in ws)} greedy picks "
-                     f"are {letter}")
+        parts.append(f"{sum(w['greedy_picks'] for w in ws)} of {sum(w['n_prompts'] for w in ws)} "
+                     f"{ws[0].get('picks', 'greedy')} picks are {letter}")
         out.append("; ".join(parts) + ". Expected and greedy metrics there mostly measure the letter, not a "
                    "cultural preference (a letter-locked model reads as unbiased and consistent): read the "
                    "`debiased` metrics and the content share first.")
