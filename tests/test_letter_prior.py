@@ -232,3 +232,16 @@ def test_a_head_bias_on_one_letter_moves_expected_but_not_debiased(
     assert np.abs(p2 - np.sqrt(p1) / np.sqrt(p1).sum()).max() < 1e-9
     assert hot["letter_split"]["C0"]["letter"] == pytest.approx(a["letter_split"]["C0"]["letter"], abs=1e-12)
     assert set(hot["ci95"]) >= {"expected", "greedy", "debiased", "letter_prior", "letter_split"}
+
+
+def test_an_invalid_generation_keeps_content_per_group() -> None:
+    """A model that always answers option 0, whatever its letter: dropping one output (invalid)
+    must not pool the content over items; the debiased choice stays on option 0."""
+    table, _ = _planted(None, content=True)
+    onehot = np.where(table.order == 0, 0.0, -np.inf)
+    kept = np.arange(len(onehot)) != 3
+    t = ScoreTable(**{**table.__dict__, "logprobs": onehot}).subset(kept)
+    res = analyse(t, LetterOptions(n_boot=0), generated=True)
+    on_zero = np.take_along_axis(res.debiased, np.argmax(t.order == 0, axis=1)[:, None], axis=1)
+    assert on_zero.min() > 0.99
+    assert res.blocks["letter_prior_estimator"]["C0"]["estimator"] == COUNTS

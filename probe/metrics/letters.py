@@ -46,6 +46,10 @@ ROTATIONS, PRIOR, MIXED, COUNTS = "rotations", "prior_division", "mixed", "count
 both in one condition; the log-linear fit of one-hot choices."""
 
 
+LOG_FLOOR = -1e4
+"""Letter log-probs (renormalised) below this are read as this: finite, and negligible."""
+
+
 @dataclass(frozen=True)
 class LetterOptions:
     """What the decomposition needs from the analysis options."""
@@ -118,7 +122,10 @@ def log_choice(logprobs: np.ndarray, temperature: float) -> np.ndarray:
     z = logprobs.astype(np.float64) / temperature
     z = z - z.max(axis=-1, keepdims=True)
     with np.errstate(divide="ignore"):
-        return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+        out = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    # A float32 −inf at one letter would make every option of its group −inf (each visits the
+    # letter): floor it far below any real log-prob instead.
+    return np.maximum(out, LOG_FLOOR)
 
 
 def softmax(a: np.ndarray) -> np.ndarray:
@@ -244,17 +251,22 @@ def _count_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray, 
     k = onehot.shape[1]
     g = groups.index[rows]
     whole = bool(groups.complete[np.unique(g)].all())
-    if whole:
-        raw = g[:, None] * k + np.asarray(table.order)[rows]
-    else:
-        raw = np.unique(np.asarray(table.groups)[rows].astype(str), return_inverse=True)[1].reshape(onehot.shape)
+    # Content per (group, option) wherever a group has several orderings (IPF handles incomplete
+    # ones, e.g. after invalid outputs); a one-ordering group keys its content by the label shown
+    # within its condition, target and context rotation, so the target is never pooled away.
+    sizes = np.bincount(g)[g]
+    labels = np.asarray(table.groups)[rows].astype(str)
+    context = np.array([f"{table.target[r]}|{table.ctx_rotation[r]}" for r in rows], dtype=object)
+    per_group = np.char.add(np.char.add("g", (g[:, None] * k + np.asarray(table.order)[rows]).astype(str)), "")
+    per_label = np.char.add(np.char.add("l", context.astype(str)[:, None]), np.char.add("|", labels))
+    raw = np.where((sizes > 1)[:, None], per_group, per_label)
     key = np.unique(raw, return_inverse=True)[1].reshape(onehot.shape)
     item = groups.item[g]
     fit = fit_choices(onehot, np.ones((1, len(rows))), key)
     letters = _letters(k)
     blocks: dict[str, Any] = {
         "letter_prior": dict(zip(letters, map(float, fit.prior[0]))),
-        "letter_prior_estimator": {"estimator": COUNTS, "content": "option per group" if whole else "group label",
+        "letter_prior_estimator": {"estimator": COUNTS, "content": "option per group" if whole else "option per group; label where one ordering",
                                    "n_groups": int(len(np.unique(g))), "iterations": fit.iterations,
                                    "max_margin_error": fit.margin_error}}
     ci: dict[str, Any] = {}
