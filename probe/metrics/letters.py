@@ -180,8 +180,7 @@ def _logprob_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray
     l_sum, n = np.zeros((n_items, k)), np.zeros(n_items)
     np.add.at(l_sum, item, lc)
     np.add.at(n, item, 1.0)
-    mean_l = ratio(wsum(np.ones(n_items), l_sum), wsum(np.ones(n_items), n)[..., None])
-    prior = softmax(mean_l)
+    prior = softmax(l_sum.sum(axis=0) / n.sum())
     order = np.asarray(table.order)[rows]
     whole = groups.complete[g]
     # Complete groups: c(o) = mean over orderings of L at the letter showing o.
@@ -257,7 +256,7 @@ def _count_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray, 
     sizes = np.bincount(g)[g]
     labels = np.asarray(table.groups)[rows].astype(str)
     context = np.array([f"{table.target[r]}|{table.ctx_rotation[r]}" for r in rows], dtype=object)
-    per_group = np.char.add(np.char.add("g", (g[:, None] * k + np.asarray(table.order)[rows]).astype(str)), "")
+    per_group = np.char.add("g", (g[:, None] * k + np.asarray(table.order)[rows]).astype(str))
     per_label = np.char.add(np.char.add("l", context.astype(str)[:, None]), np.char.add("|", labels))
     raw = np.where((sizes > 1)[:, None], per_group, per_label)
     key = np.unique(raw, return_inverse=True)[1].reshape(onehot.shape)
