@@ -140,9 +140,11 @@ def test_generated_choices_of_a_letter_locked_model() -> None:
     onehot = np.full(table.logprobs.shape, -np.inf)
     onehot[:, 2] = 0.0
     res = analyse(ScoreTable(**{**table.__dict__, "logprobs": onehot}), LetterOptions(n_boot=50), generated=True)
-    assert res.blocks["letter_prior"]["C0"] == {"A": 0.0, "B": 0.0, "C": 1.0, "D": 0.0}
+    prior = res.blocks["letter_prior"]["C0"]
+    assert prior["C"] > 0.999 and max(prior["A"], prior["B"], prior["D"]) < 1e-3  # the ridge keeps it finite
     assert res.blocks["letter_prior_estimator"]["C0"]["estimator"] == COUNTS
-    assert np.abs(res.debiased - 0.25).max() < 1e-12 and res.ci["letter_prior"]["C0"]["C"] == [1.0, 1.0]
+    assert res.blocks["letter_prior_estimator"]["C0"]["prior_fit"] == "pairwise_conditional"
+    assert np.abs(res.debiased - 0.25).max() < 1e-6 and res.ci["letter_prior"]["C0"]["C"][0] > 0.999
     w = res.blocks["letter_warnings"][0]
     assert (w["letter"], w["reasons"], w["greedy_picks"], w["n_prompts"]) == ("C", ["prior"], 24, 24)
 

@@ -90,11 +90,16 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     (stored as log-probs `T · log q`, so `softmax(lp / T)` gives back `q`): every metric goes
     through the same code as `expected`. Its intervals resample items with `q` fixed, which is
     exact for the rotation estimator (a group's `q` reads only its own prompts); `ci95` gains
-    `debiased`, `letter_prior` and `letter_split` in place.
+    `debiased`, `letter_prior` and `letter_split` in place. `debiased` is null when a condition
+    has no estimate (its `letter_prior_estimator` entry says why).
     """
     lopts = LetterOptions(temperature=opts.temperature, n_boot=opts.n_boot, seed=opts.seed,
                           prior_ratio=opts.letter_prior_ratio)
     letters = analyse(table, lopts, generated)
+    if letters.debiased is None:  # some condition's design cannot separate letter from content
+        if ci95 is not None and opts.n_boot > 0:
+            ci95.update(letters.ci)
+        return {"debiased": None, **letters.blocks}
     with np.errstate(divide="ignore"):
         lp = opts.temperature * np.log(letters.debiased)
     with capture_replicates() as box:

@@ -32,7 +32,8 @@ class ChoiceFit:
     """`[B, n_keys]` content factors C / Σ C."""
     iterations: int
     margin_error: float
-    """Largest absolute gap between fitted and observed letter or content totals at the end."""
+    """Largest absolute gap between fitted and observed totals at the end (letter totals only
+    when the letter factor was fitted)."""
 
 
 def _scatter(values: np.ndarray, perm: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -41,12 +42,14 @@ def _scatter(values: np.ndarray, perm: np.ndarray, starts: np.ndarray) -> np.nda
 
 
 def fit_choices(counts: np.ndarray, weights: np.ndarray, key: np.ndarray, max_iter: int = 2000,
-                tol: float = 1e-9) -> ChoiceFit:
+                tol: float = 1e-9, prior: np.ndarray | None = None) -> ChoiceFit:
     """Fit the model to `counts` `[P, K]` (one-hot choices), for each row of prompt weights
     `weights` `[B, P]` (1 = the data; bootstrap multiplicities for replicates).
 
     `key` `[P, K]` is the content index (0..n_keys−1, every index used) of the option at each
-    letter. Stops when every margin is within `tol` (relative to the total) or at `max_iter`.
+    letter. `prior` `[B, K]`, when given, holds the letter factor fixed (estimated elsewhere,
+    `probe.metrics.pairfit`) and only the contents are fitted. Stops when every fitted margin is
+    within `tol` (relative to the total) or at `max_iter`.
     """
     b, (p, k) = weights.shape[0], counts.shape
     flat = key.ravel()
@@ -56,7 +59,8 @@ def fit_choices(counts: np.ndarray, weights: np.ndarray, key: np.ndarray, max_it
     letter_obs = wn.sum(axis=1)
     content_obs = _scatter(wn.reshape(b, -1), perm, starts)
     total = weights.sum(axis=1, keepdims=True)
-    a, c = np.ones((b, k)), np.ones((b, len(starts)))
+    fixed = prior is not None
+    a, c = (np.array(prior, dtype=np.float64) if fixed else np.ones((b, k))), np.ones((b, len(starts)))
 
     def fitted() -> np.ndarray:
         ac = a[:, None, :] * c[:, key]  # [B, P, K]
@@ -68,12 +72,14 @@ def fit_choices(counts: np.ndarray, weights: np.ndarray, key: np.ndarray, max_it
 
     it, err = 0, np.inf
     for it in range(1, max_iter + 1):
-        a = step(a, letter_obs, fitted().sum(axis=1))
+        if not fixed:
+            a = step(a, letter_obs, fitted().sum(axis=1))
         mu = fitted()
         c = step(c, content_obs, _scatter(mu.reshape(b, -1), perm, starts))
         mu = fitted()
-        err = max(float(np.abs(mu.sum(axis=1) - letter_obs).max(initial=0.0)),
-                  float(np.abs(_scatter(mu.reshape(b, -1), perm, starts) - content_obs).max(initial=0.0)))
+        err = float(np.abs(_scatter(mu.reshape(b, -1), perm, starts) - content_obs).max(initial=0.0))
+        if not fixed:
+            err = max(err, float(np.abs(mu.sum(axis=1) - letter_obs).max(initial=0.0)))
         if err <= tol * float(total.max(initial=1.0)):
             break
         # keep the factors on a fixed scale: only their ratios are identified

@@ -38,12 +38,19 @@ import numpy as np
 
 from probe.metrics.core import bootstrap_weights, percentile_ci, ratio, to_scalars, wsum
 from probe.metrics.ipf import fit_choices
+from probe.metrics.pairfit import fit_prior, pair_data
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS
 
-ROTATIONS, PRIOR, MIXED, COUNTS = "rotations", "prior_division", "mixed", "count_fit"
+ROTATIONS, PRIOR, MIXED, COUNTS, NONE = "rotations", "prior_division", "mixed", "count_fit", "none"
 """Estimators: the closed form over complete groups; PriDe's `p / π` where no group is complete;
-both in one condition; the log-linear fit of one-hot choices."""
+both in one condition; the fit of one-hot choices; none possible (the design cannot separate
+letter from content — the estimator block says why)."""
+
+BALANCE_MIN = 0.98
+"""PriDe's `p / π` pools π over a design that must put every label equally often at every letter;
+below this `label_balance` (1 = exact; CCD's Latin square on the full set ≥ 0.99) no π is
+estimated."""
 
 
 LOG_FLOOR = -1e4
@@ -81,10 +88,12 @@ class PromptGroups:
 class LetterAnalysis:
     """The decomposition of one table: debiased choice probabilities and the metric blocks."""
 
-    debiased: np.ndarray
-    """`[prompt, letter]` debiased choice distribution at the analysis temperature."""
+    debiased: np.ndarray | None
+    """`[prompt, letter]` debiased choice distribution at the analysis temperature; None when
+    some condition has no estimate (`letter_prior_estimator` says why)."""
     blocks: dict[str, Any]
-    """`letter_prior`, `letter_split`, `letter_prior_estimator`, `letter_warnings`."""
+    """`letter_prior`, `letter_split`, `letter_prior_estimator`, `letter_warnings`, and for letter
+    runs `letter_prior_greedy` (the count fit of the greedy picks)."""
     ci: dict[str, Any]
     """`letter_prior`, `letter_split` intervals (empty without a bootstrap)."""
 
@@ -139,13 +148,17 @@ def analyse(table: ScoreTable, opts: LetterOptions, generated: bool = False) -> 
     """Letter prior, variance split, debiased probabilities and warnings of a forced-choice table.
 
     `generated`: the table holds one-hot generated choices (log p ∈ {0, −inf}), fitted by counts.
+    Letter runs also fit their greedy picks by counts (`letter_prior_greedy`, no intervals): the
+    prior of what temperature-0 decoding picks, beside the prior of the probabilities.
     """
     groups = prompt_groups(table)
     n_items = len(np.unique(table.item_id.astype(str)))
     boot = bootstrap_weights(n_items, opts.n_boot, opts.seed) if opts.n_boot > 0 else None
     conditions = sorted({str(c) for c in groups.condition})
-    debiased = np.zeros(table.logprobs.shape, dtype=np.float64)
+    debiased: np.ndarray | None = np.zeros(table.logprobs.shape, dtype=np.float64)
     blocks: dict[str, Any] = {"letter_prior": {}, "letter_split": {}, "letter_prior_estimator": {}}
+    if not generated:
+        blocks["letter_prior_greedy"] = {}
     ci: dict[str, Any] = {"letter_prior": {}, "letter_split": {}}
     for cond in conditions:
         rows = np.nonzero(groups.condition[groups.index] == cond)[0]
@@ -153,7 +166,12 @@ def analyse(table: ScoreTable, opts: LetterOptions, generated: bool = False) -> 
             part = _count_condition(table, groups, rows, opts, boot)
         else:
             part = _logprob_condition(table, groups, rows, opts, boot)
-        debiased[rows] = part.debiased
+            blocks["letter_prior_greedy"][cond] = _count_condition(table, groups, rows, opts, None,
+                                                                   prior_only=True).blocks["letter_prior"]
+        if part.debiased is None or debiased is None:
+            debiased = None
+        else:
+            debiased[rows] = part.debiased
         for key in ("letter_prior", "letter_split", "letter_prior_estimator"):
             if part.blocks.get(key) is not None:
                 blocks[key][cond] = part.blocks[key]
@@ -168,35 +186,58 @@ def _letters(k: int) -> list[str]:
     return list(LETTERS[:k])
 
 
+def label_balance(labels: np.ndarray) -> float:
+    """How evenly a design puts each label (culture, cluster) at each letter, `labels` `[P, K]`
+    the label shown at each letter: with A[label, j] the counts and E = row total / K,
+    `1 − ‖A − E‖₁ / (2 N (1 − 1/K))`, N = Σ A — 1 for a complete Latin square, 0 when each
+    label always sits at one letter (CCD-Bench's balance score BS, generalised to any K)."""
+    k = labels.shape[1]
+    names, idx = np.unique(labels.astype(str), return_inverse=True)
+    counts = np.zeros((len(names), k))
+    np.add.at(counts, (idx.reshape(labels.shape), np.broadcast_to(np.arange(k), labels.shape)), 1.0)
+    dev = np.abs(counts - counts.sum(axis=1, keepdims=True) / k).sum()
+    return float(1.0 - dev / (2.0 * counts.sum() * (1.0 - 1.0 / k)))
+
+
 def _logprob_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray, opts: LetterOptions,
                        boot: np.ndarray | None) -> LetterAnalysis:
-    """One condition of a letter-scored run: closed form on complete groups, `p / π` elsewhere."""
+    """One condition of a letter-scored run: closed form on complete groups, `p / π` elsewhere.
+
+    π comes from the complete groups alone when there are any (an incomplete group's orderings do
+    not balance its content across letters); without any, from the whole condition, provided its
+    design is balanced (`BALANCE_MIN`) — otherwise nothing is estimated and the reason is said."""
     lc = log_choice(table.logprobs[rows], opts.temperature)  # [row, letter]
     k = lc.shape[1]
     g = groups.index[rows]
     n_items = int(groups.item.max()) + 1
     item = groups.item[g]
-    # π: per-item sums of L and prompt counts, so the bootstrap resamples items.
-    l_sum, n = np.zeros((n_items, k)), np.zeros(n_items)
-    np.add.at(l_sum, item, lc)
-    np.add.at(n, item, 1.0)
-    prior = softmax(l_sum.sum(axis=0) / n.sum())
     order = np.asarray(table.order)[rows]
     whole = groups.complete[g]
+    letters = _letters(k)
+    est: dict[str, Any] = {"n_groups": int(len(np.unique(g))), "n_complete": int(len(np.unique(g[whole])))}
+    if not whole.any():
+        est["label_balance"] = label_balance(np.asarray(table.groups)[rows])
+        if est["label_balance"] < BALANCE_MIN:
+            est.update(estimator=NONE, reason=(
+                f"no item has all {k} orderings and the design's label balance is {est['label_balance']:.3f} "
+                f"< {BALANCE_MIN}: a pooled letter prior would absorb content (e.g. bench.limit cut a Latin "
+                "square short)"))
+            return LetterAnalysis(debiased=None, blocks={"letter_prior_estimator": est}, ci={})
+    use = whole if whole.any() else np.ones_like(whole)
+    # π: per-item sums of L and prompt counts, so the bootstrap resamples items.
+    l_sum, n = np.zeros((n_items, k)), np.zeros(n_items)
+    np.add.at(l_sum, item[use], lc[use])
+    np.add.at(n, item[use], 1.0)
+    prior = softmax(l_sum.sum(axis=0) / n.sum())
     # Complete groups: c(o) = mean over orderings of L at the letter showing o.
     local = np.unique(g[whole], return_inverse=True)[1] if whole.any() else np.zeros(0, np.int64)
-    content = np.zeros((len(np.unique(g[whole])), k))
+    content = np.zeros((est["n_complete"], k))
     np.add.at(content, (local[:, None], order[whole]), lc[whole] / k)
     out = np.zeros_like(lc)
     out[whole] = np.take_along_axis(softmax(content)[local], order[whole], axis=1)
-    with np.errstate(divide="ignore"):
-        out[~whole] = softmax(lc[~whole] - np.log(prior))
-    estimator = ROTATIONS if whole.all() else PRIOR if not whole.any() else MIXED
-    letters = _letters(k)
-    blocks: dict[str, Any] = {"letter_prior": dict(zip(letters, map(float, prior))),
-                              "letter_prior_estimator": {"estimator": estimator,
-                                                         "n_groups": int(len(np.unique(g))),
-                                                         "n_complete": int(len(np.unique(g[whole])))}}
+    out[~whole] = softmax(lc[~whole] - np.log(prior))
+    est["estimator"] = ROTATIONS if whole.all() else PRIOR if not whole.any() else MIXED
+    blocks: dict[str, Any] = {"letter_prior": dict(zip(letters, map(float, prior))), "letter_prior_estimator": est}
     ci: dict[str, Any] = {}
     if boot is not None:
         reps = softmax(ratio(wsum(boot, l_sum), wsum(boot, n)[..., None]))
@@ -209,95 +250,155 @@ def _logprob_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray
     return LetterAnalysis(debiased=out, blocks=blocks, ci=ci)
 
 
+@dataclass(frozen=True)
+class SplitSums:
+    """Per-item sums of the complete groups' variance split (items on the first axis)."""
+
+    letter: np.ndarray
+    """`[item]` Σ over the item's groups of `K Σ_j a_gj²` (all letter effects)."""
+    letter_means: np.ndarray
+    """`[item, K]` Σ over the item's groups of `a_gj`."""
+    n_groups: np.ndarray
+    """`[item]` complete groups of the item."""
+    content: np.ndarray
+    """`[item]` Σ of `K Σ_o c_go²`."""
+    residual: np.ndarray
+    """`[item]` Σ of the residual sums of squares."""
+
+
 def split_sums(lc: np.ndarray, order: np.ndarray, group: np.ndarray, item: np.ndarray,
-               n_items: int) -> np.ndarray:
-    """`[item, 3]` letter, content and residual sums of squares of complete groups, per item.
+               n_items: int) -> SplitSums:
+    """Per-item sums of squares of complete groups.
 
     Each group's K × K table (ordering × letter, the option fixed by both) is centred per
-    ordering; then `SS_letter = K Σ_j ā_j²` (letter means), `SS_content = K Σ_o c̄_o²` (option
-    means), `SS_residual = Σ (Y − ā_j − c̄_o)²`. Groups with a non-finite log-prob are left out.
-    """
-    out = np.zeros((n_items, 3))
+    ordering; its letter means `a_gj`, option means `c_go` and the residual `Y − a_gj − c_go`
+    give `K Σ_j a_gj²`, `K Σ_o c_go²` and the residual SS. Groups with a non-finite log-prob are
+    left out."""
+    k = lc.shape[1]
+    letter, content, resid, n = (np.zeros(n_items) for _ in range(4))
+    means = np.zeros((n_items, k))
     local = np.unique(group, return_inverse=True)[1]
     for rows in members_of(local, int(local.max(initial=-1)) + 1):
         y, o = lc[rows], order[rows]
         if not np.isfinite(y).all():
             continue
-        k = y.shape[1]
+        i = item[rows][0]
         y = y - y.mean(axis=1, keepdims=True)
         a = y.mean(axis=0)
         c = np.zeros(k)
         np.add.at(c, o, y / k)
-        resid = y - a[None, :] - c[o]
-        out[item[rows][0]] += (k * (a ** 2).sum(), k * (c ** 2).sum(), (resid ** 2).sum())
-    return out
+        letter[i] += k * (a ** 2).sum()
+        means[i] += a
+        n[i] += 1
+        content[i] += k * (c ** 2).sum()
+        resid[i] += ((y - a[None, :] - c[o]) ** 2).sum()
+    return SplitSums(letter=letter, letter_means=means, n_groups=n, content=content, residual=resid)
 
 
-def _shares(ss: np.ndarray, w: np.ndarray) -> dict[str, np.ndarray]:
-    """Pooled sums of squares → shares of the total (NaN when the total is 0)."""
-    pooled = wsum(w, ss)  # [..., 3]
-    total = pooled.sum(axis=-1)
-    return {name: ratio(pooled[..., i], total) for i, name in enumerate(("letter", "content", "residual"))}
+def _shares(ss: SplitSums, w: np.ndarray) -> dict[str, np.ndarray]:
+    """Pooled sums of squares → shares of the total (NaN when the total is 0).
+
+    The letter SS splits into the part common to every group of the condition, `K n Σ_j ā_j²`
+    (ā the mean letter effect over the n groups: the prior π), and the letter × group
+    interaction — item-specific letter preferences, and at DiSCo's C3 the primacy of the fact in
+    slot 1, whose letter differs between context rotations and so averages out of ā."""
+    n = wsum(w, ss.n_groups)
+    abar = ratio(wsum(w, ss.letter_means), n[..., None])
+    common = np.nan_to_num(ss.letter_means.shape[1] * n * (abar ** 2).sum(axis=-1))
+    parts = {"letter": common, "letter_by_group": wsum(w, ss.letter) - common,
+             "content": wsum(w, ss.content), "residual": wsum(w, ss.residual)}
+    total = sum(parts.values())
+    return {name: ratio(v, total) for name, v in parts.items()}
 
 
 def _count_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray, opts: LetterOptions,
-                     boot: np.ndarray | None) -> LetterAnalysis:
-    """One condition of a generation run: the log-linear count fit.
+                     boot: np.ndarray | None, prior_only: bool = False) -> LetterAnalysis:
+    """One condition of one-hot choices (generated, or the greedy picks of a letter run).
 
-    Content is keyed by (group, option) where every group of the condition is complete, else by
-    the group label shown (a culture, a cluster) pooled over the condition's items."""
-    onehot = np.isfinite(table.logprobs[rows]).astype(np.float64)
-    k = onehot.shape[1]
+    Where some group has several orderings, π is the pairwise conditional fit
+    (`probe.metrics.pairfit`, free of the contents) and the contents are fitted by IPF with π
+    held; content is keyed per (group, option). Where every group has one ordering (a Latin
+    square across items), π and contents are fitted jointly by IPF with the content keyed by the
+    label shown within its condition, target and context rotation — few contents, so no
+    incidental-parameter bias, relying on the design to separate label and letter.
+    `prior_only`: π alone (the greedy picks of a letter run), no contents and no debiased rows."""
+    picks = np.asarray(table.logprobs[rows]).argmax(axis=1)
+    k = table.logprobs.shape[1]
+    onehot = np.eye(k)[picks]
     g = groups.index[rows]
-    whole = bool(groups.complete[np.unique(g)].all())
-    # Content per (group, option) wherever a group has several orderings (IPF handles incomplete
-    # ones, e.g. after invalid outputs); a one-ordering group keys its content by the label shown
-    # within its condition, target and context rotation, so the target is never pooled away.
+    item = groups.item[g]
+    n_items = int(groups.item.max()) + 1
+    order = np.asarray(table.order)[rows]
     sizes = np.bincount(g)[g]
     labels = np.asarray(table.groups)[rows].astype(str)
     context = np.array([f"{table.target[r]}|{table.ctx_rotation[r]}" for r in rows], dtype=object)
-    per_group = np.char.add("g", (g[:, None] * k + np.asarray(table.order)[rows]).astype(str))
+    per_group = np.char.add("g", (g[:, None] * k + order).astype(str))
     per_label = np.char.add(np.char.add("l", context.astype(str)[:, None]), np.char.add("|", labels))
-    raw = np.where((sizes > 1)[:, None], per_group, per_label)
-    key = np.unique(raw, return_inverse=True)[1].reshape(onehot.shape)
-    item = groups.item[g]
-    fit = fit_choices(onehot, np.ones((1, len(rows))), key)
+    key = np.unique(np.where((sizes > 1)[:, None], per_group, per_label), return_inverse=True)[1].reshape(onehot.shape)
     letters = _letters(k)
-    blocks: dict[str, Any] = {
-        "letter_prior": dict(zip(letters, map(float, fit.prior[0]))),
-        "letter_prior_estimator": {"estimator": COUNTS, "content": "option per group" if whole else "option per group; label where one ordering",
-                                   "n_groups": int(len(np.unique(g))), "iterations": fit.iterations,
-                                   "max_margin_error": fit.margin_error}}
+    est: dict[str, Any] = {"estimator": COUNTS, "n_groups": int(len(np.unique(g)))}
     ci: dict[str, Any] = {}
-    if boot is not None:
-        reps = boot[: opts.fit_boot]
-        prior = fit_choices(onehot, reps[:, item], key, max_iter=200).prior
-        ci["letter_prior"] = percentile_ci({x: prior[:, i] for i, x in enumerate(letters)})
-        blocks["letter_prior_estimator"]["n_boot"] = int(len(reps))
+    reps = boot[: opts.fit_boot] if boot is not None else None
+    boot_prior: np.ndarray | None = None
+    if (sizes > 1).any():
+        pairs = pair_data(picks, order, g, item, n_items)
+        prior = fit_prior(pairs, np.ones((1, n_items)))
+        if prior_only:
+            return LetterAnalysis(debiased=None, blocks={"letter_prior": dict(zip(letters, map(float, prior[0])))}, ci={})
+        fit = fit_choices(onehot, np.ones((1, len(rows))), key, prior=prior)
+        est.update(prior_fit="pairwise_conditional", content="option per group", n_pairs=int(pairs.counts.sum()))
+        if reps is not None:
+            boot_prior = fit_prior(pairs, reps)
+    else:
+        fit = fit_choices(onehot, np.ones((1, len(rows))), key)
+        est.update(prior_fit="joint_ipf", content="label")
+        if reps is not None:
+            boot_prior = fit_choices(onehot, reps[:, item], key, max_iter=200).prior
+    est.update(iterations=fit.iterations, max_margin_error=fit.margin_error)
+    if reps is not None and boot_prior is not None:
+        ci["letter_prior"] = percentile_ci({x: boot_prior[:, i] for i, x in enumerate(letters)})
+        est["n_boot"] = int(len(reps))
     debiased = ratio(fit.content[0][key], fit.content[0][key].sum(axis=1, keepdims=True))
+    blocks = {"letter_prior": dict(zip(letters, map(float, fit.prior[0]))), "letter_prior_estimator": est}
     return LetterAnalysis(debiased=np.nan_to_num(debiased, nan=1.0 / k), blocks=blocks, ci=ci)
+
+
+def prior_threshold(k: int, ratio_: float) -> float:
+    """The largest letter prior above which the letter is said to drive the answers:
+    `ratio / K`, but never above halfway from uniform to certainty, `(1 + 1/K) / 2` — so the
+    criterion can fire at K = 2 (0.75) too."""
+    return min(ratio_ / k, (1.0 + 1.0 / k) / 2.0)
 
 
 def warnings_of(blocks: Mapping[str, Any], table: ScoreTable, opts: LetterOptions,
                 picks_kind: str = "greedy") -> list[dict[str, Any]]:
-    """Conditions where the letter drives the answer: its variance share exceeds the content's,
-    or the largest prior exceeds `prior_ratio / K`. Each names the letter, its prior, the shares
+    """Conditions where the letter drives the answer, with the reasons that fired:
+    `letter_share` (the common letter effect explains more log-prob variance than the content),
+    `prior` (the largest prior exceeds `prior_threshold`), `greedy_prior` (the count fit of the
+    greedy picks puts more than that on one letter). Each names the letter, its priors, the shares
     and how many greedy (or generated, `picks_kind`) picks it took."""
     out = []
     k = table.logprobs.shape[1]
+    limit = prior_threshold(k, opts.prior_ratio)
     picks = np.asarray(table.logprobs).argmax(axis=1)
     for cond, prior in blocks["letter_prior"].items():
-        letter = max(prior, key=prior.get)
+        greedy = (blocks.get("letter_prior_greedy") or {}).get(cond) or {}
         split = blocks["letter_split"].get(cond) or {}
+        letter = max(prior, key=prior.get)
         reasons = []
         if split and split["letter"] > split["content"]:
             reasons.append("letter_share")
-        if prior[letter] > opts.prior_ratio / k:
+        if prior[letter] > limit:
             reasons.append("prior")
+        if not reasons and greedy:
+            letter = max(greedy, key=greedy.get)
+        if greedy and greedy[letter] > limit:
+            reasons.append("greedy_prior")
         if not reasons:
             continue
         mine = np.asarray(table.condition) == cond
         out.append({"condition": cond, "letter": letter, "prior": prior[letter], "uniform": 1.0 / k,
+                    "threshold": limit, "greedy_prior": greedy.get(letter),
                     "letter_share": split.get("letter"), "content_share": split.get("content"),
                     "greedy_picks": int((picks[mine] == LETTERS.index(letter)).sum()),
                     "n_prompts": int(mine.sum()), "picks": picks_kind, "reasons": reasons})

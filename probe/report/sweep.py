@@ -38,9 +38,11 @@ STEERING_NOTE = ("Runs with `intervention=steer`: α · v_c added to the residua
                  "residual of prompts cued with culture c minus that of uncued prompts); α = 0 is the plain run.")
 
 
-LETTER_NOTE = ("⚠: the letter drives this run's answers (its largest letter prior or the letter's share of the "
-               "log-prob variance is above the threshold; `letter_warnings` in its metrics.json, the warning opening "
-               "its report): read its debiased columns and letter share before its cultural metrics.")
+LETTER_NOTE = ("⚠: the letter drives this run's answers in some condition — the letter explains more log-prob "
+               "variance than the content, or the largest letter prior (of the probabilities or of the greedy picks) "
+               "is above `analysis.letter_prior_ratio`/K (at most halfway to 1); `letter_warnings` in its "
+               "metrics.json says which, the warning opening its report says what it means: read its debiased "
+               "columns and letter share before its cultural metrics.")
 
 
 def bench_table(entries: Sequence[RunEntry], task: Task) -> str:

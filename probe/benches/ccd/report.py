@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from probe.metrics.core import get_path
+from probe.viz.letters import GREEDY_MARK, GREEDY_NOTE, flagged_conditions
 from probe.viz.markdown import ci, fmt
 
 
@@ -22,7 +23,8 @@ def report(m: dict[str, Any]) -> str:
     if "balance_score" in m:
         lines.append(f"Latin-square balance score: {m['balance_score']:.2f}%.")
     deb, dcis = m.get("debiased") or {}, m.get("ci95", {}).get("debiased", {})
-    lines += ["", "| cluster | share (expected) | 95% CI | share (greedy) | share (debiased) | 95% CI | position V_c |",
+    mark = GREEDY_MARK if flagged_conditions(m) else ""  # one condition: the design
+    lines += ["", f"| cluster | share (expected) | 95% CI | share (greedy){mark} | share (debiased) | 95% CI | position V_c |",
               "|---|---|---|---|---|---|---|"]
     for c, v in sorted(exp["shares"].items(), key=lambda kv: -kv[1]):
         lines.append(f"| {c} | {fmt(v)} | {ci(get_path(cis, f'shares.{c}'))} | {fmt(gr['shares'].get(c))} | "
@@ -33,7 +35,9 @@ def report(m: dict[str, Any]) -> str:
                        ("position_V", "Cramér's V, position (<.10 negligible)"),
                        ("mean_cluster_position_V", "mean per-cluster position V"),
                        ("position_chi2", "χ² over positions"), ("domain_chi2", "χ² domain × cluster")):
-        lines.append(f"| {label} | {fmt(exp.get(key))} | {ci(cis.get(key))} | {fmt(gr.get(key))} |")
+        lines.append(f"| {label} | {fmt(exp.get(key))} | {ci(cis.get(key))} | {fmt(gr.get(key))}{mark} |")
+    if mark:
+        lines += ["", GREEDY_NOTE]
     lines += ["", "χ² statistics and residuals count each item once (its choices divided by its number of "
                   "prompts), so the cyclic and Latin-square designs report on the paper's one-ordering-per-item "
                   "scale; shares and V do not depend on it."]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from probe.metrics.core import get_path
+from probe.viz.letters import GREEDY_MARK, GREEDY_NOTE, flagged_conditions
 from probe.viz.markdown import ci, fmt
 
 HEADLINE = [
@@ -41,14 +42,18 @@ def report(m: dict[str, Any]) -> str:
         lines += [f"Generation mode: {m['n_invalid']} of {m['n_prompts']} outputs invalid "
                   f"({fmt(m['invalid_rate'])}), excluded from the metrics and listed at the end.", ""]
     deb, dcis = m.get("debiased") or {}, m.get("ci95", {}).get("debiased", {})
+    flagged = flagged_conditions(m)
     lines += ["| metric | condition | expected | 95% CI | greedy | debiased | 95% CI |",
               "|---|---|---|---|---|---|---|"]
     for path, label, cond in HEADLINE:
         if get_path(exp, path) is not None:
+            mark = GREEDY_MARK if cond in flagged else ""
             lines.append(f"| {label} | {cond} | {fmt(get_path(exp, path))} | {ci(get_path(cis, path))} | "
-                         f"{fmt(get_path(gr, path))} | {fmt(get_path(deb, path))} | {ci(get_path(dcis, path))} |")
+                         f"{fmt(get_path(gr, path))}{mark} | {fmt(get_path(deb, path))} | {ci(get_path(dcis, path))} |")
     lines += ["", "Debiased = the same metric with the letter prior removed from every item's distribution "
                   "(section *Letter prior and content*); PPR is 0.25 there by construction."]
+    if flagged & {cond for _, _, cond in HEADLINE}:
+        lines += ["", GREEDY_NOTE]
     lines += _consistency(m)
     lines += ["", "## Per culture (expected)", "",
               "| culture | CSD C0 | CR C1 | CR C2 | SL | gain C2−C1 | PSI | CSD C3 |",
