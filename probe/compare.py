@@ -78,7 +78,9 @@ def run_shares(run_dir: Path, flavour: str = "expected") -> dict[str, float]:
     metrics = json.loads(path.read_text())
     block = metrics.get(flavour) or {}
     if "shares" not in block:
-        raise ProbeInputError(f"{path}: no `{flavour}.shares` (not a CCD-Bench run?)")
+        why = "its letter prior could not be estimated (see `letter_prior_estimator` in metrics.json)" if (
+            flavour == "debiased" and "debiased" in metrics and metrics["debiased"] is None) else "not a CCD-Bench run?"
+        raise ProbeInputError(f"{path}: no `{flavour}.shares` ({why})")
     return block["shares"]
 
 

@@ -140,25 +140,30 @@ def test_generated_choices_of_a_letter_locked_model() -> None:
     onehot = np.full(table.logprobs.shape, -np.inf)
     onehot[:, 2] = 0.0
     res = analyse(ScoreTable(**{**table.__dict__, "logprobs": onehot}), LetterOptions(n_boot=50), generated=True)
-    prior = res.blocks["letter_prior"]["C0"]
-    assert prior["C"] > 0.999 and max(prior["A"], prior["B"], prior["D"]) < 1e-3  # the ridge keeps it finite
-    assert res.blocks["letter_prior_estimator"]["C0"]["estimator"] == COUNTS
-    assert res.blocks["letter_prior_estimator"]["C0"]["prior_fit"] == "pairwise_conditional"
-    assert np.abs(res.debiased - 0.25).max() < 1e-6 and res.ci["letter_prior"]["C0"]["C"][0] > 0.999
+    # every pair is won by C: separable, so no likelihood maximum — π is the pick shares
+    assert res.blocks["letter_prior"]["C0"] == {"A": 0.0, "B": 0.0, "C": 1.0, "D": 0.0}
+    est = res.blocks["letter_prior_estimator"]["C0"]
+    assert (est["estimator"], est["prior_fit"], est["separated"]) == (COUNTS, "pick_shares", True)
+    assert np.abs(res.debiased - 0.25).max() < 1e-12 and res.ci["letter_prior"]["C0"]["C"] == [1.0, 1.0]
     w = res.blocks["letter_warnings"][0]
-    assert (w["letter"], w["reasons"], w["greedy_picks"], w["n_prompts"]) == ("C", ["prior"], 24, 24)
+    assert (w["letter"], w["reasons"], w["greedy_picks"], w["n_prompts"]) == ("C", ["pick_share"], 24, 24)
 
 
 def test_warnings_read_in_report_and_summary() -> None:
     metrics = {"letter_warnings": [
-        {"condition": "C0", "letter": "C", "prior": 0.41, "uniform": 0.25, "letter_share": 0.97,
-         "content_share": 0.01, "greedy_picks": 71, "n_prompts": 96, "reasons": ["letter_share"]},
-        {"condition": "C1", "letter": "C", "prior": 0.44, "uniform": 0.25, "letter_share": 0.98,
-         "content_share": 0.01, "greedy_picks": 328, "n_prompts": 384, "reasons": ["letter_share"]}]}
+        {"condition": "C0", "letter": "C", "prior": 0.41, "uniform": 0.25, "threshold": 0.5, "letter_share": 0.48,
+         "content_share": 0.01, "greedy_picks": 71, "n_prompts": 96, "reasons": ["letter_share", "pick_share"]},
+        {"condition": "C1", "letter": "C", "prior": 0.44, "uniform": 0.25, "threshold": 0.5, "letter_share": 0.02,
+         "content_share": 0.6, "greedy_picks": 328, "n_prompts": 384, "reasons": ["pick_share"]}]}
     block = warnings_block(metrics)
-    assert len(block) == 2 and block[0].startswith("> **Warning:** Letter C drives the answers in C0, C1: its prior "
-                                                   "is 0.41, 0.44 (uniform 0.25); the letter explains 97%, 98%")
-    assert "399 of 480 greedy picks are C" in block[0]
+    assert len(block) == 2 and block[0].startswith(
+        "> **Warning:** Letter C drives the answers in C0, C1 (uniform 0.25, threshold 0.50) — C0: prior 0.41, "
+        "the letter explains 48% of the log-prob variance against 1% for the content, 71 of 96 greedy picks are C; "
+        "C1: prior 0.44, the letter explains 2%")
+    # each criterion's meaning is tied to the conditions where it fired
+    assert ("Where the letter explains more than the content (C0), expected and greedy metrics mostly measure the "
+            "letter") in block[0]
+    assert "where the picks pile on it (C0, C1), metrics of the greedy picks mostly count letter C" in block[0]
     assert any(w.startswith("letter C drives the answers in C0, C1") for w in summary_warnings(metrics))
     assert warnings_block({"letter_warnings": []}) == []
 

@@ -15,6 +15,12 @@ groups grow with K fixed. The joint maximum-likelihood fit of π and every group
 not: with K picks and K − 1 free contents per group it is biased away from uniform (incidental
 parameters; a true prior of 0.40 reads about 0.48 at K = 4).
 
+The likelihood reads picks as *sampled*. Deterministic picks (greedy decoding) can be separable —
+some direction of `a` wins every pair, e.g. each item locked onto a letter of its own and one
+letter never picked — and then no maximum exists: the fit runs to the ridge and its π says
+nothing. `separated` detects that with a small linear programme, so callers report the pick
+shares instead.
+
 Pairs are counted per (item, feature pattern), so bootstrap replicates over items are one matrix
 product and Newton's method runs for all replicates at once — the reason it is written here
 rather than with a GLM library, which would refit one replicate at a time.
@@ -25,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import linprog
 
 RIDGE = 1e-6
 """`λ/2 ‖a‖²` added to the negative log-likelihood: it fixes the free constant of `a` (the pairs
@@ -105,3 +112,17 @@ def fit_prior(data: PairData, weights: np.ndarray, max_iter: int = 100, tol: flo
             break
     e = np.exp(a - a.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
+
+
+def separated(data: PairData) -> bool:
+    """Whether the pairs are (quasi-)separable: some `d` with `d · x_u ≥ 0` for every observed
+    pattern and `> 0` for one, so the likelihood grows without bound along `d` and has no
+    maximum. Solved as `max Σ_u d · x_u` over `−1 ≤ d ≤ 1`, `Σ d = 0`, `d · x_u ≥ 0`."""
+    x = data.patterns[data.counts.sum(axis=0) > 0]
+    if len(x) == 0:
+        return False
+    k = x.shape[1]
+    res = linprog(-x.sum(axis=0), A_ub=-x, b_ub=np.zeros(len(x)), A_eq=np.ones((1, k)), b_eq=[0.0],
+                  bounds=[(-1.0, 1.0)] * k, method="highs")
+    assert res.status == 0, res.message  # d = 0 is always feasible and the box bounds it
+    return bool(-res.fun > 1e-9)

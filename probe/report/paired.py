@@ -120,8 +120,10 @@ def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions,
                 raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "
                                       "answer (generation mode), so its resamples cannot be paired")
     block = block or _headline_block(task, ma)
-    if block not in ra or block not in rb:
-        raise ProbeInputError(f"no bootstrap replicates for block {block!r}; blocks: {sorted(ra)}")
+    for run, m, r in ((run_a, ma, ra), (run_b, mb, rb)):
+        if block not in r:
+            raise ProbeInputError(f"{run.path}: no bootstrap replicates for block {block!r}{_why_missing(m, block)}; "
+                                  f"blocks: {sorted(r)}")
     diffs = [_difference(path, block, ma, mb, ra, rb) for path in paths]
     adjusted = holm([d.p_value for d in diffs])
     return Comparison(run_a=str(run_a.path), run_b=str(run_b.path), unit=task.unit, n_units=len(units),
@@ -180,3 +182,12 @@ def delta_cell(delta: float | None, diff: Difference | None) -> str:
 
 def p_cell(diff: Difference | None) -> str:
     return "–" if diff is None or np.isnan(diff.p_holm) else f"{diff.p_holm:.3g}"
+
+
+def _why_missing(metrics: Mapping[str, Any], block: str) -> str:
+    """Why a run has no `block` tree, where its metrics say (a letter prior the design cannot estimate)."""
+    if block != "debiased" or metrics.get("debiased") is not None:
+        return ""
+    reasons = [f"{c}: {e['reason']}" for c, e in (metrics.get("letter_prior_estimator") or {}).items()
+               if e.get("reason")]
+    return f" (no letter-prior estimate — {'; '.join(reasons)})" if reasons else ""

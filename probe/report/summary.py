@@ -39,6 +39,10 @@ def warnings(metrics: Mapping[str, Any]) -> list[str]:
         out.append(f"{metrics['n_invalid']} of {metrics.get('n_prompts')} generations had no valid answer "
                    f"({metrics.get('invalid_rate', float('nan')):.1%}); they are excluded and listed in report.md")
     out += warning_sentences(metrics.get("letter_warnings") or [])
+    if "debiased" in metrics and metrics["debiased"] is None and metrics.get("expected") is not None:
+        out.append("no `debiased` metrics: " + "; ".join(
+            f"{c}: {e.get('reason')}" for c, e in (metrics.get("letter_prior_estimator") or {}).items()
+            if e.get("estimator") == "none"))
     errors = (metrics.get("n_judge_errors") or 0) + (get_path(metrics, "pluralism.n_judge_errors") or 0)
     if errors:
         out.append(f"{errors} judge verdicts failed and were left out (judgements.parquet, judge_error)")

@@ -13,49 +13,61 @@ ESTIMATORS = {
     "rotations": "closed form over the orderings of each item (every option once at every letter)",
     "prior_division": "prior pooled over the run's balanced design, each prompt debiased as p / π renormalised "
                       "(PriDe); assumes the design balances content across letters",
-    "mixed": "closed form where an item has all orderings, p / π elsewhere",
+    "mixed": "closed form where an item has all orderings, p / π elsewhere (π from the complete groups; an "
+             "incomplete group keeps its own letter effects, e.g. DiSCo C3's primacy)",
     "count_fit": "fit of the choice counts: π by the pairwise conditional likelihood within each item's orderings "
                  "(free of the contents), contents by iterative proportional fitting with π held; with one ordering "
                  "per item, both jointly by IPF with content per label",
 }
 
 
+MEANINGS = {
+    "letter_share": "expected and greedy metrics mostly measure the letter, not a cultural preference (a "
+                    "letter-locked model reads as unbiased and consistent)",
+    "prior": "expected and greedy metrics favour whatever option sits at {letter}; rotation balances that "
+             "out of culture totals only in expectation",
+    "pick_share": "metrics of the {picks} picks mostly count letter {letter}, not a cultural preference",
+}
+
+
 def warning_sentences(warnings: list[Mapping[str, Any]]) -> list[str]:
-    """One plain sentence per letter that drives the answers: in which conditions, which criterion
-    fired, how strong, and what it means for the cultural metrics."""
+    """One plain sentence per letter that drives the answers: per condition, the criteria that
+    fired with their numbers, then what each criterion means for the cultural metrics."""
     by_letter: dict[str, list[Mapping[str, Any]]] = {}
     for w in warnings:
         by_letter.setdefault(w["letter"], []).append(w)
     out = []
     for letter, ws in by_letter.items():
-        conds = ", ".join(w["condition"] for w in ws)
-        parts = [f"letter {letter} drives the answers in {conds}: its prior is "
-                 f"{_join(ws, 'prior', '{:.2f}')} (uniform {ws[0]['uniform']:.2f}"
-                 + (f", threshold {ws[0]['threshold']:.2f})" if ws[0].get("threshold") is not None else ")")]
-        share = [w for w in ws if "letter_share" in w.get("reasons", ["letter_share"])]
-        if share:
-            parts.append(f"the letter explains {_join(share, 'letter_share', '{:.0%}')} of the log-prob variance "
-                         f"against {_join(share, 'content_share', '{:.0%}')} for the content")
-        greedy = [w for w in ws if "greedy_prior" in w.get("reasons", [])]
-        if greedy:
-            parts.append(f"fitted to the greedy picks its prior is {_join(greedy, 'greedy_prior', '{:.2f}')}")
-        parts.append(f"{sum(w['greedy_picks'] for w in ws)} of {sum(w['n_prompts'] for w in ws)} "
-                     f"{ws[0].get('picks', 'greedy')} picks are {letter}")
-        if share:
-            meaning = ("Expected and greedy metrics there mostly measure the letter, not a cultural preference (a "
-                       "letter-locked model reads as unbiased and consistent)")
-        elif greedy and not any("prior" in w.get("reasons", []) for w in ws):
-            meaning = (f"Greedy metrics there mostly count letter {letter}, not a cultural preference, while the "
-                       "probabilities are less skewed")
-        else:
-            meaning = (f"Expected and greedy metrics there favour whatever option sits at {letter}; rotation "
-                       "balances that out of culture totals only in expectation")
-        out.append("; ".join(parts) + f". {meaning}: read the `debiased` metrics and the content share first.")
+        details = "; ".join(f"{w['condition']}: " + _detail(w) for w in ws)
+        head = (f"letter {letter} drives the answers in {', '.join(w['condition'] for w in ws)} "
+                f"(uniform {ws[0]['uniform']:.2f}, threshold {ws[0].get('threshold', 2 * ws[0]['uniform']):.2f}) — "
+                f"{details}.")
+        meanings = []
+        for reason, meaning in MEANINGS.items():
+            conds = [w["condition"] for w in ws if reason in w.get("reasons", [])]
+            if conds:
+                meanings.append(f"where {_REASON_NAMES[reason]} ({', '.join(conds)}), "
+                                + meaning.format(letter=letter, picks=ws[0].get("picks", "greedy")))
+        read = "the `debiased` metrics and the content share first" if any(
+            w.get("letter_share") is not None for w in ws) else "the `debiased` metrics first"
+        out.append(f"{head} {'; '.join(meanings)[0].upper()}{'; '.join(meanings)[1:]}: read {read}.")
     return out
 
 
-def _join(ws: list[Mapping[str, Any]], key: str, form: str) -> str:
-    return ", ".join(form.format(w[key]) for w in ws)
+_REASON_NAMES = {"letter_share": "the letter explains more than the content",
+                 "prior": "the prior is above the threshold", "pick_share": "the picks pile on it"}
+
+
+def _detail(w: Mapping[str, Any]) -> str:
+    """The numbers of one condition's warning."""
+    parts = []
+    if w.get("prior") is not None:
+        parts.append(f"prior {w['prior']:.2f}")
+    if w.get("letter_share") is not None:
+        parts.append(f"the letter explains {w['letter_share']:.0%} of the log-prob variance against "
+                     f"{w['content_share']:.0%} for the content")
+    parts.append(f"{w['greedy_picks']} of {w['n_prompts']} {w.get('picks', 'greedy')} picks are {w['letter']}")
+    return ", ".join(parts)
 
 
 GREEDY_MARK = " †"
@@ -88,21 +100,22 @@ def letter_section(metrics: Mapping[str, Any]) -> str:
              "items; letter × group is what differs between items (item-specific letter preferences; at DiSCo's "
              "C3 also the primacy of the fact in slot 1, whose letter moves with the context rotation). The "
              "`debiased` column of the tables above is every metric recomputed with the letter prior removed; "
-             "metrics of position itself (letter probabilities, PPR) are 1/K there by construction. π (greedy) "
-             "is the prior fitted to the greedy picks alone (what temperature-0 decoding does).", "",
+             "metrics of position itself (letter probabilities, PPR) are 1/K there by construction. Top pick share: "
+             "the letter most often picked (greedy or generated) and its share over the complete groups, 1/K for "
+             "a model blind to letters whatever its content preference.", "",
              "| condition | " + " | ".join(f"π({x}) [95% CI]" for x in letters)
-             + " | top π (greedy) | letter share | letter × group | content share | residual | estimator |",
+             + " | top pick share | letter share | letter × group | content share | residual | estimator |",
              "|---" * (len(letters) + 7) + "|"]
     parts = ("letter", "letter_by_group", "content", "residual")
     for cond, prior in priors.items():
         split = (metrics.get("letter_split") or {}).get(cond) or {}
         pci = (cis.get("letter_prior") or {}).get(cond) or {}
         sci = (cis.get("letter_split") or {}).get(cond) or {}
-        greedy = (metrics.get("letter_prior_greedy") or {}).get(cond) or {}
-        top = max(greedy, key=greedy.get) if greedy else None
+        picks = (metrics.get("letter_pick_shares") or {}).get(cond) or {}
+        top = max(picks, key=picks.get) if picks else None
         est = ((metrics.get("letter_prior_estimator") or {}).get(cond) or {}).get("estimator", "–")
         lines.append(f"| {cond} | " + " | ".join(f"{fmt(prior[x])} {ci(pci.get(x))}" for x in letters) + " | "
-                     + (f"{top} {fmt(greedy[top])}" if top else "–") + " | "
+                     + (f"{top} {fmt(picks[top])}" if top else "–") + " | "
                      + " | ".join(f"{fmt(split.get(s))} {ci(sci.get(s))}" if split.get(s) is not None else "–"
                                   for s in parts) + f" | {est} |")
     missing = {c: e for c, e in (metrics.get("letter_prior_estimator") or {}).items() if e.get("estimator") == "none"}
@@ -111,4 +124,7 @@ def letter_section(metrics: Mapping[str, Any]) -> str:
     lines += [f"- {c}: no letter prior and no `debiased` metrics — {e.get('reason')}." for c, e in missing.items()]
     if "count_fit" in used:
         lines.append("- Generated choices have no variance split (one-hot choices have no log-probs).")
+        fits = {c: e for c, e in (metrics.get("letter_prior_estimator") or {}).items() if e.get("separated")}
+        lines += [f"- {c}: the picks are separable (deterministic picks locked onto letters), so no prior can be "
+                  "fitted; π shows the pick shares." for c in fits]
     return "\n".join(lines) + "\n"
