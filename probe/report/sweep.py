@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from probe.benches.registry import task_of, tasks
 from probe.benches.task import Task
@@ -31,7 +30,7 @@ from probe.report.entries import (
 )
 from probe.report.paired import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
 from probe.report.steering import steering_figures, steering_table
-from probe.results.io import write_table
+from probe.results.io import write_csv, write_table
 from probe.results.run import Run, load_run
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
@@ -155,7 +154,7 @@ def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     write_html(out_dir / "report.html", "probe sweep report", markdown, figures)
     summary = pa.Table.from_pylist(summary_rows(entries), schema=SUMMARY_SCHEMA)
     write_table(out_dir / "summary.parquet", summary)
-    pacsv.write_csv(summary, out_dir / "summary.csv")
+    write_csv(out_dir / "summary.csv", summary)
     return out_dir / "report.html"
 
 
