@@ -204,3 +204,42 @@ def test_a_sweep_names_and_skips_unreadable_runs(runs, tmp_path: Path, caplog: p
         shutil.rmtree(tmp_path / name)
     with pytest.raises(ProbeInputError, match=r"none of the 3 finished run\(s\) could be read"):
         load_entries([tmp_path])
+
+
+def _poison(run: Path, rows: dict[int, float]) -> None:
+    """Put a non-finite value at letter 0 of the given prompt rows of `scores.parquet`."""
+    scores = pq.read_table(run / "scores.parquet").sort_by("prompt_id")
+    lp = [list(r) for r in scores.column("letter_logprobs").to_pylist()]
+    for row, value in rows.items():
+        lp[row][0] = value
+    scores = scores.set_column(scores.column_names.index("letter_logprobs"), "letter_logprobs",
+                               pa.array(lp, type=scores.schema.field("letter_logprobs").type))
+    pq.write_table(scores, run / "scores.parquet")
+
+
+def test_compare_refuses_unfinished_other_data_and_non_finite_runs(runs, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    a, _, _ = runs
+    unfinished, other, nan, inf = (tmp_path / n for n in ("unfinished", "other", "nan", "inf"))
+    for d in (unfinished, other, nan, inf):
+        shutil.copytree(a, d)
+    (unfinished / "DONE").unlink()
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["bench"]["sha256"] = "f" * 64  # another data file with the same item ids
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    _poison(nan, {0: float("nan"), 1: float("nan"), 7: float("nan")})
+    _poison(inf, {3: float("inf")})
+    expected = {
+        unfinished: f"{unfinished} is not a finished run (no DONE)",
+        other: "read different data files (bench sha256 ",
+        nan: f"{nan}: 3 of 480 prompts have non-finite letter log-probs (NaN or inf) in scores.parquet (first prompt "
+             "ids: 0, 1, 7)",
+        inf: f"{inf}: 1 of 480 prompts have non-finite letter log-probs",
+    }
+    for run, message in expected.items():
+        for x, y in ((a, run), (run, a)):  # either side
+            assert main([str(x), str(y), "analysis.n_boot=50"]) == 2
+            err = capsys.readouterr().err
+            assert message in err and len(err.strip().splitlines()) == 1, err  # one line, no traceback
+        with pytest.raises(ProbeInputError, match="no DONE|different data files|non-finite"):
+            paired_difference(a, run, "C0.KL")
