@@ -125,7 +125,7 @@ def test_source_url_downloaded_once_and_checksummed(tmp_path: Path, monkeypatch:
     bad = write_json_file(tmp_path / "bad.json", _bad(lambda it: it.pop("latin-america")))
     with pytest.raises(ProbeInputError, match="is not a valid bench file, so it was not cached: .*field 'latin-america'"):
         ccd.resolve_source(ccd.CCDSpec(url=bad.as_uri()), tmp_path / "cache")
-    assert sorted(p.name for p in (tmp_path / "cache" / "ccd").rglob("*.json")) == ["download.json", "published.json"]
+    assert sorted(p.name for p in (tmp_path / "cache" / "ccd").rglob("*.json")) == ["published.json", "published.json.download.json"]
 
 
 def _cli(tmp: Path, *args: str) -> Path:

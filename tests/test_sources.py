@@ -135,7 +135,7 @@ def test_an_invalid_download_is_parsed_before_it_is_cached(hostile: str, tmp_pat
     assert _cached_files(tmp_path) == []
     good = fetch(None, f"{hostile}/ok/data.json", None, tmp_path, _json_only)
     assert good.read_bytes() == BODY
-    assert json.loads((good.parent / "download.json").read_text())["sha256"] == hashlib.sha256(BODY).hexdigest()
+    assert json.loads((good.parent / "data.json.download.json").read_text())["sha256"] == hashlib.sha256(BODY).hexdigest()
 
 
 def test_a_symlinked_file_source_is_refused(tmp_path: Path) -> None:
@@ -158,7 +158,7 @@ def test_a_cached_file_edited_after_download_is_detected(tmp_path: Path, caplog:
         again = fetch(None, source.as_uri(), None, tmp_path / "cache", _json_only)
     assert again == cached and again.read_bytes() == BODY  # the edit was not used: downloaded again
     assert "changed since it was downloaded" in caplog.text
-    (cached.parent / "download.json").unlink()  # an entry without its record is not trusted either
+    (cached.parent / "data.json.download.json").unlink()  # an entry without its record is not trusted either
     cached.unlink()
     cached.symlink_to(source)  # nor is a link planted in the cache
     caplog.clear()

@@ -10,7 +10,7 @@ What enters the cache is checked first, and what is in it is checked on every us
   `max_bytes` (`bench.max_download_bytes`; a larger `Content-Length` is refused before any byte
   is read), then is checked against `bench.sha256` and parsed by the bench's loader, and only
   then renamed into place — a refused download leaves nothing in the cache;
-- the sha256 of what was downloaded is recorded beside it (`download.json`) and compared on every
+- the sha256 of what was downloaded is recorded beside it (`<file>.download.json`) and compared on every
   use, so a cached file edited afterwards is noticed even when `bench.sha256` is not pinned: it
   is discarded (with a warning) and downloaded again; so is a cache entry that is a symbolic link
   or has no record;
@@ -47,8 +47,9 @@ TIMEOUT_S = 60.0
 """Seconds without progress (connect or read) before a download fails."""
 MAX_DOWNLOAD_BYTES = 2 << 30
 """Default cap on one download (2 GiB): the published bench files are a few MB."""
-RECORD = "download.json"
-"""Beside each cached file: its URL, size and the sha256 of what was downloaded."""
+RECORD_SUFFIX = ".download.json"
+"""`<file><suffix>` beside each cached file: its URL, size and the sha256 of what was downloaded
+(never the published file's own name, which is `<file>`)."""
 
 Validate = Callable[[Path], object]
 """The bench's loader: raises `ProbeInputError` when the file is not a valid bench file."""
@@ -84,14 +85,16 @@ def _intact(local: Path) -> bool:
         mode = os.lstat(local).st_mode
     except FileNotFoundError:
         return False
+    if stat.S_ISDIR(mode):
+        raise ProbeInputError(f"cache entry {local} is a directory, not a downloaded file: remove it")
     try:
-        recorded = json.loads((local.parent / RECORD).read_text())["sha256"]
+        recorded = json.loads(_record(local).read_text())["sha256"]
     except (OSError, ValueError, KeyError, TypeError):
         recorded = None
     if not stat.S_ISREG(mode):
         why = "is not a regular file (a symbolic link?)"
     elif recorded is None:
-        why = f"has no readable {RECORD} record of its download"
+        why = f"has no readable record of its download ({_record(local).name})"
     elif (actual := sha256_file(local)) != recorded:
         why = f"changed since it was downloaded (sha256 {actual}, recorded {recorded})"
     else:
@@ -99,6 +102,10 @@ def _intact(local: Path) -> bool:
     log.warning("cached download %s %s; discarding it and downloading again", local, why)
     local.unlink()
     return False
+
+
+def _record(local: Path) -> Path:
+    return local.with_name(local.name + RECORD_SUFFIX)
 
 
 def _download(url: str, local: Path, sha256: str | None, validate: Validate | None, max_bytes: int,
@@ -115,7 +122,7 @@ def _download(url: str, local: Path, sha256: str | None, validate: Validate | No
                 validate(tmp)
             except ProbeInputError as e:
                 raise ProbeInputError(f"download of {url} is not a valid bench file, so it was not cached: {e}") from None
-        write_json(local.parent / RECORD, {"url": url, "file": local.name, "bytes": size, "sha256": sha256_file(tmp),
+        write_json(_record(local), {"url": url, "file": local.name, "bytes": size, "sha256": sha256_file(tmp),
                                            "downloaded": datetime.now(timezone.utc).isoformat(timespec="seconds")})
         os.replace(tmp, local)
     finally:
