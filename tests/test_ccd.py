@@ -106,22 +106,26 @@ def test_source_url_downloaded_once_and_checksummed(tmp_path: Path, monkeypatch:
 
     local = write_json_file(tmp_path / "published.json", ccd_items(2))
     calls = []
+    real = sources._chunks
 
-    def fake_download(url: str, target: Path, sha256: str | None, timeout_s: float) -> None:
+    def counting(url: str, max_bytes: int, timeout_s: float):
         calls.append(url)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(local, target)
+        return real(url, max_bytes, timeout_s)
 
-    monkeypatch.setattr(sources, "_download", fake_download)
-    spec = ccd.CCDSpec()
+    monkeypatch.setattr(sources, "_chunks", counting)
+    spec = ccd.CCDSpec(url=local.as_uri())
     first = ccd.resolve_source(spec, tmp_path / "cache")
     second = ccd.resolve_source(spec, tmp_path / "cache")
-    key = hashlib.sha256(ccd.SOURCE_URL.encode()).hexdigest()[:16]  # the cache is keyed by URL
-    assert first == second == tmp_path / "cache" / "ccd" / key / "CCD-Bench.json" and calls == [ccd.SOURCE_URL]
+    key = hashlib.sha256(spec.url.encode()).hexdigest()[:16]  # the cache is keyed by URL
+    assert first == second == tmp_path / "cache" / "ccd" / key / "published.json" and calls == [spec.url]
     good = sha256_file(first)
-    assert ccd.resolve_source(ccd.CCDSpec(sha256=good), tmp_path / "cache") == first
+    assert ccd.resolve_source(ccd.CCDSpec(url=spec.url, sha256=good), tmp_path / "cache") == first
     with pytest.raises(ProbeInputError, match="does not match bench.sha256"):
-        ccd.resolve_source(ccd.CCDSpec(sha256="0" * 64), tmp_path / "cache")
+        ccd.resolve_source(ccd.CCDSpec(url=spec.url, sha256="0" * 64), tmp_path / "cache")
+    bad = write_json_file(tmp_path / "bad.json", _bad(lambda it: it.pop("latin-america")))
+    with pytest.raises(ProbeInputError, match="is not a valid bench file, so it was not cached: .*field 'latin-america'"):
+        ccd.resolve_source(ccd.CCDSpec(url=bad.as_uri()), tmp_path / "cache")
+    assert sorted(p.name for p in (tmp_path / "cache" / "ccd").rglob("*.json")) == ["published.json", "published.json.download.json"]
 
 
 def _cli(tmp: Path, *args: str) -> Path:

@@ -173,3 +173,73 @@ def test_sweep_pair_and_checkpoint_tables_show_paired_intervals(runs, tmp_path: 
     assert row["value"] == metrics["expected"]["C0"]["KL"] and [row["lo"], row["hi"]] == metrics["ci95"]["expected"]["C0"]["KL"]
     assert {r["flavour"] for r in summary} == {"expected", "greedy", "debiased"} and len({r["run"] for r in summary}) == 4
     assert (tmp_path / "report" / "summary.csv").read_text().startswith('"run","model","revision","bench","metric"')
+
+
+def test_a_sweep_names_and_skips_unreadable_runs(runs, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A truncated, `[]` or `{}` metrics.json, or unreadable tables, among good runs: each is named
+    in the report with its reason, and the report is built from the others."""
+    from probe.report.__main__ import main as report_main
+
+    a, b, _ = runs
+    _relabel(a, tmp_path / "good_a", name="good-a")
+    _relabel(b, tmp_path / "good_b", name="good-b")
+    bad = {"truncated": '{"expected": {"C0": {"KL"', "list": "[]", "empty": "{}"}
+    for name, text in bad.items():
+        _relabel(a, tmp_path / name, name=name)
+        (tmp_path / name / "metrics.json").write_text(text)
+    _relabel(a, tmp_path / "tables", name="tables")
+    (tmp_path / "tables" / "prompts.parquet").write_bytes(b"PAR1 not parquet")
+    assert report_main([str(tmp_path), "--out", str(tmp_path / "report")]) == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "## Skipped: 4 finished run(s) that could not be read" in md
+    assert f"- `{tmp_path / 'truncated'}`: metrics.json: invalid or truncated JSON (Expecting ':' delimiter" in md
+    assert f"- `{tmp_path / 'list'}`: metrics.json: expected a JSON object, got list" in md
+    assert f"- `{tmp_path / 'empty'}`: metrics.json has no DiSCo headline metrics" in md
+    assert f"- `{tmp_path / 'tables'}`: its tables cannot be read" in md
+    assert "# probe sweep report — 2 runs" in md and "\n| good-a " in md and "\n| good-b " in md
+    summary = pq.read_table(tmp_path / "report" / "summary.parquet")
+    assert set(summary.column("model").to_pylist()) == {"good-a", "good-b"}
+    assert caplog.text.count("skipping") == 3  # the metrics.json ones, as they are read (the tables' in report.md)
+    for name in ("good_a", "good_b", "tables"):
+        shutil.rmtree(tmp_path / name)
+    with pytest.raises(ProbeInputError, match=r"none of the 3 finished run\(s\) could be read"):
+        load_entries([tmp_path])
+
+
+def _poison(run: Path, rows: dict[int, float]) -> None:
+    """Put a non-finite value at letter 0 of the given prompt rows of `scores.parquet`."""
+    scores = pq.read_table(run / "scores.parquet").sort_by("prompt_id")
+    lp = [list(r) for r in scores.column("letter_logprobs").to_pylist()]
+    for row, value in rows.items():
+        lp[row][0] = value
+    scores = scores.set_column(scores.column_names.index("letter_logprobs"), "letter_logprobs",
+                               pa.array(lp, type=scores.schema.field("letter_logprobs").type))
+    pq.write_table(scores, run / "scores.parquet")
+
+
+def test_compare_refuses_unfinished_other_data_and_non_finite_runs(runs, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    a, _, _ = runs
+    unfinished, other, nan, inf = (tmp_path / n for n in ("unfinished", "other", "nan", "inf"))
+    for d in (unfinished, other, nan, inf):
+        shutil.copytree(a, d)
+    (unfinished / "DONE").unlink()
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["bench"]["sha256"] = "f" * 64  # another data file with the same item ids
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    _poison(nan, {0: float("nan"), 1: float("nan"), 7: float("nan")})
+    _poison(inf, {3: float("inf")})
+    expected = {
+        unfinished: f"{unfinished} is not a finished run (no DONE)",
+        other: "read different data files (bench sha256 ",
+        nan: f"{nan}: 3 of 480 prompts have non-finite letter log-probs (NaN or inf) in scores.parquet (first prompt "
+             "ids: 0, 1, 7)",
+        inf: f"{inf}: 1 of 480 prompts have non-finite letter log-probs",
+    }
+    for run, message in expected.items():
+        for x, y in ((a, run), (run, a)):  # either side
+            assert main([str(x), str(y), "analysis.n_boot=50"]) == 2
+            err = capsys.readouterr().err
+            assert message in err and len(err.strip().splitlines()) == 1, err  # one line, no traceback
+        with pytest.raises(ProbeInputError, match="no DONE|different data files|non-finite"):
+            paired_difference(a, run, "C0.KL")

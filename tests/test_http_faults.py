@@ -66,10 +66,10 @@ class Endpoint(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
-            for _ in range(60):  # one byte every 0.1 s: every socket read succeeds
-                self.wfile.write(b" ")
-                self.wfile.flush()
-                time.sleep(0.1)
+            self._drip()
+        elif mode == "drip_headers":  # the status line, then the headers one byte at a time
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            self._drip()
         elif mode == "huge":
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
@@ -87,6 +87,15 @@ class Endpoint(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.end_headers()
             self.wfile.write(OK)
+
+    def _drip(self) -> None:
+        try:
+            for _ in range(40):  # one byte every 0.5 s for 20 s: every socket read succeeds
+                self.wfile.write(b"X")
+                self.wfile.flush()
+                time.sleep(0.5)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up, as it should
 
     def log_message(self, *args: object) -> None:
         pass
@@ -125,13 +134,18 @@ def test_a_redirect_never_carries_the_key_elsewhere(endpoint: tuple[type, str], 
     assert first.seen == ["Bearer sk-secret"] and other.seen == []
 
 
-def test_a_drip_feeding_server_cannot_hold_a_request(endpoint: tuple[type, str]) -> None:
+@pytest.mark.parametrize("mode", ["drip", "drip_headers"])
+def test_a_drip_feeding_server_cannot_hold_a_request(mode: str, endpoint: tuple[type, str]) -> None:
+    """One wall-clock deadline per attempt, from connect to the last byte, whether the server
+    drips the body or the headers (httpx's own read timeout restarts with every byte)."""
     handler, url = endpoint
-    handler.mode = "drip"
+    handler.mode = mode
     t0 = time.monotonic()
     [reply] = _chat(url, timeout_s=1.0, max_retries=1).chat(["hello"])
-    assert "no complete response within 1 s" in reply
-    assert time.monotonic() - t0 < 4.0  # two attempts of a 1 s deadline, not the 6 s the server drips
+    elapsed = time.monotonic() - t0
+    assert reply == "<http error after 2 attempt(s): no complete response within 1 s>"
+    assert handler.calls == 2  # the retry policy still applies after a deadline
+    assert 2.0 <= elapsed < 3.5, elapsed  # two attempts of a 1 s deadline, not the 20 s the server drips
 
 
 def test_a_huge_body_is_not_read_into_memory(endpoint: tuple[type, str]) -> None:
@@ -149,7 +163,11 @@ def test_retry_after_is_honoured(endpoint: tuple[type, str]) -> None:
     handler, url = endpoint
     handler.mode = "retry_after"
     sleeps: list[float] = []
-    chat = HTTPChat(HTTPChatSpec(base_url=url, model="m", backoff_s=0.01), sleep=sleeps.append)
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    chat = HTTPChat(HTTPChatSpec(base_url=url, model="m", backoff_s=0.01), sleep=sleep)
     assert chat.chat(["hello"]) == ['{"dimensions": []}']
     assert sleeps == [3.0] and handler.calls == 2
 

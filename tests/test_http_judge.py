@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import anyio
 import pytest
 
 from probe.judges import JudgeRequest, make_judge
@@ -92,14 +93,19 @@ def test_rate_limit_spaces_requests() -> None:
     now = [0.0]
     sleeps: list[float] = []
 
-    def sleep(s: float) -> None:
+    async def sleep(s: float) -> None:
         sleeps.append(s)
         now[0] += s
 
     chat = HTTPChat(HTTPChatSpec(base_url="http://x/v1", model="m", requests_per_minute=60), sleep=sleep,
                     clock=lambda: now[0])
-    for _ in range(3):
-        chat._throttle()
+
+    async def three() -> None:
+        lock = anyio.Lock()
+        for _ in range(3):
+            await chat._throttle(lock)
+
+    anyio.run(three)
     assert sleeps == [1.0, 1.0]
 
 

@@ -138,6 +138,22 @@ def test_semantic_matches_are_cached_across_runs(tmp_path: Path) -> None:
     assert VerdictCache(tmp_path / "cache", {"name": "another judge"}).get(request) is None  # keyed by the judge
 
 
+def test_an_edited_cached_verdict_is_asked_again_and_noted(tmp_path: Path) -> None:
+    """Two runs share $PROBE_CACHE/judgements; one semantic-match entry edited in between is not
+    used by the second run: its verdicts equal the first run's, and its manifest counts the entry."""
+    args = ("bench.languages=[Korean]", "bench.limit=2")
+    first = _cli(tmp_path / "first", *args)
+    assert "verdict_cache_rejected" not in json.loads((first / "manifest.json").read_text())  # a clean run
+    entries = sorted((tmp_path / "cache" / "judgements" / "semantic_match").glob("*.json"))
+    assert len(entries) == 2
+    stored = json.loads(entries[0].read_text())
+    entries[0].write_text(json.dumps({**stored, "output": {**stored["output"], "matches": ["Korea"]}}))
+    second = _cli(tmp_path / "second", *args)
+    assert json.loads((second / "manifest.json").read_text())["verdict_cache_rejected"] == {"checksum": 1}
+    assert pq.read_table(second / "judgements.parquet").equals(pq.read_table(first / "judgements.parquet"))
+    assert json.loads(entries[0].read_text()) == stored  # the fresh verdict replaced the edit
+
+
 def test_locqa_runs_pair_by_template(zero_shot: Path) -> None:
     """LocQA's bootstrap unit is the template: a paired comparison resamples templates."""
     from probe.compare import compare_runs, paired_difference

@@ -88,3 +88,33 @@ def test_locqa_rows_and_pairs(tmp_path: Path) -> None:
     assert "| olmo | instruct | locqa | 0.300 [0.250, 0.350] | 0.500 | 1.200 | 0.100 |" in bench_table(entries, get_task("locqa"))
     assert "| olmo vs olmo-base | B_US | 0.300 [0.250, 0.350] | 0.100 [0.050, 0.150] | +0.200 |" in \
         pair_table(entries, get_task("locqa"))
+
+
+def test_summary_csv_neutralises_formulas_and_keeps_numbers(tmp_path: Path) -> None:
+    """OWASP CSV injection: text cells starting with = + - @ tab or CR get a leading quote; the
+    numeric columns stay numbers (a negative value too)."""
+    import csv
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    from probe.report.entries import SUMMARY_SCHEMA, summary_rows
+    from probe.results.io import write_csv
+
+    hostile = ["=2+5<svg onload=alert(2)>", "+1", "-cmd", "@SUM(A1)", "\tx", "\rx", "plain-name"]
+    for i, model in enumerate(hostile):
+        _run(tmp_path / "runs", f"r{i}", model, "instruct", None, -0.25, revision="-rev" if i == 0 else None)
+    table = pa.Table.from_pylist(summary_rows(load_entries([tmp_path / "runs"])), schema=SUMMARY_SCHEMA)
+    write_csv(tmp_path / "summary.csv", table)
+    with open(tmp_path / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    models = {r["model"] for r in rows}
+    assert models == {"'=2+5<svg onload=alert(2)>", "'+1", "'-cmd", "'@SUM(A1)", "'\tx", "'\rx", "plain-name"}
+    assert {r["revision"] for r in rows} == {"'-rev", ""}
+    assert not any(cell[:1] in ("=", "+", "-", "@", "\t", "\r") for r in rows for k, cell in r.items()
+                   if k not in ("value", "lo", "hi"))
+    kl = [r for r in rows if r["metric"] == "C0.KL" and r["flavour"] == "expected"]
+    assert {r["value"] for r in kl} == {"-0.25"} and {r["lo"] for r in kl} == {"-0.26"}  # unquoted numbers
+    back = pacsv.read_csv(tmp_path / "summary.csv")
+    assert back.schema.field("value").type == pa.float64() and back.column("value").to_pylist() == table.column("value").to_pylist()
+    assert "=2+5<svg onload=alert(2)>" in table.column("model").to_pylist()  # the parquet keeps the raw name

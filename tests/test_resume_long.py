@@ -15,6 +15,7 @@ from conftest import probe_env
 
 from probe.benches.task import JudgeJob
 from probe.judges import JudgeRequest, JudgeResult
+from probe.judges.tasks import GLOBE_DIMENSIONS
 from probe.pipeline.judging import VerdictCache, run_jobs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +67,7 @@ def test_killed_run_resumes_into_identical_files(args: list[str], parts: str, fi
 
 
 class Judge:
-    """Answers `globe_dimensions` by echoing the rationale; dies (like a killed run) after `fail_after`."""
+    """Answers `globe_dimensions` with the dimension the rationale `r<i>` numbers; dies (like a killed run) after `fail_after`."""
 
     name = "echo"
 
@@ -79,8 +80,9 @@ class Judge:
         for r in requests:
             if self.fail_after is not None and len(self.asked) >= self.fail_after:
                 raise KeyboardInterrupt("killed")
-            self.asked.append(r.payload["rationale"])
-            out.append(JudgeResult({"dimensions": [r.payload["rationale"]]}, None, self.name))
+            self.asked.append(r.payload["rationale"])  # a valid verdict (a cached one is re-validated)
+            dimension = GLOBE_DIMENSIONS[int(r.payload["rationale"][1:]) % len(GLOBE_DIMENSIONS)]
+            out.append(JudgeResult({"dimensions": [dimension]}, None, self.name))
         return out
 
 

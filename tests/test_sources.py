@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import http.server
 import threading
 import time
@@ -68,3 +69,115 @@ def test_http_errors_and_stalls_are_input_errors(server: str, tmp_path: Path) ->
         fetch(None, f"{server}/slow/x.json", None, tmp_path, timeout_s=0.5)
     assert time.perf_counter() - t0 < 2.5
     assert not list(tmp_path.rglob("x.json"))
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """`/endless`: bytes until the client hangs up; `/big`: an honest Content-Length over the cap;
+    `/junk`: a small file that is no bench file; `/ok`: a valid one (BODY)."""
+
+    sent = 0
+
+    def do_GET(self) -> None:  # noqa: N802
+        self.send_response(200)
+        if self.path.startswith("/big"):
+            self.send_header("Content-Length", str(10 << 30))
+        self.end_headers()
+        try:
+            if self.path.startswith("/junk"):
+                self.wfile.write(b"not json at all\n" * 1000)
+            elif self.path.startswith("/ok"):
+                self.wfile.write(BODY)
+            else:
+                while _Hostile.sent < 200 << 20:  # stops at 200 MiB if nobody hangs up
+                    self.wfile.write(b"x" * (1 << 16))
+                    _Hostile.sent += 1 << 16
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def hostile() -> Iterator[str]:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    _Hostile.sent = 0
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def _json_only(path: Path) -> None:
+    """A stand-in bench loader: valid JSON or an input error naming the file."""
+    try:
+        json.loads(path.read_text())
+    except ValueError as e:
+        raise ProbeInputError(f"{path}: invalid JSON ({e})") from None
+
+
+def _cached_files(root: Path) -> list[Path]:
+    return [p for p in root.rglob("*") if not p.is_dir()]
+
+
+def test_an_endless_download_stops_at_the_cap_and_leaves_nothing(hostile: str, tmp_path: Path) -> None:
+    with pytest.raises(ProbeInputError, match=r"larger than bench.max_download_bytes=1048576 bytes"):
+        fetch(None, f"{hostile}/endless/data.json", None, tmp_path, _json_only, max_bytes=1 << 20)
+    assert _Hostile.sent < 64 << 20  # the client hung up near the cap, not after the server's 200 MiB
+    with pytest.raises(ProbeInputError, match=r"Content-Length 10737418240 is larger than bench.max_download_bytes"):
+        fetch(None, f"{hostile}/big/data.json", None, tmp_path, _json_only, max_bytes=1 << 20)
+    assert _cached_files(tmp_path) == [] and list(tmp_path.iterdir()) == []
+
+
+def test_an_invalid_download_is_parsed_before_it_is_cached(hostile: str, tmp_path: Path) -> None:
+    with pytest.raises(ProbeInputError, match=r"download of .*/junk/data.json is not a valid bench file, so it was "
+                                              r"not cached: .*data.json: invalid JSON"):
+        fetch(None, f"{hostile}/junk/data.json", None, tmp_path, _json_only)
+    assert _cached_files(tmp_path) == []
+    good = fetch(None, f"{hostile}/ok/data.json", None, tmp_path, _json_only)
+    assert good.read_bytes() == BODY
+    assert json.loads((good.parent / "data.json.download.json").read_text())["sha256"] == hashlib.sha256(BODY).hexdigest()
+
+
+def test_a_symlinked_file_source_is_refused(tmp_path: Path) -> None:
+    link = tmp_path / "mirror" / "data.json"
+    link.parent.mkdir()
+    link.symlink_to("/etc/passwd")
+    with pytest.raises(ProbeInputError, match=r"data.json is a symbolic link \(to /etc/passwd\); probe does not "
+                                              "follow links into its cache"):
+        fetch(None, link.as_uri(), None, tmp_path / "cache", _json_only)
+    assert not (tmp_path / "cache").exists() or _cached_files(tmp_path / "cache") == []
+
+
+def test_a_cached_file_edited_after_download_is_detected(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Without bench.sha256, the sha256 recorded at download time guards the cached copy."""
+    source = tmp_path / "data.json"
+    source.write_bytes(BODY)
+    cached = fetch(None, source.as_uri(), None, tmp_path / "cache", _json_only)
+    cached.write_bytes(b'{"data": 2}\n')  # edited in the cache
+    with caplog.at_level("WARNING", logger="probe.benches.sources"):
+        again = fetch(None, source.as_uri(), None, tmp_path / "cache", _json_only)
+    assert again == cached and again.read_bytes() == BODY  # the edit was not used: downloaded again
+    assert "changed since it was downloaded" in caplog.text
+    (cached.parent / "data.json.download.json").unlink()  # an entry without its record is not trusted either
+    cached.unlink()
+    cached.symlink_to(source)  # nor is a link planted in the cache
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="probe.benches.sources"):
+        assert fetch(None, source.as_uri(), None, tmp_path / "cache", _json_only).read_bytes() == BODY
+    assert "is not a regular file" in caplog.text and not cached.is_symlink()
+
+
+def test_max_download_bytes_is_a_checked_option_outside_the_run_key() -> None:
+    from probe.benches.ccd.data import CCDSpec
+    from probe.benches.locqa.data import LocQASpec
+    from probe.config import build
+    from probe.pipeline.provenance import BENCH_TRANSPORT
+
+    for spec in (CCDSpec, LocQASpec):
+        assert build(spec, {"max_download_bytes": 1000}, "bench").max_download_bytes == 1000
+        assert spec().max_download_bytes == 2 << 30
+        with pytest.raises(ProbeInputError, match="bench.max_download_bytes"):
+            build(spec, {"max_download_bytes": 0}, "bench")
+        with pytest.raises(ProbeInputError, match="bench.max_download_bytes"):
+            build(spec, {"max_download_bytes": "lots"}, "bench")
+    assert "max_download_bytes" in BENCH_TRANSPORT

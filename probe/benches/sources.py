@@ -4,34 +4,66 @@ Downloads go through httpx (already probe's HTTP client for judges): a connect/r
 a stalled server cannot hang a cluster job, transport-level retries for refused connections,
 and redirects followed (release hosts redirect to storage). The cache is keyed by the URL, so a
 changed `bench.url` never silently reuses a file fetched from another address.
+
+What enters the cache is checked first, and what is in it is checked on every use:
+- a download streams into a staging directory beside its cache entry, at most
+  `max_bytes` (`bench.max_download_bytes`; a larger `Content-Length` is refused before any byte
+  is read), then is checked against `bench.sha256` and parsed by the bench's loader, and only
+  then renamed into place — a refused download leaves nothing in the cache;
+- the sha256 of what was downloaded is recorded beside it (`<file>.download.json`) and compared on every
+  use, so a cached file edited afterwards is noticed even when `bench.sha256` is not pinned: it
+  is discarded (with a warning) and downloaded again; so is a cache entry that is a symbolic link
+  or has no record;
+- a `file://` source that is itself a symbolic link is refused, not followed: a link can point
+  anywhere (`/etc/passwd`), and a mirror is better named by its real path. Directories on the
+  way may be links (shared file systems are often mounted that way).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import logging
 import os
 import shutil
+import stat
 import tempfile
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 import httpx
 
 from probe.errors import ProbeInputError
-from probe.files import sha256_file
+from probe.files import sha256_file, write_json
+
+log = logging.getLogger(__name__)
 
 TIMEOUT_S = 60.0
 """Seconds without progress (connect or read) before a download fails."""
+MAX_DOWNLOAD_BYTES = 2 << 30
+"""Default cap on one download (2 GiB): the published bench files are a few MB."""
+RECORD_SUFFIX = ".download.json"
+"""`<file><suffix>` beside each cached file: its URL, size and the sha256 of what was downloaded
+(never the published file's own name, which is `<file>`)."""
+
+Validate = Callable[[Path], object]
+"""The bench's loader: raises `ProbeInputError` when the file is not a valid bench file."""
 
 
-def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, timeout_s: float = TIMEOUT_S) -> Path:
+def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, validate: Validate | None = None,
+          max_bytes: int = MAX_DOWNLOAD_BYTES, timeout_s: float = TIMEOUT_S) -> Path:
     """`path` if given, else the cached download of `url` (fetched once into
     `cache_dir/<hash of url>/<file name>`).
 
-    The checksum is verified whenever `sha256` is set, and a download is verified *before* it is
-    renamed into the cache, so a bad copy is never cached; the rename is atomic, so a concurrent
-    run sees either no file or the whole file.
+    The checksum is verified whenever `sha256` is set. A download is capped at `max_bytes`,
+    verified and passed to `validate` *before* it is renamed into the cache, so a bad copy is
+    never cached; the rename is atomic, so a concurrent run sees either no file or the whole
+    file. A cached file must still have the sha256 recorded when it was downloaded.
     """
     if path:
         local = Path(path).expanduser()
@@ -40,46 +72,114 @@ def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, timeo
     else:
         key = hashlib.sha256(url.encode()).hexdigest()[:16]
         local = cache_dir / key / (Path(httpx.URL(url).path).name or "download")
-        if not local.is_file():
-            _download(url, local, sha256, timeout_s)
+        if not _intact(local):
+            _download(url, local, sha256, validate, max_bytes, timeout_s)
     _check(local, sha256, str(local))
     return local
 
 
-def _download(url: str, local: Path, sha256: str | None, timeout_s: float) -> None:
+def _intact(local: Path) -> bool:
+    """Whether the cache entry is a regular file with the sha256 recorded at its download; an
+    entry that is not is removed (with a warning saying why) so it is downloaded again."""
+    try:
+        mode = os.lstat(local).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(mode):
+        raise ProbeInputError(f"cache entry {local} is a directory, not a downloaded file: remove it")
+    try:
+        recorded = json.loads(_record(local).read_text())["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        recorded = None
+    if not stat.S_ISREG(mode):
+        why = "is not a regular file (a symbolic link?)"
+    elif recorded is None:
+        why = f"has no readable record of its download ({_record(local).name})"
+    elif (actual := sha256_file(local)) != recorded:
+        why = f"changed since it was downloaded (sha256 {actual}, recorded {recorded})"
+    else:
+        return True
+    log.warning("cached download %s %s; discarding it and downloading again", local, why)
+    local.unlink()
+    return False
+
+
+def _record(local: Path) -> Path:
+    return local.with_name(local.name + RECORD_SUFFIX)
+
+
+def _download(url: str, local: Path, sha256: str | None, validate: Validate | None, max_bytes: int,
+              timeout_s: float) -> None:
     local.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=local.parent, prefix=".download-")
+    staging = Path(tempfile.mkdtemp(dir=local.parent, prefix=".download-"))
+    tmp = staging / local.name  # the loader's messages then name the file as published
+    try:
+        with open(tmp, "wb") as out:
+            size = _copy_capped(_chunks(url, max_bytes, timeout_s), out, url, max_bytes)
+        _check(tmp, sha256, f"download of {url}")
+        if validate is not None:
+            try:
+                validate(tmp)
+            except ProbeInputError as e:
+                raise ProbeInputError(f"download of {url} is not a valid bench file, so it was not cached: {e}") from None
+        write_json(_record(local), {"url": url, "file": local.name, "bytes": size, "sha256": sha256_file(tmp),
+                                           "downloaded": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        os.replace(tmp, local)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not local.exists():
+            with contextlib.suppress(OSError):  # an empty cache entry of a refused download
+                local.parent.rmdir()
+
+
+def _copy_capped(chunks: Iterator[bytes], out: BinaryIO, url: str, max_bytes: int) -> int:
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > max_bytes:
+            raise ProbeInputError(f"download of {url} is larger than bench.max_download_bytes={max_bytes} bytes; "
+                                  "raise bench.max_download_bytes if the file really is that large, or set bench.path "
+                                  "to a local copy")
+        out.write(chunk)
+    return size
+
+
+def _chunks(url: str, max_bytes: int, timeout_s: float) -> Iterator[bytes]:
+    """The bytes at `url` (http(s) or file), in chunks, as they arrive."""
     if url.startswith("file://"):  # a mirror on a shared file system (air-gapped clusters)
-        os.close(fd)
-        try:
-            source = Path(url2pathname(urlparse(url).path))
-            if not source.is_file():
-                raise ProbeInputError(f"download of {url}: no such file")
-            shutil.copyfile(source, tmp)
-            _check(Path(tmp), sha256, f"download of {url}")
-            os.replace(tmp, local)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        yield from _file_chunks(url)
         return
     try:
         transport = httpx.HTTPTransport(retries=3)
-        with os.fdopen(fd, "wb") as f, httpx.Client(transport=transport, timeout=timeout_s,
-                                                    follow_redirects=True) as client:
+        with httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=True) as client:
             with client.stream("GET", url) as response:
                 if response.status_code != 200:
                     raise ProbeInputError(f"download of {url}: HTTP {response.status_code}; set bench.path to a "
                                           "local copy, or check bench.url")
-                for chunk in response.iter_bytes():
-                    f.write(chunk)
-        _check(Path(tmp), sha256, f"download of {url}")
-        os.replace(tmp, local)
+                length = response.headers.get("content-length", "")
+                if length.isdigit() and int(length) > max_bytes:  # refused before a byte is read
+                    raise ProbeInputError(f"download of {url}: Content-Length {length} is larger than "
+                                          f"bench.max_download_bytes={max_bytes}; raise it, or set bench.path to a "
+                                          "local copy")
+                yield from response.iter_bytes()
     except httpx.HTTPError as e:
         raise ProbeInputError(f"download of {url} failed ({type(e).__name__}: {e}); set bench.path to a local "
                               "copy, or retry") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+
+def _file_chunks(url: str) -> Iterator[bytes]:
+    source = Path(url2pathname(urlparse(url).path))
+    if source.is_symlink():
+        raise ProbeInputError(f"download of {url}: {source} is a symbolic link (to {os.readlink(source)}); probe "
+                              "does not follow links into its cache: set bench.url to the file itself, or bench.path")
+    try:  # O_NOFOLLOW: a link planted after the check above is refused too
+        fd = os.open(source, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise ProbeInputError(f"download of {url}: cannot open {source} ({e.strerror})") from None
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a device or a pipe could stream forever
+            raise ProbeInputError(f"download of {url}: {source} is not a regular file")
+        yield from iter(lambda: f.read(1 << 20), b"")
 
 
 def _check(path: Path, expected: str | None, what: str) -> None:

@@ -4,8 +4,8 @@ httpx rather than the openai SDK: the SDK retries and follows redirects on its o
 a judge that holds an API key needs each of these under its control —
 - no redirects: a 3xx stops the run with the target named (a redirect to another host would
   otherwise carry the `Authorization` header there); point `judge.base_url` at the final URL;
-- a deadline per request (`timeout_s`) over the whole exchange, so a server dripping one byte a
-  second cannot hold a request open, and a cap on the response size read into memory;
+- one wall-clock deadline per request (`timeout_s`), from connecting to the last body byte, and
+  a cap on the response size read into memory (see `HTTPChat` for how the deadline is kept);
 - HTTP 401/403/404 stop the run at once with what to check (key variable, URL, model), instead
   of thousands of requests that all fail;
 - 429/5xx, timeouts, connection errors and malformed bodies are retried with exponential backoff,
@@ -21,12 +21,11 @@ from __future__ import annotations
 import email.utils
 import json
 import os
-import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+import anyio
 import httpx
 
 from probe.errors import ProbeInputError
@@ -62,7 +61,7 @@ class HTTPChatSpec:
     model: str
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0
-    """Deadline of one request, connection to last byte."""
+    """Wall-clock deadline of one request (one attempt), from connecting to the last body byte."""
     max_retries: int = 4
     backoff_s: float = 1.0
     requests_per_minute: float = 0.0
@@ -75,54 +74,69 @@ class HTTPChatSpec:
 
 
 class HTTPChat:
-    """`.chat(messages) -> texts` over an OpenAI-compatible `/chat/completions` endpoint."""
+    """`.chat(messages) -> texts` over an OpenAI-compatible `/chat/completions` endpoint.
 
-    def __init__(self, spec: HTTPChatSpec, sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic, transport: httpx.BaseTransport | None = None) -> None:
-        self.spec, self._sleep, self._clock = spec, sleep, clock
-        self._client = httpx.Client(follow_redirects=False, transport=transport,
-                                    timeout=httpx.Timeout(spec.timeout_s))
-        self._lock = threading.Lock()
+    Why async inside a synchronous call: httpx's timeouts are per operation — the read timeout
+    restarts with every chunk received — so a server that answers `HTTP/1.1 200 OK` and then
+    drips one header or body byte every half second never trips one, and a blocked synchronous
+    read cannot be interrupted from outside its thread. An anyio cancel scope (`fail_after`)
+    around the whole exchange is one deadline over connect, send, headers and body: it cancels
+    the request wherever it waits, and httpcore closes the connection it cancels, so nothing
+    half-read returns to the pool. Each `chat` call runs its requests as tasks of one event loop
+    (`anyio.run`), `concurrency` at a time; a fatal endpoint error cancels the rest.
+    """
+
+    def __init__(self, spec: HTTPChatSpec, sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+                 clock: Callable[[], float] = time.monotonic,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.spec, self._sleep, self._clock, self._transport = spec, sleep, clock, transport
         self._last_request = -float("inf")
-        self._stop = threading.Event()
         self.attempts = 0
         """Requests sent, retries included (for tests and logs)."""
 
     def chat(self, messages: Sequence[str]) -> list[str]:
         """One reply per message, in order; `concurrency` requests in flight. A fatal endpoint
-        error (`JudgeEndpointError`) stops everything."""
-        pool = ThreadPoolExecutor(max_workers=max(1, self.spec.concurrency))
-        futures = [pool.submit(self._one, m) for m in messages]
+        error (`JudgeEndpointError`) stops everything: requests in flight are cancelled and
+        requests not yet sent are not sent."""
         try:
-            return [f.result() for f in futures]
-        except BaseException:
-            self._stop.set()  # requests not yet sent are not sent
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            return anyio.run(self._chat, list(messages))
+        except BaseExceptionGroup as group:  # a task group reports its tasks' errors as a group
+            fatal, _ = group.split(JudgeEndpointError)
+            raise (_first(fatal) if fatal else group) from None
 
-    def _throttle(self) -> None:
-        with self._lock:  # the rate limit holds across the worker threads
+    async def _chat(self, messages: list[str]) -> list[str]:
+        replies = [""] * len(messages)
+        slots, throttle = anyio.Semaphore(max(1, self.spec.concurrency)), anyio.Lock()
+
+        async def one(i: int, client: httpx.AsyncClient) -> None:
+            async with slots:
+                replies[i] = await self._one(client, throttle, messages[i])
+
+        # The per-operation timeout is the deadline too: it is never the one that fires first.
+        async with httpx.AsyncClient(follow_redirects=False, transport=self._transport,
+                                     timeout=httpx.Timeout(self.spec.timeout_s)) as client:
+            async with anyio.create_task_group() as tasks:
+                for i in range(len(messages)):
+                    tasks.start_soon(one, i, client)
+        return replies
+
+    async def _throttle(self, lock: anyio.Lock) -> None:
+        async with lock:  # the rate limit holds across the concurrent requests
             if self.spec.requests_per_minute > 0:
                 wait = self._last_request + 60.0 / self.spec.requests_per_minute - self._clock()
                 if wait > 0:
-                    self._sleep(wait)
+                    await self._sleep(wait)
             self._last_request = self._clock()
             self.attempts += 1
 
-    def _one(self, message: str) -> str:
+    async def _one(self, client: httpx.AsyncClient, throttle: anyio.Lock, message: str) -> str:
         last, retry_after = "", None
         for attempt in range(self.spec.max_retries + 1):
-            if self._stop.is_set():
-                raise JudgeEndpointError("judge requests stopped after a fatal endpoint error")
             if attempt:
-                self._sleep(max(self.spec.backoff_s * 2 ** (attempt - 1), retry_after or 0.0))
-            self._throttle()
+                await self._sleep(max(self.spec.backoff_s * 2 ** (attempt - 1), retry_after or 0.0))
+            await self._throttle(throttle)
             try:
-                return self._post(message)
-            except JudgeEndpointError:
-                self._stop.set()  # before this worker takes the next message
-                raise
+                return await self._post(client, message)
             except _Retry as e:
                 last, retry_after = str(e), e.retry_after
             except _GiveUp as e:
@@ -130,7 +144,7 @@ class HTTPChat:
                 break
         return f"<http error after {attempt + 1} attempt(s): {last}>"
 
-    def _post(self, message: str) -> str:
+    async def _post(self, client: httpx.AsyncClient, message: str) -> str:
         body = {"model": self.spec.model, "messages": [{"role": "user", "content": message}],
                 "temperature": 0, "max_tokens": self.spec.max_tokens}
         headers = {"Content-Type": "application/json"}
@@ -138,11 +152,13 @@ class HTTPChat:
         if key:
             headers["Authorization"] = f"Bearer {key}"
         url = self.spec.base_url.rstrip("/") + "/chat/completions"
-        deadline = self._clock() + self.spec.timeout_s
         try:
-            with self._client.stream("POST", url, json=body, headers=headers) as resp:
-                self._check_status(resp, url)
-                data = self._read_capped(resp, deadline)
+            with anyio.fail_after(self.spec.timeout_s):
+                async with client.stream("POST", url, json=body, headers=headers) as resp:
+                    self._check_status(resp, url)
+                    data = await self._read_capped(resp)
+        except TimeoutError:
+            raise _Retry(f"no complete response within {self.spec.timeout_s:g} s") from None
         except (httpx.TimeoutException, httpx.TransportError) as e:
             raise _Retry(f"{type(e).__name__}: {e}") from None
         try:
@@ -164,15 +180,19 @@ class HTTPChat:
         if status >= 400:
             raise _GiveUp(f"HTTP {status}")
 
-    def _read_capped(self, resp: httpx.Response, deadline: float) -> bytes:
+    async def _read_capped(self, resp: httpx.Response) -> bytes:
         data = bytearray()
-        for chunk in resp.iter_bytes():
+        async for chunk in resp.aiter_bytes():
             data += chunk
             if len(data) > self.spec.max_response_bytes:
                 raise _GiveUp(f"response larger than {self.spec.max_response_bytes} bytes")
-            if self._clock() > deadline:
-                raise _Retry(f"no complete response within {self.spec.timeout_s:g} s")
         return bytes(data)
+
+
+def _first(group: BaseExceptionGroup) -> BaseException:
+    """The first leaf exception of a (possibly nested) exception group."""
+    first = group.exceptions[0]
+    return _first(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 def _retry_after(value: str | None) -> float | None:

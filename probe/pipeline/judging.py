@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -17,18 +18,28 @@ from probe.backends.specs import HFBackendSpec
 from probe.benches.task import JudgeJob, verdict_row
 from probe.errors import ProbeInputError
 from probe.judges import Judge, JudgeRequest, JudgeResult, make_judge
+from probe.judges.tasks import TASKS
 from probe.models import LoadedModel, load_model
 from probe.pipeline.spec import RunConfig
+
+log = logging.getLogger(__name__)
 
 
 class VerdictCache:
     """Verdicts keyed by a hash of the judge's config and the request; only successes are kept.
 
     A sweep of many models asks the judge once per data-only question (LocQA's semantic
-    matches) and reuses the verdict."""
+    matches) and reuses the verdict. An entry is used only when it is intact: its `sha256`
+    (over the entry's key, verdict and judge) matches, and the verdict passes the task's
+    validator, as a fresh one did. Anything else — an edited, truncated or wrong-typed entry,
+    or one from a probe that did not checksum — is asked again (and rewritten), with a warning;
+    `rejected` counts why, for the manifest's `verdict_cache_rejected`. The checksum catches
+    edits and damage, not a forger who recomputes it: the cache is as trusted as its directory."""
 
     def __init__(self, root: Path | None, judge_cfg: dict[str, Any]) -> None:
         self.root, self.judge_cfg = root, judge_cfg
+        self.rejected: Counter[str] = Counter()
+        """Entries not used, by reason (`unreadable`, `checksum`, `schema`)."""
 
     def _path(self, request: JudgeRequest) -> Path | None:
         if self.root is None:
@@ -37,15 +48,26 @@ class VerdictCache:
         return self.root / request.task / f"{hashlib.sha256(blob.encode()).hexdigest()}.json"
 
     def get(self, request: JudgeRequest) -> JudgeResult | None:
-        """The cached verdict, or None."""
+        """The cached verdict, or None (none stored, or the stored one is not intact)."""
         path = self._path(request)
         if path is None or not path.is_file():
             return None
         try:
             stored = json.loads(path.read_text())
-            return JudgeResult(stored["output"], None, stored["judge"])
-        except (OSError, ValueError, KeyError, TypeError):  # damaged: ask again (it is rewritten then)
-            return None
+            output, judge, digest = stored["output"], stored["judge"], stored["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return self._reject(path, "unreadable", "not a JSON object with output, judge and sha256")
+        if digest != _entry_digest(path.stem, output, judge):
+            return self._reject(path, "checksum", "its sha256 does not match its content (edited or damaged)")
+        problem = _schema_problem(request, output, judge)
+        if problem:
+            return self._reject(path, "schema", problem)
+        return JudgeResult(output, None, judge)
+
+    def _reject(self, path: Path, reason: str, detail: str) -> None:
+        self.rejected[reason] += 1
+        log.warning("cached judge verdict %s is not used: %s; asking the judge again", path, detail)
+        return None
 
     def put(self, request: JudgeRequest, result: JudgeResult) -> None:
         """Keep a successful verdict (written atomically: concurrent runs may share the cache)."""
@@ -54,8 +76,32 @@ class VerdictCache:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"output": result.output, "judge": result.judge}))
+        tmp.write_text(json.dumps({"output": result.output, "judge": result.judge,
+                                   "sha256": _entry_digest(path.stem, result.output, result.judge)}))
         os.replace(tmp, path)
+
+
+def _entry_digest(key: str, output: Any, judge: Any) -> str:
+    """sha256 of a cache entry's content, bound to its key (a verdict copied under another
+    request's name does not match)."""
+    blob = json.dumps({"key": key, "output": output, "judge": judge}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _schema_problem(request: JudgeRequest, output: Any, judge: Any) -> str | None:
+    """Why a stored verdict is not one the task's validator accepts (None when it is)."""
+    if not isinstance(output, dict) or not isinstance(judge, str):
+        return f"expected a verdict object and a judge name, got {type(output).__name__} and {type(judge).__name__}"
+    dropped = output.get("dropped", [])
+    if not isinstance(dropped, list) or not all(isinstance(d, str) for d in dropped):
+        return f"'dropped': expected a list of strings, got {dropped!r}"
+    task = TASKS.get(request.task)
+    try:
+        if task is not None:
+            task.validate(output, request.payload)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        return f"not a valid {request.task} verdict ({e})"
+    return None
 
 
 def run_jobs(judge: Judge, jobs: Sequence[JudgeJob], shared: VerdictCache, local: VerdictCache | None = None,

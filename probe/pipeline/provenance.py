@@ -24,21 +24,27 @@ PACKAGES = ("torch", "transformers", "tokenizers", "accelerate", "numpy", "scipy
             "hydra-core", "vllm")
 
 
+BENCH_TRANSPORT = ("max_download_bytes",)
+"""Bench options that change how the data file is fetched, never what it holds (its sha256 is in
+the key): left out of the key, so a resumed run may change them."""
+
+
 def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
             bench: PreparedBench, intervention: dict[str, Any] | None = None) -> dict[str, Any]:
     """The results-cache key: everything that changes a stored number, nothing else. Unlike lm-eval's
     request cache, it includes the model (id, revision, resolved commit), tokenizer, template and
     letter ids; unlike the full config, it leaves out the analysis options (a finished run is
-    re-analysed instead), the shard size and the judge's transport settings. An intervention
-    (with its steering vector's hash) is in the key only when there is one, so plain runs keep
-    the key they always had."""
+    re-analysed instead), the shard size and the transport settings of the judge and of the
+    data download. An intervention (with its steering vector's hash) is in the key only when
+    there is one, so plain runs keep the key they always had."""
     assert not isinstance(cfg.bench, dict)
     return {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
                       "gguf_sha256": loaded.info.get("gguf_sha256")},
             "tokenizer_sha256": tokenizer_hash(loaded.tokenizer),
             "template_sha256": template_hash(loaded.tokenizer, settings),
             "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
-            "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"), "config": cfg.bench.record()},
+            "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"),
+                      "config": {k: v for k, v in cfg.bench.record().items() if k not in BENCH_TRANSPORT}},
             "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
             "judge": verdict_config(cfg) if bench_judged(cfg) else None,
             **({"intervention": intervention} if intervention else {})}

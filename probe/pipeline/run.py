@@ -107,8 +107,9 @@ def run(cfg: RunConfig) -> Path:
     load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
     t0 = time.perf_counter()
     resumed = 0
+    notes: dict[str, Any] = {}  # what the judging leaves in the manifest
     if generate:
-        _generate(cfg, bench, backend, rendered, own, loaded)
+        notes = _generate(cfg, bench, backend, rendered, own, loaded)
     else:
         assert letter_ids is not None
         resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
@@ -129,6 +130,7 @@ def run(cfg: RunConfig) -> Path:
         "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
                     "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
                     **patching},
+        **notes,
     }
     if prepared.record is not None:
         manifest["intervention"] = prepared.record
@@ -237,9 +239,10 @@ def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
 
 
 def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Sequence[RenderedPrompt],
-              own: Sequence[RenderedPrompt], loaded: LoadedModel) -> None:
+              own: Sequence[RenderedPrompt], loaded: LoadedModel) -> dict[str, Any]:
     """Decode the run's own prompts (planned with all of them), parse each text as the task says,
-    store; then let the judge read them."""
+    store; then let the judge read them. Returns what the manifest notes about the judging
+    (`verdict_cache_rejected`: cached verdicts not used, by reason; only when there were any)."""
     assert isinstance(cfg.bench, BenchRef)
     task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
     store = PartStore(cfg.out_dir / "generations.parts", task.generations_schema)
@@ -262,6 +265,10 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
         verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)
         write_judgements(cfg.out_dir, verdicts)
         check_error_rate(verdicts, cfg.judge.max_error_rate)
+        rejected = shared.rejected + local.rejected
+        if rejected:
+            return {"verdict_cache_rejected": dict(sorted(rejected.items()))}
+    return {}
 
 
 @dataclass

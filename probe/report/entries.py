@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from probe.benches.registry import task_of
 from probe.benches.task import Column, Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import get_path
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -82,17 +85,64 @@ def find_runs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     return found, unfinished
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A finished run the report leaves out, and why (named in the report)."""
+
+    path: Path
+    reason: str
+
+
 def load_entries(paths: Sequence[Path]) -> list[RunEntry]:
-    """One entry per finished run, ordered by bench, model and training step."""
-    entries = []
+    """One entry per readable finished run, ordered by bench, model and training step (unreadable
+    ones are left out: `read_entries` says which and why)."""
+    return read_entries(paths)[0]
+
+
+def read_entries(paths: Sequence[Path]) -> tuple[list[RunEntry], list[Skipped]]:
+    """Entries of the finished runs at or below `paths`, ordered by bench, model and training
+    step, and the runs whose `manifest.json` or `metrics.json` cannot be read as a run's
+    (truncated, not an object, no headline metrics), with the reason: one bad run among many
+    is named and skipped, the report goes on. None readable is an input error."""
+    entries, skipped = [], []
     for run in find_runs(paths)[0]:
-        manifest = json.loads((run / "manifest.json").read_text())
-        model = manifest["model"]
-        entries.append(RunEntry(path=run, model=model["name"], revision=model.get("revision"), kind=model["kind"],
-                                pair=model.get("pair"), bench=manifest["bench"]["name"], task=task_of(manifest),
-                                metrics=json.loads((run / "metrics.json").read_text()),
-                                intervention=manifest.get("intervention"), manifest=manifest))
-    return sorted(entries, key=lambda e: (e.bench, e.model, e.step, e.revision or ""))
+        try:
+            entries.append(_entry(run))
+        except ProbeInputError as e:
+            log.warning("skipping %s: %s", run, e)
+            skipped.append(Skipped(run, str(e)))
+    if not entries:
+        reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3])
+        raise ProbeInputError(f"none of the {len(skipped)} finished run(s) could be read ({reasons}"
+                              f"{'; …' if len(skipped) > 3 else ''})")
+    return sorted(entries, key=lambda e: (e.bench, e.model, e.step, e.revision or "")), skipped
+
+
+def _entry(run: Path) -> RunEntry:
+    manifest, metrics = _json_object(run / "manifest.json"), _json_object(run / "metrics.json")
+    try:
+        model, bench = manifest["model"], manifest["bench"]
+        task = task_of(manifest)
+        entry = RunEntry(path=run, model=str(model["name"]), revision=model.get("revision"), kind=str(model["kind"]),
+                         pair=model.get("pair"), bench=str(bench["name"]), task=task, metrics=metrics,
+                         intervention=manifest.get("intervention"), manifest=manifest)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ProbeInputError(f"manifest.json: a field is missing or of the wrong type ({type(e).__name__}: {e})") from None
+    if not isinstance(task.headline(metrics)[0], Mapping) or not task.headline(metrics)[0]:
+        raise ProbeInputError(f"metrics.json has no {task.title} headline metrics (an empty or partial file)")
+    return entry
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ProbeInputError(f"{path.name}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProbeInputError(f"{path.name}: unreadable ({type(e).__name__}: {e})") from None
+    if not isinstance(obj, dict):
+        raise ProbeInputError(f"{path.name}: expected a JSON object, got {type(obj).__name__}")
+    return obj
 
 
 def value(e: RunEntry, column: Column) -> Any:

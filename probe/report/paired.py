@@ -71,7 +71,11 @@ def run_options(run: Run, overrides: Mapping[str, Any] | None = None) -> Analysi
 
 def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
     """The task both runs belong to and their common bootstrap units, or an input error naming
-    what differs (benchmark kind, design, units)."""
+    what differs (benchmark kind, design, data file, units) or which run is not finished."""
+    for run in (run_a, run_b):
+        if not (run.path / "DONE").is_file():
+            raise ProbeInputError(f"{run.path} is not a finished run (no DONE): finish it with its own command "
+                                  "before comparing")
     task_a, task_b = task_of(run_a.manifest), task_of(run_b.manifest)
     if task_a.kind != task_b.kind:
         raise ProbeInputError(f"{run_a.path} is a {task_a.kind} run and {run_b.path} a {task_b.kind} run; "
@@ -81,6 +85,11 @@ def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
     if design_a != design_b:
         raise ProbeInputError(f"{run_a.path} used design {design_a!r} and {run_b.path} design {design_b!r}; "
                               "paired differences need the same design")
+    data_a, data_b = run_a.manifest["bench"].get("sha256"), run_b.manifest["bench"].get("sha256")
+    if data_a and data_b and data_a != data_b:
+        raise ProbeInputError(f"{run_a.path} and {run_b.path} read different data files (bench sha256 {data_a[:12]}… "
+                              f"vs {data_b[:12]}…): the same ids may name different items, so they are not paired; "
+                              "run both on one file")
     unit = task_a.unit
     units_a = {str(u) for u in run_a.prompts.column(unit).to_pylist()}
     units_b = {str(u) for u in run_b.prompts.column(unit).to_pylist()}
@@ -90,6 +99,20 @@ def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
                               f"({', '.join(only_a[:5])}{', …' if len(only_a) > 5 else ''}), {len(only_b)} only in "
                               f"{run_b.path} ({', '.join(only_b[:5])}{', …' if len(only_b) > 5 else ''})")
     return task_a, sorted(units_a)
+
+
+def _check_finite(run: Run, task: Task) -> None:
+    """Refuse a letter run whose stored letter log-probs hold NaN or ±inf: its metrics would be
+    computed from them (a NaN prompt weighs nothing, an inf one everything)."""
+    if task.answers != "letters" or run.scores is None:
+        return  # generated answers: parsed letters, no log-probs
+    table = run.table()
+    bad = ~np.isfinite(table.logprobs).all(axis=1)
+    if bad.any():
+        ids = ", ".join(str(i) for i in table.prompt_id[bad][:5])
+        raise ProbeInputError(f"{run.path}: {int(bad.sum())} of {len(bad)} prompts have non-finite letter log-probs "
+                              f"(NaN or inf) in scores.parquet (first prompt ids: {ids}{', …' if bad.sum() > 5 else ''}); "
+                              "they cannot be compared: score this run again")
 
 
 def _with_replicates(run: Run, task: Task, opts: AnalysisOptions) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -109,6 +132,8 @@ def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions,
     from one bootstrap over the common units; `paired=False` resamples `b` independently
     (seed + 1), the unpaired reference."""
     task, units = comparable_units(run_a, run_b)
+    for run in (run_a, run_b):
+        _check_finite(run, task)
     if opts.n_boot < 1:
         raise ProbeInputError("a paired comparison needs analysis.n_boot ≥ 1")
     ma, ra = _with_replicates(run_a, task, opts)

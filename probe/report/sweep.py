@@ -11,28 +11,33 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 
 from probe.benches.registry import task_of, tasks
 from probe.benches.task import Task
 from probe.report.checkpoints import checkpoint_figures, checkpoint_table
+from probe.errors import ProbeInputError
 from probe.report.entries import (
     SUMMARY_SCHEMA,
     RunEntry,
+    Skipped,
     cell,
     find_runs,
     is_number,
     load_entries,
+    read_entries,
     summary_rows,
     value,
 )
 from probe.report.paired import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
 from probe.report.steering import steering_figures, steering_table
-from probe.results.io import write_table
+from probe.results.io import write_csv, write_table
 from probe.results.run import Run, load_run
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 
+
+__all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
+           "write_sweep_report"]
 
 STEERING_NOTE = ("Runs with `intervention=steer`: α · v_c added to the residual stream after the layer (v_c = mean "
                  "residual of prompts cued with culture c minus that of uncued prompts); α = 0 is the plain run.")
@@ -96,8 +101,9 @@ def _present_tasks(entries: Sequence[RunEntry]) -> list[Task]:
     return ordered + [t for k, t in kinds.items() if t not in ordered]
 
 
-def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ()) -> str:
-    """The sweep report: per bench kind a headline table, then base-vs-instruct where pairs ran."""
+def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = (), skipped: Sequence[Skipped] = ()) -> str:
+    """The sweep report: per bench kind a headline table, then base-vs-instruct where pairs ran;
+    at the end the runs left out (unfinished, or finished but unreadable, with the reason)."""
     parts = [f"# probe sweep report — {len(entries)} runs", ""]
     for task in _present_tasks(entries):
         parts += [f"## {task.title}", "", task.sweep_note, "", bench_table(entries, task), ""]
@@ -115,6 +121,9 @@ def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ())
         parts += ["", f"## Skipped: {len(unfinished)} unfinished run(s) (no DONE) or unmerged shard(s) "
                   "(bench.shard; merge them with python -m probe.merge)", ""]
         parts += [f"- `{p}`" for p in unfinished]
+    if skipped:
+        parts += ["", f"## Skipped: {len(skipped)} finished run(s) that could not be read", ""]
+        parts += [f"- `{s.path}`: {s.reason}" for s in skipped]
     return "\n".join(parts) + "\n"
 
 
@@ -134,15 +143,32 @@ def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> 
 
 def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     """`report.md`, figures and a self-contained `report.html` in `out_dir`; returns the HTML path."""
-    entries = load_entries(paths)
+    entries, skipped = read_entries(paths)
     unfinished = find_runs(paths)[1]
+    runs, entries = _load_tables(entries, skipped)
     out_dir.mkdir(parents=True, exist_ok=True)
-    markdown = sweep_markdown(entries, unfinished)
+    markdown = sweep_markdown(entries, unfinished, skipped)
     (out_dir / "report.md").write_text(markdown)
-    figures = sweep_figures([load_run(e.path) for e in entries], [e.label for e in entries], out_dir)
+    figures = sweep_figures(runs, [e.label for e in entries], out_dir)
     figures += checkpoint_figures(entries, out_dir) + steering_figures(entries, out_dir)
     write_html(out_dir / "report.html", "probe sweep report", markdown, figures)
     summary = pa.Table.from_pylist(summary_rows(entries), schema=SUMMARY_SCHEMA)
     write_table(out_dir / "summary.parquet", summary)
-    pacsv.write_csv(summary, out_dir / "summary.csv")
+    write_csv(out_dir / "summary.csv", summary)
     return out_dir / "report.html"
+
+
+def _load_tables(entries: Sequence[RunEntry], skipped: list[Skipped]) -> tuple[list[Run], list[RunEntry]]:
+    """The stored tables of each entry (for the figures); an entry whose tables cannot be read
+    joins `skipped` and leaves the report."""
+    runs, kept = [], []
+    for e in entries:
+        try:
+            runs.append(load_run(e.path))
+        except (ProbeInputError, OSError, ValueError) as err:  # ValueError: pyarrow's ArrowInvalid
+            skipped.append(Skipped(e.path, f"its tables cannot be read ({err})"))
+            continue
+        kept.append(e)
+    if not kept:
+        raise ProbeInputError(f"none of the finished runs' tables could be read ({skipped[0].path}: {skipped[0].reason})")
+    return runs, kept

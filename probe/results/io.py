@@ -1,4 +1,5 @@
-"""Parquet writes that a reader never sees half-done (temporary name, then an atomic rename)."""
+"""Table writes that a reader never sees half-done (temporary name, then an atomic rename):
+parquet, and CSV with spreadsheet formulas neutralised."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+
+FORMULA_START = r"^[=+\-@\t\r]"
+"""A text cell starting with one of these is read as a formula by spreadsheet programs (OWASP,
+"CSV Injection")."""
 
 
 def write_table(path: Path, table: pa.Table) -> None:
@@ -14,3 +21,21 @@ def write_table(path: Path, table: pa.Table) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp)
     os.replace(tmp, path)
+
+
+def write_csv(path: Path, table: pa.Table) -> None:
+    """Write `table` as CSV (atomically), every text cell that starts with `=`, `+`, `-`, `@`, a tab
+    or a carriage return prefixed with a single quote, as OWASP advises, so a model or culture
+    named `=HYPERLINK(…)` is shown as text, not run as a formula. Only text columns are touched:
+    numbers stay numbers (a negative value is written `-0.5`, unquoted, and read as a number);
+    text is always quoted, so a comma inside a cell never starts another."""
+    columns = [_escape(c) if pa.types.is_string(c.type) or pa.types.is_large_string(c.type) else c
+               for c in table.columns]
+    tmp = path.with_name(f".{path.name}.tmp")
+    pacsv.write_csv(pa.Table.from_arrays(columns, schema=table.schema), tmp)
+    os.replace(tmp, path)
+
+
+def _escape(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    quoted = pc.binary_join_element_wise(pa.scalar("'", column.type), column, pa.scalar("", column.type))
+    return pc.if_else(pc.match_substring_regex(column, FORMULA_START), quoted, column)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from probe.benches.designs import latin_square_orders
-from probe.benches.sources import fetch
+from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
@@ -57,6 +57,8 @@ class CCDSpec:
     """The published file, downloaded once into $PROBE_CACHE/data."""
     sha256: str | None = None
     """Expected checksum of the file; a mismatch stops the run."""
+    max_download_bytes: Annotated[int, Ge(1)] = MAX_DOWNLOAD_BYTES
+    """Largest download of `url` accepted (bytes; default 2 GiB); a larger one stops, nothing cached."""
     design: Literal["cyclic", "latin_square"] = "cyclic"
     """cyclic: all 10 rotations per item (exact); latin_square: the paper's one ordering per item."""
     seed: int = 42
@@ -66,8 +68,10 @@ class CCDSpec:
 
 
 def resolve_source(spec: CCDSpec, cache_dir: Path) -> Path:
-    """The JSON to read: `spec.path`, or the cached download of `spec.url` (fetched once)."""
-    return fetch(spec.path, spec.url, spec.sha256, cache_dir / "ccd")
+    """The JSON to read: `spec.path`, or the cached download of `spec.url` (fetched once, parsed
+    before it is cached)."""
+    return fetch(spec.path, spec.url, spec.sha256, cache_dir / "ccd", load_items,
+                 spec.max_download_bytes)
 
 
 def load_items(path: Path) -> list[Item]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from probe.benches.sources import fetch
+from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
@@ -103,6 +103,8 @@ class LocQASpec:
     """The published file, downloaded once into $PROBE_CACHE/data."""
     sha256: str | None = SOURCE_SHA256
     """Expected checksum, checked for a local `path` too; null accepts a locally edited copy."""
+    max_download_bytes: Annotated[int, Ge(1)] = MAX_DOWNLOAD_BYTES
+    """Largest download of `url` accepted (bytes; default 2 GiB); a larger one stops, nothing cached."""
     mode: Mode = "zero_shot"
     """zero_shot (the question alone) | three_shot (base vs instruct) | explicit (locale stated)."""
     languages: tuple[str, ...] = ()
@@ -177,9 +179,10 @@ class LocQAPrompt:
 
 
 def resolve_source(spec: LocQASpec, cache_dir: Path) -> Path:
-    """The JSON to read: `spec.path`, or the cached download of `spec.url` (fetched once), checked
-    against `spec.sha256` (the published file's by default)."""
-    return fetch(spec.path, spec.url, spec.sha256, cache_dir / "locqa")
+    """The JSON to read: `spec.path`, or the cached download of `spec.url` (fetched once, parsed
+    before it is cached), checked against `spec.sha256` (the published file's by default)."""
+    return fetch(spec.path, spec.url, spec.sha256, cache_dir / "locqa", load_questions,
+                 spec.max_download_bytes)
 
 
 def normalize_locale(key: str) -> str:
