@@ -13,6 +13,7 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from probe.models import (
 )
 from probe.models.memory import memory_estimate
 from probe.pipeline.analyze import analyze_run
-from probe.pipeline.claim import claim
+from probe.pipeline.claim import Claim, claim
 from probe.pipeline.judging import (
     VerdictCache,
     build_judge,
@@ -61,7 +62,15 @@ log = logging.getLogger(__name__)
 
 
 def run(cfg: RunConfig) -> Path:
-    """Run a bench on a model and write the full run directory; returns its path."""
+    """Run a bench on a model and write the full run directory; returns its path.
+
+    A run that stops with an error lets go of its directory at once (not only when the process
+    ends), so a rerun in the same process — once the cause is fixed — resumes it."""
+    with ExitStack() as on_exit:
+        return _run(cfg, on_exit)
+
+
+def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     ref = cfg.bench
     assert isinstance(ref, BenchRef)
     out = cfg.out_dir
@@ -98,6 +107,7 @@ def run(cfg: RunConfig) -> Path:
                                     _d_model(loaded.model))
     key = run_key(cfg, loaded, settings, letter_ids, bench, prepared.record)
     held = claim(out, key)
+    on_exit.callback(_let_go, held)
     if held.state == "done":
         _check_finished(cfg, generate, prepared.record)
         if ref.shard is None:
@@ -150,6 +160,12 @@ def run(cfg: RunConfig) -> Path:
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
     return out
+
+
+def _let_go(held: Claim) -> None:
+    """Release the claim unless the run already did."""
+    if not held.lock.closed:
+        held.release()
 
 
 def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: bool) -> list[RenderedPrompt]:
