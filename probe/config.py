@@ -138,6 +138,8 @@ def coerce(hint: Any, value: Any, where: str) -> Any:
         try:
             out = coerce(args[0], value, where)
         except ProbeInputError:
+            if typing.get_origin(args[0]) is tuple:  # the element's own message names the element
+                raise
             raise ProbeInputError(f"{where}: expected {_describe(hint)}, got {value!r}") from None
         for bound in args[1:]:
             if out is not None and hasattr(bound, "check") and not bound.check(out):
