@@ -89,14 +89,12 @@ class NonEmpty:
     def check(self, value: Sized) -> bool:
         return len(value) > 0
 
-    def __str__(self) -> str:
-        return "non-empty"
-
 
 Seed = Annotated[int, Ge(0), Lt(2**32)]
 """A random seed: numpy's legacy and torch's seeding take 0 ≤ seed < 2^32."""
 
 INT64 = 2**63
+"""Every integer option lies in [-2^63, 2^63): what numpy and torch hold without overflow."""
 
 
 def _number(bound: float) -> str:

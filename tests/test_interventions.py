@@ -10,7 +10,7 @@ On tiny Llama and Gemma 3 (sliding windows) models, with prefix sharing on and o
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -295,11 +295,13 @@ def _wide(acts: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("tamper, alpha, message", [
     (_nan, 1.0, r"64 of the 64 entries of alpha · v_China are not finite \(the vector holds NaN or inf\)"),
     (None, 1e38, r"of the 64 entries of alpha · v_China are not finite \(alpha=1e\+38 overflows float32\)"),
-    (_wide, 1.0, r"the steering vector of 'China' at layer 1 has shape \[65\], this model's residual stream is 64 wide"),
+    (_wide, 1.0, r"the steering vector of 'China' at layer 1 has shape \[65\], this model's residual stream is "
+                 r"64 wide"),
     ("truncate", 1.0, r"activations.safetensors: unreadable safetensors file \(Error while deserializing header"),
 ], ids=["nan", "overflow", "wrong-width", "truncated"])
-def test_a_bad_steering_vector_is_refused_before_scoring(tamper, alpha: float, message: str,  # type: ignore[no-untyped-def]
-                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bad_steering_vector_is_refused_before_scoring(tamper: Callable[[np.ndarray], np.ndarray] | str | None,
+                                                         alpha: float, message: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: a NaN vector scored every prompt NaN (rc 0, "KL 0.000"); a wrong width failed
     inside the scoring pass with a traceback; a truncated file ended in a SafetensorError."""
     from safetensors.numpy import load_file, save_file

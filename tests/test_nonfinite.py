@@ -94,7 +94,7 @@ def test_nonfinite_scores_stop_the_run_and_a_fixed_rerun_resumes(tmp_path: Path,
     assert "scoring stopped: " in message and "\n" not in message
     n_bad = int(message.split("scoring stopped: ")[1].split(" of ")[0])
     first = json.loads(message.split("first prompt ids ")[1].split("]")[0] + "]")
-    kept = int(message.split("directory (")[1].split(" prompts")[0])
+    kept = int(message.split("directory: the ")[1].split(" prompts")[0])
     assert n_bad >= 1 and len(first) == min(n_bad, 5) and min(first) >= 104
     assert kept == 104  # items 0 and 1 come first in the plan and were stored
     assert not (out / "DONE").exists() and not (out / "scores.parquet").exists()
@@ -117,8 +117,8 @@ def test_stored_nonfinite_scores_are_refused_by_the_analysis(tmp_path: Path, mon
     lp = table.logprobs.copy()
     lp[[3, 7]] = np.nan  # e.g. an old run, or a table edited by hand
     write_scores_arrays(out, table.prompt_id, lp, table.greedy_valid, list("ABCD"))
-    with pytest.raises(ProbeInputError, match=r"scores.parquet: 2 of 12 prompts have no valid letter log-probs "
-                                              r"\(NaN or \+inf, or −inf at every letter; first prompt ids \[3, 7\]\)"):
+    with pytest.raises(ProbeInputError, match=r"scores.parquet: 2 of 12 prompts have no valid letter log-probs \(NaN "
+                                              r"or \+inf, or −inf at every letter; first prompt ids \[3, 7\]\)"):
         analyze_run(out)
 
 

@@ -124,4 +124,5 @@ def test_a_checkpoint_without_its_tokenizer_is_one_line(tmp_path: Path, cache: P
     for f in checkpoint.glob("tokenizer*"):
         f.unlink()
     with pytest.raises(ProbeInputError, match=rf"model 'checkpoint': no tokenizer could be built from {checkpoint} "):
-        _run(tmp_path / "run", monkeypatch, disco_csv, "model=hub", f"model.hub_id={checkpoint}", "model.name=checkpoint")
+        _run(tmp_path / "run", monkeypatch, disco_csv, "model=hub", f"model.hub_id={checkpoint}",
+             "model.name=checkpoint")

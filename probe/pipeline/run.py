@@ -248,13 +248,13 @@ def _check_finished(cfg: RunConfig, generate: bool, intervention: dict[str, Any]
     """A finished run's stored tables must all be there: its checkpoints were removed at `DONE`,
     so a missing table cannot be resumed, only restored or scored again elsewhere (derived files
     — metrics, report — are recomputed from the tables instead)."""
-    mech = cfg.analysis.mech
+    mech, patched = cfg.analysis.mech, intervention is not None and intervention["name"] == "patch"
     names = ["manifest.json", "prompts.parquet",
              *(["generations.parquet"] if generate else ["scores.parquet", "scores.safetensors"]),
              *(["judgements.parquet"] if bench_judged(cfg) else []),
              *(["lens.safetensors"] if mech.logit_lens else []),
              *(["activations.safetensors"] if mech.capture_layers else []),
-             *(["patching.safetensors", "patching.parquet"] if intervention and intervention["name"] == "patch" else [])]
+             *(["patching.safetensors", "patching.parquet"] if patched else [])]
     missing = [n for n in names if not (cfg.out_dir / n).is_file()]
     if missing:
         raise ProbeInputError(f"{cfg.out_dir} holds a finished run (DONE) whose {', '.join(missing)} "

@@ -112,7 +112,8 @@ class ScoreWriter:
                 f"{self.run_dir}: scoring stopped: {int(bad.sum())} of the {len(new)} prompts of a batch have no valid "
                 f"letter log-probs (NaN or +inf, or −inf at every letter; first prompt ids {first}), so a weight, a "
                 "steering vector or an activation is not finite (a float16 overflow?); fix the cause and rerun into "
-                f"this directory ({len(self.store.done)} prompts scored before this batch are kept, none of it)")
+                f"this directory: the {len(self.store.done)} prompts stored before this batch are kept, this batch "
+                "is not")
         self._buffer.extend(new)
         if len(self._buffer) >= self.chunk:
             self._flush()
