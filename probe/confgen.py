@@ -112,6 +112,9 @@ bench:                            # every bench, built-in or plugin, takes `shar
 CONFIG_TAIL = """
 hydra:
   output_subdir: null   # probe writes the run's .hydra/config.yaml itself, once it holds the directory
+  callbacks:
+    run_dir:            # a run directory the file system refuses stops with one line, before Hydra makes it
+      _target_: probe.hydra_callbacks.RunDirCheck
   run:
     dir: runs/${bench.name}/${model.name}/${now:%Y-%m-%d_%H-%M-%S}
   sweep:

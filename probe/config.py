@@ -4,7 +4,10 @@ Configs may contain only keys the code reads: an unknown key is a typo until pro
 otherwise, so it stops the run with the list of valid keys. Every scalar is type-checked
 (`batch_tokens=abc` is an error, not a TypeError after the model loads) and range-checked
 where the field is annotated with a bound, e.g. `batch_tokens: Annotated[int, Ge(1)]`.
-Messages are one line: the key, the value, what is allowed.
+Two bounds hold everywhere without an annotation: a float is finite (`inf` or `nan` as a
+temperature or a timeout only fails hours later, inside numpy) and an int fits in 64 bits (what
+numpy and torch hold). Seeds are `Seed` (what every RNG accepts); a sequence the code needs
+entries in is annotated `NonEmpty()`. Messages are one line: the key, the value, what is allowed.
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import math
+import sys
 import textwrap
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from probe.errors import ProbeInputError
 
@@ -35,7 +40,7 @@ class Ge:
         return value >= self.bound
 
     def __str__(self) -> str:
-        return f"≥ {self.bound:g}"
+        return f"≥ {_number(self.bound)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +53,7 @@ class Gt:
         return value > self.bound
 
     def __str__(self) -> str:
-        return f"> {self.bound:g}"
+        return f"> {_number(self.bound)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +66,40 @@ class Le:
         return value <= self.bound
 
     def __str__(self) -> str:
-        return f"≤ {self.bound:g}"
+        return f"≤ {_number(self.bound)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Lt:
+    """An upper bound (exclusive) on a numeric field."""
+
+    bound: float
+
+    def check(self, value: float) -> bool:
+        return value < self.bound
+
+    def __str__(self) -> str:
+        return f"< {_number(self.bound)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class NonEmpty:
+    """A sequence field that needs at least one entry (an empty list would leave nothing to do)."""
+
+    def check(self, value: Sized) -> bool:
+        return len(value) > 0
+
+
+Seed = Annotated[int, Ge(0), Lt(2**32)]
+"""A random seed: numpy's legacy and torch's seeding take 0 ≤ seed < 2^32."""
+
+INT64 = 2**63
+"""Every integer option lies in [-2^63, 2^63): what numpy and torch hold without overflow."""
+
+
+def _number(bound: float) -> str:
+    """A bound as written in a message: integers in full (1000000, 4294967296), others `%g`."""
+    return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e16 else f"{bound:g}"
 
 
 def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
@@ -98,9 +136,13 @@ def coerce(hint: Any, value: Any, where: str) -> Any:
         try:
             out = coerce(args[0], value, where)
         except ProbeInputError:
+            if typing.get_origin(args[0]) is tuple:  # the element's own message names the element
+                raise
             raise ProbeInputError(f"{where}: expected {_describe(hint)}, got {value!r}") from None
         for bound in args[1:]:
             if out is not None and hasattr(bound, "check") and not bound.check(out):
+                if isinstance(bound, NonEmpty):
+                    raise ProbeInputError(f"{where}: expected a non-empty list, got {value!r}")
                 raise ProbeInputError(f"{where}: {value!r} is out of range; expected a value {bound}")
         return out
     if hint is Any:
@@ -145,9 +187,12 @@ def _scalar(hint: Any, value: Any, where: str) -> Any:
             return value
     elif hint is int:
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            if -INT64 <= value < INT64:
+                return value
+            raise ProbeInputError(f"{where}: {value!r} does not fit in 64 bits; expected an integer from -2^63 "
+                                  "to 2^63 - 1")
     elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and _finite(value):
             return float(value)
     elif hint is str:
         if isinstance(value, str):
@@ -160,17 +205,24 @@ def _scalar(hint: Any, value: Any, where: str) -> Any:
     raise ProbeInputError(f"{where}: expected {_describe(hint)}, got {value!r}")
 
 
+def _finite(value: float) -> bool:
+    """`value` is a finite float, or an int that converts to one (float(10**400) would overflow)."""
+    return abs(value) <= sys.float_info.max if isinstance(value, int) else math.isfinite(value)
+
+
 def _describe(hint: Any) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
-        return f"{_describe(args[0])} {' and '.join(str(b) for b in args[1:])}"
+        bounds = [b for b in args[1:] if not isinstance(b, NonEmpty)]
+        base = "a non-empty list" if len(bounds) < len(args) - 1 else _describe(args[0])
+        return " ".join([base, " and ".join(str(b) for b in bounds)]).strip()
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_describe(a) for a in args)
     if origin is typing.Literal:
         return f"one of {list(args)}"
     if origin is tuple:
         return "a list"
-    names = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+    names = {bool: "true or false", int: "an integer", float: "a finite number", str: "a string",
              type(None): "null"}
     return names.get(hint, getattr(hint, "__name__", str(hint)))
 

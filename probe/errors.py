@@ -1,5 +1,10 @@
 """The one exception type for bad input; the entry point turns it into a clean non-zero exit."""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 
 class ProbeInputError(Exception):
     """Invalid user input: a data file, a config value, a tokenizer that cannot score letters.
@@ -7,3 +12,17 @@ class ProbeInputError(Exception):
     Messages name the file (or model), the row and the field, with what was expected and
     what was found, so the user can fix the input without reading a traceback.
     """
+
+
+@contextmanager
+def os_errors(what: str, fix: str) -> Iterator[None]:
+    """At a known step that touches the file system (create the run directory, load a model,
+    write the cache), an `OSError` is the user's to fix, not a bug: it becomes a one-line
+    `ProbeInputError` — `what`, the system's reason and path, and `fix`. Only `OSError`: any
+    other exception is a bug and keeps its traceback."""
+    try:
+        yield
+    except OSError as e:
+        reason = e.strerror or (str(e).strip().splitlines() or [type(e).__name__])[0]
+        where = f" ({e.filename})" if e.filename and str(e.filename) not in what else ""
+        raise ProbeInputError(f"{what}: {reason}{where}; {fix}") from e

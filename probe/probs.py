@@ -26,3 +26,16 @@ def greedy_onehot(logprobs: np.ndarray) -> np.ndarray:
     out = np.zeros(logprobs.shape, dtype=np.float64)
     np.put_along_axis(out, logprobs.argmax(axis=-1)[..., None], 1.0, axis=-1)
     return out
+
+
+def unscorable(logprobs: np.ndarray) -> np.ndarray:
+    """`[prompt]` mask of rows whose letter log-probs give no choice distribution.
+
+    A NaN or +inf anywhere is a broken forward pass (a non-finite weight, steering vector or
+    overflowing activation): log-probs are never > 0. A −inf at *some* letters is legitimate (a
+    letter of probability 0 in float32) and kept; −inf at *every* letter is letter mass 0, where
+    `softmax(lp / T)` over the letters is 0/0 and the greedy pick would be an arbitrary first
+    letter, so such a row is unscorable too.
+    """
+    lp = np.asarray(logprobs, dtype=np.float64)
+    return np.isnan(lp).any(axis=-1) | np.isposinf(lp).any(axis=-1) | np.isneginf(lp).all(axis=-1)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import prepare
 
-from probe.backends.hf import HEAD_CHECK_TOL, HFScorer
+from probe.backends.hf import HEAD_CHECK_TOL, HFScorer, _letter_gap
 from probe.backends.specs import HFBackendSpec
 from probe.errors import ProbeInputError
 from probe.models import ModelSpec, load_model
@@ -65,10 +65,32 @@ def test_a_transient_gap_is_measured_again(tmp_path: Path, monkeypatch: pytest.M
 
     def flaky(self, group, letter_ids, tol):  # type: ignore[no-untyped-def]
         calls.append(1)
-        return (4.5e-4, True) if len(calls) == 1 else real(self, group, letter_ids, tol)
+        return (4.5e-4, True, True) if len(calls) == 1 else real(self, group, letter_ids, tol)
 
     monkeypatch.setattr(HFScorer, "_head_gap", flaky)
     next(scorer.score(rendered, letters))
     check = scorer.stats.head_check
     assert [a["max_letter_gap"] for a in check["attempts"]][0] == 4.5e-4 and len(check["attempts"]) == 2
     assert check["max_letter_gap"] < 1e-5 and check["argmax_agrees"]
+
+
+def test_head_check_fails_on_nonfinite_log_probs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NaN compares false with any tolerance: before, an inf weight (every score NaN) passed
+    with gap 0.0. Now the check stops at once, without measuring again."""
+    scorer, rendered, letters = _scorer_and_prompts("llama", tmp_path, monkeypatch)
+    with torch.no_grad():
+        scorer.model.model.layers[0].mlp.down_proj.weight[0, 0] = float("inf")
+    with pytest.raises(ProbeInputError, match=r"letter log-probs of the head check's prompts \[\d+, \d+, \d+\] are "
+                                              r"not finite \(NaN or \+inf\)"):
+        next(scorer.score(rendered, letters))
+
+
+def test_letter_gap_compares_finite_values_only() -> None:
+    inf, nan = float("inf"), float("nan")
+    t = torch.tensor
+    assert _letter_gap(t([-1.0, -2.0]), t([-1.5, -2.0])) == 0.5
+    assert _letter_gap(t([-1.0, -inf]), t([-1.25, -inf])) == 0.25  # a letter of probability 0 on both paths
+    assert _letter_gap(t([-1.0, -inf]), t([-1.0, -30.0])) == inf  # … on one path only: disagree
+    assert _letter_gap(t([-inf, -inf]), t([-inf, -inf])) == 0.0
+    assert _letter_gap(t([nan, -1.0]), t([-1.0, -1.0])) is None
+    assert _letter_gap(t([-1.0, -1.0]), t([-1.0, inf])) is None

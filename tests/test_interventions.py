@@ -10,7 +10,7 @@ On tiny Llama and Gemma 3 (sliding windows) models, with prefix sharing on and o
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -267,3 +267,59 @@ def test_patch_pairs_match_item_order_and_target() -> None:
         patch_pairs(rendered, PatchSpec(source="C3"))
     with pytest.raises(ProbeInputError, match=r"intervention.dest=C9: no prompts of that condition"):
         patch_pairs(rendered, PatchSpec(dest="C9"))
+
+
+def _pipeline_run(out: Path, *overrides: str) -> Path:
+    """A tiny-model run of two demo items in-process (C0 and C1, what steering needs)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from probe.config import package_conf_dir
+    from probe.pipeline.run import run
+    from probe.pipeline.spec import run_config
+
+    with initialize_config_dir(config_dir=str(package_conf_dir()), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["model=tiny", "bench=demo", "bench.limit=2", "progress=false",
+                                                       "bench.conditions=[C0,C1]", "analysis.n_boot=0", *overrides])
+    return run(run_config(OmegaConf.to_container(cfg, resolve=True), out))
+
+
+def _nan(acts: np.ndarray) -> np.ndarray:
+    return np.full_like(acts, np.nan)
+
+
+def _wide(acts: np.ndarray) -> np.ndarray:
+    return np.concatenate([acts, acts[..., :1]], axis=-1)
+
+
+@pytest.mark.parametrize("tamper, alpha, message", [
+    (_nan, 1.0, r"64 of the 64 entries of alpha · v_China are not finite \(the vector holds NaN or inf\)"),
+    (None, 1e38, r"of the 64 entries of alpha · v_China are not finite \(alpha=1e\+38 overflows float32\)"),
+    (_wide, 1.0, r"the steering vector of 'China' at layer 1 has shape \[65\], this model's residual stream is "
+                 r"64 wide"),
+    ("truncate", 1.0, r"activations.safetensors: unreadable safetensors file \(Error while deserializing header"),
+], ids=["nan", "overflow", "wrong-width", "truncated"])
+def test_a_bad_steering_vector_is_refused_before_scoring(tamper: Callable[[np.ndarray], np.ndarray] | str | None,
+                                                         alpha: float, message: str, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before: a NaN vector scored every prompt NaN (rc 0, "KL 0.000"); a wrong width failed
+    inside the scoring pass with a traceback; a truncated file ended in a SafetensorError."""
+    from safetensors.numpy import load_file, save_file
+
+    from probe.errors import ProbeInputError
+
+    monkeypatch.setenv("PROBE_CACHE", str(tmp_path / "cache"))
+    vectors = _pipeline_run(tmp_path / "vectors", "analysis.capture_layers=[1]")
+    path = vectors / "activations.safetensors"
+    if tamper == "truncate":
+        path.write_bytes(path.read_bytes()[:1000])
+    elif tamper is not None:
+        tensors = load_file(str(path))
+        tensors["activations"] = np.ascontiguousarray(tamper(tensors["activations"]))
+        save_file(tensors, str(path))
+    out = tmp_path / "steer"
+    with pytest.raises(ProbeInputError, match=message) as e:
+        _pipeline_run(out, "intervention=steer", f"intervention.vectors={vectors}", "intervention.layer=1",
+                      "intervention.culture=China", f"intervention.alpha={alpha}")
+    assert "\n" not in str(e.value)
+    assert not (out / "run_key.json").exists()  # refused before the directory was claimed

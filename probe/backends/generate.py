@@ -9,6 +9,9 @@ each prompt's last token is prefilled through the prompt trie (`probe.backends.t
 unique token once; `generate` then starts from that cache, right-aligned as left padding puts
 it, and computes only the last prompt token and the continuation. Forced-choice prompts share
 about half their tokens and their answers are a few tokens long, so prefill is most of the work.
+
+Every decoding step's logits are checked (`FiniteLogits`): NaN logits decode as an arbitrary
+token, so text from a broken forward pass would parse and be counted like any other answer.
 """
 
 from __future__ import annotations
@@ -19,14 +22,38 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList
 
 from probe.backends.batching import BackendStats, Generation
 from probe.backends.specs import HFBackendSpec
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
 from probe.backends.trie import build_chunk, sort_prompts, unique_tokens
 from probe.backends.units import generate_batches
+from probe.errors import ProbeInputError
 from probe.types import RenderedPrompt
+
+
+class FiniteLogits(LogitsProcessor):
+    """Flags, per row, a decoding step whose logits hold a NaN or +inf, or are −inf for every
+    token (no next-token distribution); flags stay on the device, so no step waits on a sync."""
+
+    def __init__(self, rows: int, device: torch.device) -> None:
+        self.flags = torch.zeros(rows, dtype=torch.bool, device=device)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.flags |= (torch.isnan(scores).any(-1) | torch.isposinf(scores).any(-1)
+                       | torch.isneginf(scores).all(-1)).to(self.flags.device)
+        return scores
+
+    def check(self, names: Sequence[str]) -> None:
+        """Raise `ProbeInputError` naming the first flagged rows (`names[i]` names row i)."""
+        bad = [names[i] for i in torch.nonzero(self.flags).flatten().tolist()]
+        if bad:
+            raise ProbeInputError(
+                f"generation stopped: the next-token logits of {len(bad)} of the {len(names)} prompts of a batch are "
+                f"not finite (NaN or +inf, or −inf for every token; first: {', '.join(bad[:5])}), so a weight or an "
+                "activation is; fix the model (or load a float16 model in bfloat16 or float32) and rerun into this "
+                "directory: the batches stored before are kept, nothing of this one is")
 
 
 class HFGenerator:
@@ -53,7 +80,8 @@ class HFGenerator:
             # a one-token prompt has nothing to prefill: that batch runs plainly
             share = self.spec.prefix_reuse and min(len(r.token_ids) for r in batch) > 1
             cache = self._prefill(batch) if share else None
-            texts = self._generate_ids([r.token_ids for r in batch], seed=self.spec.seed + i, cache=cache)
+            texts = self._generate_ids([r.token_ids for r in batch], [f"prompt {r.prompt.prompt_id}" for r in batch],
+                                       seed=self.spec.seed + i, cache=cache)
             yield [Generation(prompt_id=r.prompt.prompt_id, text=t) for r, t in zip(batch, texts)]
 
     @torch.inference_mode()
@@ -76,7 +104,9 @@ class HFGenerator:
         return DynamicCache(ddp_cache_data=store.right_aligned(paths, width))
 
     @torch.inference_mode()
-    def _generate_ids(self, seqs: Sequence[np.ndarray], seed: int, cache: DynamicCache | None = None) -> list[str]:
+    def _generate_ids(self, seqs: Sequence[np.ndarray], names: Sequence[str], seed: int,
+                      cache: DynamicCache | None = None) -> list[str]:
+        """Decode `seqs` (left-padded into one batch); `names` name the rows in errors."""
         width = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -91,9 +121,12 @@ class HFGenerator:
             kwargs.update(do_sample=True, temperature=self.spec.sample_temperature, top_p=1.0, top_k=0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        finite = FiniteLogits(len(seqs), self.device)
         t0 = time.perf_counter()
-        out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **kwargs)
+        out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                  logits_processor=LogitsProcessorList([finite]), **kwargs)
         self.stats.count_batch(len(seqs), time.perf_counter() - t0)
+        finite.check(names)
         return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
     def chat(self, messages: Sequence[str]) -> list[str]:
@@ -108,6 +141,7 @@ class HFGenerator:
         step = max(1, self.spec.max_batch_size)
         for start in range(0, len(order), step):
             idx = order[start:start + step]
-            for i, text in zip(idx, self._generate_ids([seqs[i] for i in idx], seed=self.spec.seed + start)):
+            for i, text in zip(idx, self._generate_ids([seqs[i] for i in idx], [f"judge request {i}" for i in idx],
+                                                       seed=self.spec.seed + start)):
                 out[i] = text
         return out

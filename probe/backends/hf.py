@@ -12,6 +12,7 @@ Gemma 3) would dwarf the model's activations.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence, Set
 from typing import Any, NamedTuple
@@ -227,7 +228,9 @@ class HFScorer:
         A disagreement is measured once more before the run stops: a missing piece of the head
         path disagrees every time, while a rare transient gap on a loaded CPU (seen once, 4.5e-4
         nats, in dozens of runs; never reproduced) must not kill one job of a large array. Every
-        measurement goes to the manifest (`backend.head_check`).
+        measurement goes to the manifest (`backend.head_check`). Only finite values are
+        compared: a NaN or +inf on either path (a non-finite weight, an overflow) stops the run at
+        once, since NaN compares false with any tolerance and would otherwise pass as gap 0.
         """
         self._head_checked = True
         picked = list({id(r): r for r in (*chunk.prompts[:2], chunk.prompts[-1])}.values())
@@ -238,15 +241,20 @@ class HFScorer:
             probe_chunk = plain_chunk(picked)
         tol = HEAD_CHECK_TOL[self.model.dtype == torch.float32]
         attempts = []
+        ids = [int(r.prompt.prompt_id) for r in probe_chunk.prompts]
         for _ in range(2):
-            gap, argmax_ok = self._head_gap(probe_chunk, letter_ids, tol)
-            attempts.append({"max_letter_gap": gap, "argmax_agrees": argmax_ok})
+            gap, argmax_ok, finite = self._head_gap(probe_chunk, letter_ids, tol)
+            attempts.append({"max_letter_gap": gap, "argmax_agrees": argmax_ok, "finite": finite})
+            if not finite:
+                raise ProbeInputError(
+                    f"model {type(self.model).__name__}: letter log-probs of the head check's prompts {ids} are not "
+                    "finite (NaN or +inf), so a weight or an activation is; check the checkpoint, or load a float16 "
+                    "model in bfloat16 or float32 (model.dtype)")
             if gap <= tol and argmax_ok:
                 break
             log.warning("head check: scoring path and model forward differ by %.3g nats (tolerance %g); measuring "
                         "again", gap, tol)
-        self.stats.head_check = {"prompt_ids": [int(r.prompt.prompt_id) for r in probe_chunk.prompts], **attempts[-1],
-                                 "tolerance": tol, "attempts": attempts}
+        self.stats.head_check = {"prompt_ids": ids, **attempts[-1], "tolerance": tol, "attempts": attempts}
         if gap > tol or not argmax_ok:
             raise ProbeInputError(
                 f"model {type(self.model).__name__}: the HF backend's scoring path disagrees with the model's forward "
@@ -254,9 +262,10 @@ class HFScorer:
                 f"measured {len(attempts)} times); this architecture needs support in probe.backends.hf"
             )
 
-    def _head_gap(self, chunk: TrieChunk, letter_ids: torch.Tensor, tol: float) -> tuple[float, bool]:
+    def _head_gap(self, chunk: TrieChunk, letter_ids: torch.Tensor, tol: float) -> tuple[float, bool, bool]:
         """Largest letter log-prob gap between the scoring path and `model(input_ids)` over the
-        chunk's prompts, and whether every argmax token agrees (or the reference is tied)."""
+        chunk's prompts, whether every argmax token agrees (or the reference is tied), and
+        whether every letter log-prob of both paths is finite or −inf (`_letter_gap`)."""
         saved = (self.stats.tokens_computed, self.stats.padded_tokens)
         store = KVStore.for_chunk(chunk)
         outs = []
@@ -269,10 +278,24 @@ class HFScorer:
         for r, logprobs, argmax in outs:
             ids = torch.from_numpy(r.token_ids.astype(np.int64))[None].to(self.device)
             ref = F.log_softmax(self.model(input_ids=ids).logits[0, -1].float(), dim=-1).cpu()
-            gap = max(gap, (logprobs - ref[letter_ids.cpu()]).abs().max().item())
+            letter_gap = _letter_gap(logprobs, ref[letter_ids.cpu()])
+            if letter_gap is None:
+                return math.inf, False, False
+            gap = max(gap, letter_gap)
             top2 = ref.topk(2).values
             argmax_ok &= int(argmax) == int(ref.argmax()) or float(top2[0] - top2[1]) <= tol
-        return gap, bool(argmax_ok)
+        return gap, bool(argmax_ok), True
+
+
+def _letter_gap(scored: torch.Tensor, ref: torch.Tensor) -> float | None:
+    """Largest |scored − ref| over the letters, finite values only; None when either side has a
+    NaN or +inf. A −inf (a letter of probability 0 in float32) agrees only with a −inf."""
+    if not all(bool((torch.isfinite(t) | torch.isneginf(t)).all()) for t in (scored, ref)):
+        return None
+    if bool((torch.isneginf(scored) != torch.isneginf(ref)).any()):
+        return math.inf
+    finite = torch.isfinite(ref)
+    return float((scored[finite] - ref[finite]).abs().max()) if bool(finite.any()) else 0.0
 
 
 def _letter_scores(out: BatchOutput, letter_ids: torch.Tensor) -> list[LetterScore]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from probe.config import Ge, Gt, Le
+from probe.config import Ge, Gt, Le, Seed
 
 Mode = Literal["letters", "generate"]
 
@@ -33,7 +33,7 @@ class HFBackendSpec:
     """Generate mode: greedy by default; sampled at `sample_temperature` with `seed` when true."""
     sample_temperature: Annotated[float, Gt(0)] = 1.0
     """Generate mode with do_sample: the decoding temperature (not the analysis temperature)."""
-    seed: int = 0
+    seed: Seed = 0
     """Generate mode with do_sample: the sampling seed."""
 
 
@@ -72,7 +72,7 @@ class VLLMSpec:
     """Generate mode: greedy by default; sampled at `sample_temperature` with `seed` when true."""
     sample_temperature: Annotated[float, Gt(0)] = 1.0
     """Generate mode with do_sample: the decoding temperature (not the analysis temperature)."""
-    seed: int = 0
+    seed: Seed = 0
     """Sampling seed (generate mode with do_sample)."""
     device: str = "auto"
     """Recorded only; vLLM picks its own device."""

@@ -12,8 +12,9 @@ What enters the cache is checked first, and what is in it is checked on every us
   then renamed into place — a refused download leaves nothing in the cache;
 - the sha256 of what was downloaded is recorded beside it (`<file>.download.json`) and compared on every
   use, so a cached file edited afterwards is noticed even when `bench.sha256` is not pinned: it
-  is discarded (with a warning) and downloaded again; so is a cache entry that is a symbolic link
-  or has no record;
+  is discarded (with a warning) and downloaded again; so is a cache entry that is a symbolic link.
+  An entry from before records existed is adopted with a warning (deleting it could strand an
+  offline machine);
 - a `file://` source that is itself a symbolic link is refused, not followed: a link can point
   anywhere (`/etc/passwd`), and a mirror is better named by its real path. Directories on the
   way may be links (shared file systems are often mounted that way).
@@ -94,7 +95,14 @@ def _intact(local: Path) -> bool:
     if not stat.S_ISREG(mode):
         why = "is not a regular file (a symbolic link?)"
     elif recorded is None:
-        why = f"has no readable record of its download ({_record(local).name})"
+        # Written before downloads were recorded: its provenance cannot be checked, but deleting
+        # it could strand an offline machine. Adopt it (the bench's own checks still run on it);
+        # edits from now on are noticed.
+        log.warning("cached download %s has no record of its download (an older cache); adopting it as is — "
+                    "pin bench.sha256 to check its content", local)
+        write_json(_record(local), {"file": local.name, "bytes": local.stat().st_size, "sha256": sha256_file(local),
+                                    "adopted": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        return True
     elif (actual := sha256_file(local)) != recorded:
         why = f"changed since it was downloaded (sha256 {actual}, recorded {recorded})"
     else:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, os_errors
 from probe.files import sha256_file
 from probe.models.tiny import TinySpec, tiny_model_dir
 from probe.prompts.render import RenderSettings
@@ -92,7 +92,15 @@ def load_model(spec: ModelSpec, device: str = "auto", weights: bool = True) -> L
     """Load model and tokenizer per the spec's `source`; see `Source`.
 
     `weights=False` resolves the model (hub id or a local directory: built tiny model,
-    converted GGUF) and loads only the tokenizer, for backends that load weights themselves."""
+    converted GGUF) and loads only the tokenizer, for backends that load weights themselves.
+    A file that cannot be found, read or written on the way (a directory without its tokenizer,
+    a checkpoint the hub does not hold, an unwritable cache) stops with one line."""
+    with os_errors(f"model {spec.name!r}", "model.hub_id must name a checkpoint on the hub or a directory holding "
+                   "its config, weights and tokenizer files, and $PROBE_CACHE a writable directory"):
+        return _load(spec, device, weights)
+
+
+def _load(spec: ModelSpec, device: str, weights: bool) -> LoadedModel:
     if spec.source == "tiny":
         if spec.tiny is None:
             raise ProbeInputError(f"model {spec.name!r}: source 'tiny' needs a `tiny:` block")
@@ -168,9 +176,14 @@ def load_tokenizer(spec: ModelSpec, ref: str, **kw: Any) -> Any:
     """The tokenizer per `spec.tokenizer_loader` (see there)."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    if spec.tokenizer_loader == "tokenizer_json":
-        return PreTrainedTokenizerFast.from_pretrained(ref, **kw)
-    return AutoTokenizer.from_pretrained(ref, **kw)
+    try:
+        if spec.tokenizer_loader == "tokenizer_json":
+            return PreTrainedTokenizerFast.from_pretrained(ref, **kw)
+        return AutoTokenizer.from_pretrained(ref, **kw)
+    except ValueError as e:  # transformers found no tokenizer file it can build from (OSError: none at all)
+        raise ProbeInputError(f"model {spec.name!r}: no tokenizer could be built from {ref} "
+                              f"({str(e).strip().splitlines()[0]}); the checkpoint's tokenizer files (tokenizer.json, "
+                              "or tokenizer.model with sentencepiece installed) must be there") from e
 
 
 def _from_gguf(spec: ModelSpec, device: str, weights: bool = True) -> LoadedModel:

@@ -16,6 +16,9 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Annotated
+
+from probe.config import Ge, Gt, Seed
 
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
@@ -42,17 +45,17 @@ class TinySpec:
 
     arch: str = "llama"
     """`llama`, or `gemma3` (sliding-window layers, embedding scaling, logit softcapping)."""
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    num_kv_heads: int = 1
-    head_dim: int = 32
-    vocab_size: int = 512
-    sliding_window: int = 16
+    hidden_size: Annotated[int, Ge(1)] = 64
+    num_layers: Annotated[int, Ge(1)] = 2
+    num_heads: Annotated[int, Ge(1)] = 2
+    num_kv_heads: Annotated[int, Ge(1)] = 1
+    head_dim: Annotated[int, Ge(1)] = 32
+    vocab_size: Annotated[int, Ge(1)] = 512
+    sliding_window: Annotated[int, Ge(1)] = 16
     """Gemma3 only; shorter than real prompts so the sliding path is exercised."""
-    init_std: float = 0.2
+    init_std: Annotated[float, Gt(0)] = 0.2
     """Larger than usual so letter distributions are far from uniform."""
-    seed: int = 0
+    seed: Seed = 0
 
 
 def build_tokenizer(spec: TinySpec):

@@ -134,9 +134,10 @@ class Prepared:
 
 
 def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
-                   model_record: Mapping[str, Any], n_layers: int) -> Prepared:
-    """Load `v_c` from the vectors run (checked: same model, the layer captured, c a target) and
-    build one `add` edit per prompt."""
+                   model_record: Mapping[str, Any], n_layers: int, d_model: int) -> Prepared:
+    """Load `v_c` from the vectors run (checked: same model, the layer captured, c a target, as
+    wide as the model's residual stream, `alpha · v_c` finite in float32) and build one `add`
+    edit per prompt."""
     import torch
 
     from probe.backends.interventions import Edit, InterventionPlan
@@ -165,6 +166,7 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
         raise ProbeInputError(f"intervention.culture={spec.culture}: choose one of {sorted(vectors)} (every one in "
                               "turn: -m intervention.culture=" + ",".join(sorted(vectors)) + ")")
     v = np.asarray(vectors[spec.culture], dtype=np.float32)
+    _check_vector(v, spec, path, d_model)
     vector = torch.from_numpy(spec.alpha * v)
     edits = {r.prompt.prompt_id: Edit(layer=layer, start=len(r.token_ids) - 1 if spec.positions == "last" else min(plen, len(r.token_ids) - 1),
                                       vector=vector, mode="add", key="steer")
@@ -174,8 +176,24 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
     return Prepared(InterventionPlan(steer=edits), (), record)
 
 
+def _check_vector(v: np.ndarray, spec: SteerSpec, path: Path, d_model: int) -> None:
+    """A vector the residual stream can take: as wide as it, and finite once scaled by alpha (a
+    NaN would make every steered score NaN; the scoring pass would stop only at its first batch)."""
+    where = f"intervention.vectors={path}"
+    if v.shape != (d_model,):
+        raise ProbeInputError(f"{where}: the steering vector of {spec.culture!r} at layer {spec.layer} has shape "
+                              f"{list(v.shape)}, this model's residual stream is {d_model} wide; the vectors come "
+                              "from another model's activations (or a damaged activations.safetensors)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        bad = int((~np.isfinite(np.float32(spec.alpha) * v)).sum())
+    if bad:
+        cause = "the vector holds NaN or inf" if not np.isfinite(v).all() else f"alpha={spec.alpha:g} overflows float32"
+        raise ProbeInputError(f"{where}: {bad} of the {d_model} entries of alpha · v_{spec.culture} are not finite "
+                              f"({cause}); rerun the vectors run, or choose a smaller intervention.alpha")
+
+
 def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
-                         model_record: Mapping[str, Any], n_layers: int) -> Prepared:
+                         model_record: Mapping[str, Any], n_layers: int, d_model: int) -> Prepared:
     """Pairs or steering edits of the run, checked before the run directory is claimed."""
     if isinstance(spec, NoIntervention):
         return Prepared()
@@ -190,7 +208,7 @@ def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedProm
         resolved = sorted({layer % n_layers for layer in layers})
         return Prepared(InterventionPlan(patch_layers=tuple(resolved)), pairs,
                         {**asdict(spec), "layers_resolved": resolved, "n_pairs": len(pairs)})
-    return steering_setup(spec, rendered, prefix_lens, model_record, n_layers)
+    return steering_setup(spec, rendered, prefix_lens, model_record, n_layers, d_model)
 
 
 def patching_pass(out: Path, backend: Any, rendered: Sequence[RenderedPrompt], letter_ids: Any,

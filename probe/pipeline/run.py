@@ -13,6 +13,7 @@ import logging
 import shutil
 import time
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from probe.backends.factory import make_backend
 from probe.backends.trie import unique_tokens
 from probe.backends.units import work_units
 from probe.benches.task import PreparedBench
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, os_errors
 from probe.files import write_json
 from probe.models import (
     LoadedModel,
@@ -36,7 +37,7 @@ from probe.models import (
 )
 from probe.models.memory import memory_estimate
 from probe.pipeline.analyze import analyze_run
-from probe.pipeline.claim import claim
+from probe.pipeline.claim import Claim, claim
 from probe.pipeline.judging import (
     VerdictCache,
     build_judge,
@@ -61,12 +62,22 @@ log = logging.getLogger(__name__)
 
 
 def run(cfg: RunConfig) -> Path:
-    """Run a bench on a model and write the full run directory; returns its path."""
+    """Run a bench on a model and write the full run directory; returns its path.
+
+    A run that stops with an error lets go of its directory at once (not only when the process
+    ends), so a rerun in the same process — once the cause is fixed — resumes it."""
+    with ExitStack() as on_exit:
+        return _run(cfg, on_exit)
+
+
+def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     ref = cfg.bench
     assert isinstance(ref, BenchRef)
     out = cfg.out_dir
     generate = ref.task.answers == "open" or cfg.backend.mode == "generate"
-    bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
+    with os_errors(f"bench {ref.spec.name!r}", "bench.path must be a readable file, and $PROBE_CACHE a writable "
+                   "directory (downloads are cached there)"):
+        bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
     log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
     if bench_judged(cfg) and cfg.judge.name not in ref.task.judges:
         raise ProbeInputError(f"judge={cfg.judge.name} cannot judge {ref.task.title} (its judges: "
@@ -78,7 +89,8 @@ def run(cfg: RunConfig) -> Path:
         raise ProbeInputError(f"intervention={cfg.intervention.name} needs backend=hf and letter scoring, unsharded")
     if generate and cfg.backend.mode != "generate":  # open answers: always generated
         cfg = replace(cfg, backend=replace(cfg.backend, mode="generate"))
-    out.mkdir(parents=True, exist_ok=True)
+    with os_errors(f"run directory {out}", "choose a shorter path, or one where you can write (hydra.run.dir=…)"):
+        out.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
     loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf" and not cfg.dry_run)
@@ -91,10 +103,13 @@ def run(cfg: RunConfig) -> Path:
     if cfg.dry_run:
         return _dry_run(cfg, loaded, rendered, own, letter_ids)
     prepared = prepare_intervention(cfg.intervention, rendered, shared_prefix_lengths(rendered),
-                                    {**asdict(cfg.model), **loaded.info}, _n_layers(loaded.model))
+                                    {**asdict(cfg.model), **loaded.info}, _n_layers(loaded.model),
+                                    _d_model(loaded.model))
     key = run_key(cfg, loaded, settings, letter_ids, bench, prepared.record)
     held = claim(out, key)
+    on_exit.callback(_let_go, held)
     if held.state == "done":
+        _check_finished(cfg, generate, prepared.record)
         if ref.shard is None:
             _reanalyse_if_options_changed(cfg)
         return out
@@ -147,6 +162,12 @@ def run(cfg: RunConfig) -> Path:
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
     return out
+
+
+def _let_go(held: Claim) -> None:
+    """Release the claim unless the run already did."""
+    if not held.lock.closed:
+        held.release()
 
 
 def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: bool) -> list[RenderedPrompt]:
@@ -225,14 +246,35 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     return out
 
 
+def _check_finished(cfg: RunConfig, generate: bool, intervention: dict[str, Any] | None) -> None:
+    """A finished run's stored tables must all be there: its checkpoints were removed at `DONE`,
+    so a missing table cannot be resumed, only restored or scored again elsewhere (derived files
+    — metrics, report — are recomputed from the tables instead)."""
+    mech, patched = cfg.analysis.mech, intervention is not None and intervention["name"] == "patch"
+    names = ["manifest.json", "prompts.parquet",
+             *(["generations.parquet"] if generate else ["scores.parquet", "scores.safetensors"]),
+             *(["judgements.parquet"] if bench_judged(cfg) else []),
+             *(["lens.safetensors"] if mech.logit_lens else []),
+             *(["activations.safetensors"] if mech.capture_layers else []),
+             *(["patching.safetensors", "patching.parquet"] if patched else [])]
+    missing = [n for n in names if not (cfg.out_dir / n).is_file()]
+    if missing:
+        raise ProbeInputError(f"{cfg.out_dir} holds a finished run (DONE) whose {', '.join(missing)} "
+                              f"{'is' if len(missing) == 1 else 'are'} missing; a finished run keeps no checkpoints to "
+                              "resume from: restore the file(s), or run into a fresh directory (hydra.run.dir=…)")
+
+
 def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
-    """A finished run asked for with other analysis options is re-analysed from its stored tables
-    (the scores do not depend on them); with the same options there is nothing to do."""
+    """A finished run asked for with other analysis options, or whose metrics are missing, is
+    re-analysed from its stored tables (the scores do not depend on them); with the same
+    options and its metrics in place there is nothing to do."""
     manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
-    if manifest.get("analysis") == json.loads(json.dumps(asdict(cfg.analysis))):  # tuples as stored: lists
+    same = manifest.get("analysis") == json.loads(json.dumps(asdict(cfg.analysis)))  # tuples as stored: lists
+    if same and (cfg.out_dir / "metrics.json").is_file():
         log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
         return
-    log.info("%s is complete; re-analysing its stored tables with the new analysis options", cfg.out_dir)
+    log.info("%s is complete; re-analysing its stored tables %s", cfg.out_dir,
+             "(metrics.json was missing)" if same else "with the new analysis options")
     manifest["analysis"] = asdict(cfg.analysis)
     write_json(cfg.out_dir / "manifest.json", manifest)
     analyze_run(cfg.out_dir)
@@ -341,4 +383,4 @@ def _n_layers(model: Any) -> int:
 
 
 def _d_model(model: Any) -> int:
-    return int(_text_config(model).hidden_size)
+    return 0 if model is None else int(_text_config(model).hidden_size)

@@ -13,10 +13,10 @@ from probe.backends.specs import BACKENDS, BackendSpec, HFBackendSpec
 from probe.backends.taps import MechSpec
 from probe.benches.registry import get_task
 from probe.benches.task import Task
-from probe.config import Ge, Gt, build
+from probe.config import Ge, Gt, Le, Seed, build
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
-from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import MAX_BOOT, AnalysisOptions
 from probe.models import ModelSpec
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.shard import Shard
@@ -29,9 +29,9 @@ class AnalysisSpec:
 
     temperature: Annotated[float, Gt(0)] = 1.0
     """Expected metrics at sampling temperature T; greedy (T → 0) is always reported too."""
-    n_boot: Annotated[int, Ge(0)] = 5000
-    """Bootstrap resamples (of items; LocQA: templates) behind every ci95 interval."""
-    seed: int = 0
+    n_boot: Annotated[int, Ge(0), Le(MAX_BOOT)] = 5000
+    """Bootstrap resamples (of items; LocQA: templates) behind every ci95 interval; at most 1,000,000."""
+    seed: Seed = 0
     """Bootstrap seed."""
     letter_prior_ratio: Annotated[float, Gt(1)] = 2.0
     """Warn that the letter drives the answers when its largest prior exceeds this multiple of 1/K."""

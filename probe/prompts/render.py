@@ -123,11 +123,14 @@ def render_prompts(
 
     Letter ids are derived on the first prompt of each condition; all must agree, and every
     prompt must end in the same cue tokens, so one set of ids is valid for the whole run.
-    With `letters=None` (generation mode) no letter ids are derived or checked.
+    With `letters=None` (generation mode) no letter ids are derived or checked. Prompts with
+    different inputs must render different texts (`check_distinct`).
     """
     if letters is None:
-        return [_checked(p, t, ids, None, model_name, max_positions)
-                for p, t, ids in _encoded(tokenizer, prompts, settings)], None
+        rendered = [_checked(p, t, ids, None, model_name, max_positions)
+                    for p, t, ids in _encoded(tokenizer, prompts, settings)]
+        check_distinct(rendered, settings, tokenizer, model_name)
+        return rendered, None
     letter_ids: LetterIds | None = None
     checked: set[str] = set()
     for p in prompts:
@@ -144,7 +147,34 @@ def render_prompts(
     cue = np.array(letter_ids.cue_token_ids)
     rendered = [_checked(p, t, ids, cue, model_name, max_positions)
                 for p, t, ids in _encoded(tokenizer, prompts, settings)]
+    check_distinct(rendered, settings, tokenizer, model_name)
     return rendered, letter_ids
+
+
+def check_distinct(rendered: Sequence[RenderedPrompt], settings: RenderSettings, tokenizer: Any,
+                   model_name: str) -> None:
+    """Prompts whose inputs differ (message and example turns; a base model's text) must render
+    different texts. A chat template that drops the user message renders every prompt alike,
+    and the model would answer the same question for every item."""
+    seen: dict[str, RenderedPrompt] = {}
+    for r in rendered:
+        first = seen.setdefault(r.text, r)
+        if _template_input(first.prompt, settings) != _template_input(r.prompt, settings):
+            n_texts = len({x.text for x in rendered})
+            n_inputs = len({_template_input(x.prompt, settings) for x in rendered})
+            raise ProbeInputError(
+                f"model {model_name!r}: the chat template of {getattr(tokenizer, 'name_or_path', '?')!r} renders "
+                f"{n_inputs} distinct prompts as only {n_texts} distinct text(s): prompts {first.prompt.prompt_id} "
+                f"(item {first.prompt.item_id!r}) and {r.prompt.prompt_id} (item {r.prompt.item_id!r}) both render "
+                f"as {r.text[:120]!r}; it drops the user message or part of it: fix the template, or set "
+                "model.kind=base")
+
+
+def _template_input(p: Prompt, settings: RenderSettings) -> tuple[Any, ...]:
+    """What `render_text` gives the template (the system prompt and cue are the same for all)."""
+    if settings.kind == "base":
+        return (p.base_text if p.base_text is not None else p.message,)
+    return (p.shots, p.message)
 
 
 def _encoded(tokenizer: Any, prompts: Sequence[Prompt], settings: RenderSettings):

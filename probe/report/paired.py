@@ -23,6 +23,7 @@ from probe.benches.task import Task
 from probe.config import build
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, capture_replicates, get_path
+from probe.probs import unscorable
 from probe.results.run import Run, load_run
 
 PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on the same items (LocQA: "
@@ -102,12 +103,13 @@ def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
 
 
 def _check_finite(run: Run, task: Task) -> None:
-    """Refuse a letter run whose stored letter log-probs hold NaN or ±inf: its metrics would be
-    computed from them (a NaN prompt weighs nothing, an inf one everything)."""
+    """Refuse a letter run with unscorable prompts (`probe.probs.unscorable`: NaN or +inf, or −inf at
+    every letter): its metrics would be computed from them (a NaN prompt weighs nothing, an inf
+    one everything). −inf at some letters is a letter of probability 0 and compares as such."""
     if task.answers != "letters" or run.scores is None:
         return  # generated answers: parsed letters, no log-probs
     table = run.table()
-    bad = ~np.isfinite(table.logprobs).all(axis=1)
+    bad = unscorable(table.logprobs)
     if bad.any():
         ids = ", ".join(str(i) for i in table.prompt_id[bad][:5])
         raise ProbeInputError(f"{run.path}: {int(bad.sum())} of {len(bad)} prompts have non-finite letter log-probs "

@@ -1,15 +1,21 @@
 """Table writes that a reader never sees half-done (temporary name, then an atomic rename):
-parquet, and CSV with spreadsheet formulas neutralised."""
+parquet, and CSV with spreadsheet formulas neutralised; safetensors reads that fail with one line."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+from safetensors import SafetensorError, safe_open
+
+from probe.errors import ProbeInputError
 
 FORMULA_START = r"^[=+\-@\t\r]"
 """A text cell starting with one of these is read as a formula by spreadsheet programs (OWASP,
@@ -39,3 +45,15 @@ def write_csv(path: Path, table: pa.Table) -> None:
 def _escape(column: pa.ChunkedArray) -> pa.ChunkedArray:
     quoted = pc.binary_join_element_wise(pa.scalar("'", column.type), column, pa.scalar("", column.type))
     return pc.if_else(pc.match_substring_regex(column, FORMULA_START), quoted, column)
+
+
+@contextmanager
+def open_tensors(path: Path) -> Iterator[Any]:
+    """`safe_open(path)` (numpy) whose failures — a truncated or damaged file, one that cannot be
+    read — are a one-line `ProbeInputError` naming the file, also when they arise while reading."""
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            yield f
+    except (SafetensorError, OSError) as e:
+        raise ProbeInputError(f"{path}: unreadable safetensors file ({e}); it is truncated or damaged: restore it "
+                              "or rerun the run that wrote it") from e

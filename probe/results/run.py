@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from safetensors import safe_open
 
 from probe.errors import ProbeInputError
 from probe.probs import choice_probs, greedy_onehot
 from probe.results.generations import read_generation_table
+from probe.results.io import open_tensors
 from probe.results.scores import ScoreTable, read_table
 
 MetricsFn = Callable[["Run", "np.ndarray | None", "Mapping[str, Any] | None"], dict[str, Any]]
@@ -96,7 +96,7 @@ class Run:
             path = self.path / file
             if not path.is_file():
                 raise ProbeInputError(f"{self.path}: no {file} (was it requested for this run?)")
-            with safe_open(str(path), framework="numpy") as f:
+            with open_tensors(path) as f:
                 ids = f.get_tensor("prompt_id")
                 if not np.array_equal(ids, np.arange(len(ids))) or len(ids) != self.prompts.num_rows:
                     raise ProbeInputError(f"{path}: rows are not prompt ids 0..{self.prompts.num_rows - 1}")

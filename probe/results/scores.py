@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from safetensors.numpy import save_file
 
 from probe.errors import ProbeInputError
+from probe.probs import unscorable
 from probe.results.io import write_table
 from probe.results.mech import write_lens
 from probe.results.parts import PartStore
@@ -95,8 +96,25 @@ class ScoreWriter:
 
     def add(self, scores: Sequence[LetterScore]) -> None:
         """Buffer a batch; parts are cut at batch boundaries, so a resumed run recomputes whole
-        batches exactly as planned and gets bit-identical scores."""
-        self._buffer.extend(s for s in scores if s.prompt_id not in self.done)
+        batches exactly as planned and gets bit-identical scores.
+
+        A batch with a prompt whose letter log-probs are not finite (`probe.probs.unscorable`)
+        stops the run: nothing of it is stored, the batches before it are (so a rerun after the
+        cause is fixed resumes from them), and no `DONE` is ever written. It stops at the first
+        such batch: a broken forward pass rarely heals, and the rest could take hours."""
+        new = [s for s in scores if s.prompt_id not in self.done]
+        lp = np.array([s.letter_logprobs for s in new], dtype=np.float32).reshape(-1, len(self.letters))
+        bad = unscorable(lp)
+        if bad.any():
+            self._flush()
+            first = sorted(s.prompt_id for s, b in zip(new, bad) if b)[:5]
+            raise ProbeInputError(
+                f"{self.run_dir}: scoring stopped: {int(bad.sum())} of the {len(new)} prompts of a batch have no valid "
+                f"letter log-probs (NaN or +inf, or −inf at every letter; first prompt ids {first}), so a weight, a "
+                "steering vector or an activation is not finite (a float16 overflow?); fix the cause and rerun into "
+                f"this directory: the {len(self.store.done)} prompts stored before this batch are kept, this batch "
+                "is not")
+        self._buffer.extend(new)
         if len(self._buffer) >= self.chunk:
             self._flush()
 
@@ -198,7 +216,12 @@ def read_table(run_dir: Path) -> ScoreTable:
     scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id")
     if not np.array_equal(prompts.prompt_id, scores.column("prompt_id").to_numpy()):
         raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
-    return prompts.with_scores(
-        logprobs=np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32),
-        greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False),
-    )
+    logprobs = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32)
+    bad = unscorable(logprobs) if logprobs.ndim == 2 else np.zeros(len(logprobs), bool)  # 1-d: no rows
+    if bad.any():  # every metric reads scores through here: none is computed from a NaN
+        raise ProbeInputError(
+            f"{run_dir / 'scores.parquet'}: {int(bad.sum())} of {len(bad)} prompts have no valid letter log-probs "
+            f"(NaN or +inf, or −inf at every letter; first prompt ids {prompts.prompt_id[bad][:5].tolist()}); no "
+            "metric is computed from them: score the run again with a finite model and intervention")
+    return prompts.with_scores(logprobs=logprobs,
+                               greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False))

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from probe.benches.designs import latin_square_orders
 from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
-from probe.config import Ge
+from probe.config import Ge, Seed
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
 from probe.judges.tasks import GLOBE_DIMENSIONS
@@ -61,7 +61,7 @@ class CCDSpec:
     """Largest download of `url` accepted (bytes; default 2 GiB); a larger one stops, nothing cached."""
     design: Literal["cyclic", "latin_square"] = "cyclic"
     """cyclic: all 10 rotations per item (exact); latin_square: the paper's one ordering per item."""
-    seed: int = 42
+    seed: Seed = 42
     """Latin square relabelling seed (the paper's 42)."""
     limit: Annotated[int, Ge(1)] | None = None
     """Score only the first N items (smoke tests); null = all."""

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 import huggingface_hub
 
-from probe.config import Ge
+from probe.config import Ge, NonEmpty
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
 from probe.types import LETTERS, Item, Option, Prompt
@@ -72,13 +72,13 @@ class DiscoSpec:
     """The CSV's file name in the hub dataset."""
     revision: str | None = None
     """Dataset revision (commit, tag or branch) to pin."""
-    cultures: tuple[str, ...] = DEFAULT_CULTURES
+    cultures: Annotated[tuple[str, ...], NonEmpty()] = DEFAULT_CULTURES
     """Valid culture labels; any other label in `Metadata` is an input error."""
-    conditions: tuple[Literal["C0", "C1", "C2", "C3"], ...] = CONDITIONS
+    conditions: Annotated[tuple[Literal["C0", "C1", "C2", "C3"], ...], NonEmpty()] = CONDITIONS
     """The full protocol is all four; a subset scores fewer prompts."""
-    high_resource: tuple[str, ...] = HIGH_RESOURCE
+    high_resource: Annotated[tuple[str, ...], NonEmpty()] = HIGH_RESOURCE
     """The high-resource group of SPD (mean CSD of these minus the low-resource group's)."""
-    low_resource: tuple[str, ...] = LOW_RESOURCE
+    low_resource: Annotated[tuple[str, ...], NonEmpty()] = LOW_RESOURCE
     """The low-resource group of SPD."""
     limit: Annotated[int, Ge(1)] | None = None
     """Score only the first N items (smoke tests); null = all."""
