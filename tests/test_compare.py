@@ -232,14 +232,15 @@ def test_compare_refuses_unfinished_other_data_and_non_finite_runs(runs, tmp_pat
     expected = {
         unfinished: f"{unfinished} is not a finished run (no DONE)",
         other: "read different data files (bench sha256 ",
-        nan: f"{nan}: 3 of 480 prompts have non-finite letter log-probs (NaN or inf) in scores.parquet (first prompt "
-             "ids: 0, 1, 7)",
-        inf: f"{inf}: 1 of 480 prompts have non-finite letter log-probs",
+        # the stored table is refused where it is read, for compare as for every metric
+        nan: f"{nan}/scores.parquet: 3 of 480 prompts have no valid letter log-probs (NaN or +inf, or −inf at every "
+             "letter; first prompt ids [0, 1, 7])",
+        inf: f"{inf}/scores.parquet: 1 of 480 prompts have no valid letter log-probs",
     }
     for run, message in expected.items():
         for x, y in ((a, run), (run, a)):  # either side
             assert main([str(x), str(y), "analysis.n_boot=50"]) == 2
             err = capsys.readouterr().err
             assert message in err and len(err.strip().splitlines()) == 1, err  # one line, no traceback
-        with pytest.raises(ProbeInputError, match="no DONE|different data files|non-finite"):
+        with pytest.raises(ProbeInputError, match="no DONE|different data files|no valid letter log-probs"):
             paired_difference(a, run, "C0.KL")

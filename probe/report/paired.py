@@ -23,7 +23,6 @@ from probe.benches.task import Task
 from probe.config import build
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, capture_replicates, get_path
-from probe.probs import unscorable
 from probe.results.run import Run, load_run
 
 PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on the same items (LocQA: "
@@ -102,21 +101,6 @@ def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
     return task_a, sorted(units_a)
 
 
-def _check_finite(run: Run, task: Task) -> None:
-    """Refuse a letter run with unscorable prompts (`probe.probs.unscorable`: NaN or +inf, or −inf at
-    every letter): its metrics would be computed from them (a NaN prompt weighs nothing, an inf
-    one everything). −inf at some letters is a letter of probability 0 and compares as such."""
-    if task.answers != "letters" or run.scores is None:
-        return  # generated answers: parsed letters, no log-probs
-    table = run.table()
-    bad = unscorable(table.logprobs)
-    if bad.any():
-        ids = ", ".join(str(i) for i in table.prompt_id[bad][:5])
-        raise ProbeInputError(f"{run.path}: {int(bad.sum())} of {len(bad)} prompts have non-finite letter log-probs "
-                              f"(NaN or inf) in scores.parquet (first prompt ids: {ids}{', …' if bad.sum() > 5 else ''}); "
-                              "they cannot be compared: score this run again")
-
-
 def _with_replicates(run: Run, task: Task, opts: AnalysisOptions) -> tuple[dict[str, Any], dict[str, Any]]:
     with capture_replicates() as box:
         metrics = task.metrics(run, None, opts)
@@ -134,8 +118,6 @@ def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions,
     from one bootstrap over the common units; `paired=False` resamples `b` independently
     (seed + 1), the unpaired reference."""
     task, units = comparable_units(run_a, run_b)
-    for run in (run_a, run_b):
-        _check_finite(run, task)
     if opts.n_boot < 1:
         raise ProbeInputError("a paired comparison needs analysis.n_boot ≥ 1")
     ma, ra = _with_replicates(run_a, task, opts)
