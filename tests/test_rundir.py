@@ -184,12 +184,18 @@ def test_probe_analyze_refuses_a_linked_figures_directory(tmp_path: Path, finish
     assert not any(elsewhere.iterdir()) and (out / "metrics.json").read_bytes() == metrics
 
 
-def test_hydra_writing_into_the_run_directory_is_refused(tmp_path: Path, finished: tuple[Path, Path]) -> None:
-    """Hydra's own `.hydra/` would land before probe's claim; probe records its config itself."""
+@pytest.mark.parametrize(("override", "message"), [
+    ("hydra.output_subdir=.hydra", "hydra.output_subdir=.hydra: Hydra writes its config into the run directory"),
+    ("hydra/job_logging=default", "hydra/job_logging writes {out}/__main__.log into the run directory"),
+])
+def test_hydra_writing_into_the_run_directory_is_refused(override: str, message: str, tmp_path: Path,
+                                                         finished: tuple[Path, Path]) -> None:
+    """Hydra's own `.hydra/` or log file would land before probe's claim; probe records its config itself."""
     _, cache = finished
-    proc = _run(tmp_path / "run", cache, "hydra.output_subdir=.hydra")
-    assert proc.returncode == 2 and "probe: error: hydra.output_subdir=.hydra: Hydra writes its config" in proc.stderr
-    assert not (tmp_path / "run" / "run_key.json").exists()
+    out = tmp_path / "run"
+    proc = _run(out, cache, override)
+    assert proc.returncode == 2 and f"probe: error: {message.format(out=out)}" in proc.stderr, proc.stderr[-2000:]
+    assert not (out / "run_key.json").exists()
 
 
 def test_writers_create_files_without_following_links(tmp_path: Path) -> None:
