@@ -56,10 +56,12 @@ if not OmegaConf.has_resolver("shard_gpu"):
 @hydra.main(version_base="1.3", config_path=str(package_conf_dir()), config_name="config")
 def main(cfg: DictConfig) -> None:
     try:
+        out = Path(HydraConfig.get().runtime.output_dir)
+        _hydra_wrote_nothing_into(out)
         values = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(values, dict)
         judge = values.get("judge") or {}
-        config = run_config(values, Path(HydraConfig.get().runtime.output_dir), _judge_model(judge))
+        config = run_config(values, out, _judge_model(judge))
         overrides = list(HydraConfig.get().overrides.task)
         _no_judge_options_without_a_judge(config, overrides)
         record = {".hydra/config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
@@ -70,6 +72,22 @@ def main(cfg: DictConfig) -> None:
         print(f"probe: error: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"probe: {'dry run: prompts written to' if config.dry_run else 'run written to'} {out}")
+
+
+def _hydra_wrote_nothing_into(out: Path) -> None:
+    """The run directory is probe's to claim only if nothing was written there before probe's
+    code ran: Hydra's own `.hydra/` (`hydra.output_subdir`) and a job log file would make a new
+    directory look like someone else's, and overwrite what a reused one holds."""
+    subdir = HydraConfig.get().output_subdir
+    if subdir is not None:
+        raise ProbeInputError(f"hydra.output_subdir={subdir}: Hydra writes its config into the run directory before "
+                              "probe has claimed it; probe records .hydra/config.yaml and overrides.yaml itself once "
+                              "the directory is its own — leave hydra.output_subdir unset (null)")
+    logs = [h.baseFilename for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)
+            and out.resolve() in Path(h.baseFilename).resolve().parents]
+    if logs:
+        raise ProbeInputError(f"hydra/job_logging writes {logs[0]} into the run directory before probe has claimed "
+                              "it; keep probe's console logging (drop the hydra/job_logging override) or log elsewhere")
 
 
 def _no_judge_options_without_a_judge(config: RunConfig, overrides: list[str]) -> None:

@@ -1,18 +1,27 @@
-"""Whole-file writes that a reader never sees half-done, and content checksums.
+"""Whole-file writes that a reader never sees half-done, never through a link, and checksums.
 
 Every file probe writes goes to a temporary name in the same directory and is renamed into
 place, so a killed process leaves either the old file, the new file, or a `.tmp` that readers
-ignore — never a truncated file under the final name.
+ignore — never a truncated file under the final name. Files are created without following
+symbolic links: a link planted where probe writes (`report.md` → a file elsewhere, `figures/` →
+another directory) is refused with one line, never written through.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
+
+from probe.errors import ProbeInputError
+
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 def sha256_file(path: Path) -> str:
@@ -24,11 +33,74 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write `data` to `path` through a temporary file and an atomic rename."""
+def refuse_link(path: Path) -> None:
+    """Raise `ProbeInputError` if `path` is a symbolic link (probe never writes through one)."""
+    if os.path.islink(path):
+        raise ProbeInputError(f"{path} is a symbolic link (to {os.readlink(path)}); probe writes its own files and "
+                              "never through a link: remove the link or choose another output directory")
+
+
+def refuse_links_inside(root: Path) -> None:
+    """Raise `ProbeInputError` naming the first symbolic link anywhere below `root` (`root` itself
+    may be one: the user chose it). Links are not followed while looking."""
+    for top, dirs, files in os.walk(root, followlinks=False):
+        for name in sorted(dirs + files):
+            refuse_link(Path(top) / name)
+
+
+def make_dirs(path: Path) -> Path:
+    """`mkdir -p path`, refusing a symbolic link where the directory `path` should be."""
+    refuse_link(path)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def open_nofollow(path: Path, flags: int, mode: str) -> IO[Any]:
+    """`open(path, mode)` with `os.open` flags, failing on a symbolic link at `path` instead of
+    following it (for files written in place: the run lock, a resumable temporary file)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            refuse_link(path)
+        raise
+    return os.fdopen(fd, mode)
+
+
+@contextmanager
+def open_new(path: Path) -> Iterator[IO[bytes]]:
+    """A binary file to write `path` through: a temporary file created exclusively (never through
+    a link) in the same directory, renamed over `path` when the block ends without an error and
+    removed when it raises. A symbolic link at `path` is refused before anything is written."""
+    path = Path(path)
+    refuse_link(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
+    tmp.unlink(missing_ok=True)  # a killed writer's leftover (or a planted link: unlink removes the link)
+    f = os.fdopen(os.open(tmp, _NEW, 0o666), "wb")
+    try:
+        with f:
+            yield f
+        replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def replace(tmp: Path, path: Path) -> None:
+    """Rename a finished temporary file over `path`, refusing a symbolic link there."""
+    refuse_link(path)
     os.replace(tmp, path)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and an atomic rename (see `open_new`)."""
+    with open_new(path) as f:
+        f.write(data)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write UTF-8 `text` to `path` atomically, never through a link."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -6,7 +6,9 @@ The shards are the run directories of `bench.shard=0/n … (n-1)/n`, in any orde
 directory (`multirun/<time>`) stands for its run subdirectories. RUN_DIR gets the prompts, scores and
 mechanistic rows, generations and verdicts an unsharded run would have written (scores bit for
 bit on the same hardware and software), then metrics and reports as any run. A shard that is
-missing, given twice, unfinished or of another configuration stops the merge with one line.
+missing, given twice, unfinished, of another configuration or changed since it finished (its
+files against the checksums it recorded), and a RUN_DIR that is, holds or lies inside an input,
+stop the merge with one line before anything is written.
 """
 
 from __future__ import annotations

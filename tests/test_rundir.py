@@ -130,3 +130,99 @@ def test_a_kill_during_analysis_rescores_nothing(extra: list[str], tmp_path: Pat
     assert manifest["backend"]["resumed_prompts"] == manifest["bench"]["n_prompts"]  # every score was kept
     assert (out / "scores.parquet").read_bytes() == (ref / "scores.parquet").read_bytes()
     assert not (out / "scores.parts").exists()
+
+
+@pytest.mark.parametrize("extra", [[], ["dry_run=true"]], ids=["run", "dry-run"])
+def test_a_directory_that_is_not_probes_is_refused_and_left_as_is(extra: list[str], tmp_path: Path,
+                                                                  finished: tuple[Path, Path]) -> None:
+    """A user's report.md and .hydra/config.yaml in `hydra.run.dir`: refused with one line, nothing written."""
+    _, cache = finished
+    out = tmp_path / "theirs"
+    (out / ".hydra").mkdir(parents=True)
+    (out / "report.md").write_text("my notes\n")
+    (out / ".hydra" / "config.yaml").write_text("mine: true\n")
+    before = _snapshot(out)
+    proc = _run(out, cache, *extra)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"probe: error: {out} holds files that are not a probe run's (.hydra, report.md)" in proc.stderr
+    assert _snapshot(out) == before and sorted(p.name for p in out.iterdir()) == [".hydra", "report.md"]
+
+
+PLANTED = [".lock", "report.md", "figures/csd.png", ".hydra/config.yaml"]
+
+
+@pytest.mark.parametrize("name", PLANTED)
+def test_a_planted_link_is_refused_not_written_through(name: str, tmp_path: Path,
+                                                       finished: tuple[Path, Path]) -> None:
+    """A link planted in a run directory being resumed (every one of these files is written on the
+    way to DONE) is refused before anything is written; its target stays as it was."""
+    ref, cache = finished
+    out, victim = tmp_path / "run", tmp_path / "victim.txt"
+    subprocess.run(["cp", "-a", str(ref), str(out)], check=True)
+    (out / "DONE").unlink()
+    (out / name).unlink(missing_ok=True)
+    victim.write_text("precious\n")
+    (out / name).symlink_to(victim)
+    before = _snapshot(out)
+    proc = _run(out, cache)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert f"probe: error: {out / name} is a symbolic link (to {victim}); probe writes its own files" in proc.stderr
+    assert victim.read_text() == "precious\n" and _snapshot(out) == before
+
+
+def test_probe_analyze_refuses_a_linked_figures_directory(tmp_path: Path, finished: tuple[Path, Path]) -> None:
+    ref, _ = finished
+    out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    subprocess.run(["cp", "-a", str(ref), str(out)], check=True)
+    subprocess.run(["rm", "-r", str(out / "figures")], check=True)
+    elsewhere.mkdir()
+    (out / "figures").symlink_to(elsewhere, target_is_directory=True)
+    metrics = (out / "metrics.json").read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "probe.analyze", str(out)], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 2 and f"{out / 'figures'} is a symbolic link (to {elsewhere})" in proc.stderr
+    assert not any(elsewhere.iterdir()) and (out / "metrics.json").read_bytes() == metrics
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("hydra.output_subdir=.hydra", "hydra.output_subdir=.hydra: Hydra writes its config into the run directory"),
+    ("hydra/job_logging=default", "hydra/job_logging writes {out}/__main__.log into the run directory"),
+])
+def test_hydra_writing_into_the_run_directory_is_refused(override: str, message: str, tmp_path: Path,
+                                                         finished: tuple[Path, Path]) -> None:
+    """Hydra's own `.hydra/` or log file would land before probe's claim; probe records its config itself."""
+    _, cache = finished
+    out = tmp_path / "run"
+    proc = _run(out, cache, override)
+    assert proc.returncode == 2 and f"probe: error: {message.format(out=out)}" in proc.stderr, proc.stderr[-2000:]
+    assert not (out / "run_key.json").exists()
+
+
+def test_writers_create_files_without_following_links(tmp_path: Path) -> None:
+    """Every run-directory file goes through `probe.files.open_new`: a link at the name is refused,
+    a link planted at the temporary name is replaced, never followed."""
+    import numpy as np
+    import pyarrow as pa
+
+    from probe.errors import ProbeInputError
+    from probe.files import write_json, write_text
+    from probe.results.io import write_table
+    from probe.results.mech import ActivationWriter
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    writers = {"a.json": lambda p: write_json(p, {"x": 1}), "b.md": lambda p: write_text(p, "x"),
+               "c.parquet": lambda p: write_table(p, pa.table({"x": [1]}))}
+    for name, write in writers.items():
+        (tmp_path / name).symlink_to(victim)
+        with pytest.raises(ProbeInputError, match=f"{name} is a symbolic link"):
+            write(tmp_path / name)
+        (tmp_path / f".{name}.tmp").symlink_to(victim)  # the temporary name: unlinked, then created afresh
+        (tmp_path / name).unlink()
+        write(tmp_path / name)
+        assert not (tmp_path / name).is_symlink() and not (tmp_path / f".{name}.tmp").exists()
+    (tmp_path / ".activations.safetensors.tmp").symlink_to(victim)
+    writer = ActivationWriter(tmp_path, [0], [0], 2, "float32")
+    writer.add(0, np.ones((1, 2), np.float32))
+    writer.close()
+    assert victim.read_text() == "precious\n" and not (tmp_path / "activations.safetensors").is_symlink()

@@ -7,13 +7,16 @@ logit-lens and activation rows and metrics.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import probe_env, shared_dir
@@ -116,6 +119,89 @@ def test_merge_refuses_shards_of_different_runs(sharded: tuple[Path, Path, list[
         merge_shards([shards[0], unfinished, shards[2]], tmp_path / "m")
 
 
+SHARD_FILES = {"run_key.json", "prompts.parquet", "scores.parquet", "scores.safetensors", "lens.safetensors",
+               "activations.safetensors"}
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _copy(sweep: Path, dest: Path) -> list[Path]:
+    shutil.copytree(sweep, dest, ignore=shutil.ignore_patterns(".submitit"))
+    return sorted(p for p in dest.iterdir() if p.is_dir())
+
+
+def test_shards_record_the_checksums_of_their_outputs(sharded: tuple[Path, Path, list[Path]], tmp_path: Path) -> None:
+    """At DONE each shard's manifest holds the sha256 of every output; a resumed shard records the same."""
+    tmp, _, shards = sharded
+    for shard in shards:
+        recorded = json.loads((shard / "manifest.json").read_text())["shard"]["sha256"]
+        assert recorded == {name: _sha256(shard / name) for name in SHARD_FILES}
+    resumed = tmp_path / "s1"
+    shutil.copytree(shards[1], resumed)
+    for name in ("DONE", "manifest.json"):  # killed before its end
+        (resumed / name).unlink()
+    _probe(tmp / "cache", *ARGS, "bench.shard=1/3", f"hydra.run.dir={resumed}")
+    assert json.loads((resumed / "manifest.json").read_text())["shard"]["sha256"] == \
+        json.loads((shards[1] / "manifest.json").read_text())["shard"]["sha256"]
+
+
+def _reverse_groups(shard: Path) -> None:
+    table = pq.read_table(shard / "prompts.parquet")
+    i = table.schema.get_field_index("groups")
+    groups = pa.array([g[::-1] for g in table.column("groups").to_pylist()], table.schema.field(i).type)
+    pq.write_table(table.set_column(i, table.schema.field(i), groups), shard / "prompts.parquet")
+
+
+def _edit_scores(shard: Path) -> None:
+    table = pq.read_table(shard / "scores.parquet")
+    i = table.schema.get_field_index("letter_logprobs")
+    lp = pa.array([[v - 1.0 for v in row] for row in table.column(i).to_pylist()], table.schema.field(i).type)
+    pq.write_table(table.set_column(i, table.schema.field(i), lp), shard / "scores.parquet")
+
+
+@pytest.mark.parametrize(("attack", "message"), [
+    ("groups reversed", "1/3: prompts.parquet changed since the shard finished (sha256 "),
+    ("scores edited", "1/3: scores.parquet changed since the shard finished (sha256 "),
+    ("scores deleted", "0/3: scores.parquet is missing (the shard finished with it); score the shard again"),
+    ("file added", "1/3: generations.parquet was not there when the shard finished; remove it"),
+])
+def test_a_changed_shard_stops_the_merge_before_anything_is_written(attack: str, message: str, tmp_path: Path,
+                                                                    sharded: tuple[Path, Path, list[Path]]) -> None:
+    _, sweep, _ = sharded
+    shards = _copy(sweep, tmp_path / "sweep")
+    if attack == "groups reversed":
+        _reverse_groups(shards[1])
+    elif attack == "scores edited":
+        _edit_scores(shards[1])
+    elif attack == "scores deleted":  # every shard's: a merge would have nothing to score
+        for shard in shards:
+            (shard / "scores.parquet").unlink()
+    else:
+        shutil.copy(shards[1] / "prompts.parquet", shards[1] / "generations.parquet")
+    proc = _merge("--out", str(tmp_path / "merged"), str(tmp_path / "sweep"))
+    index = 0 if attack == "scores deleted" else 1
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert f"probe.merge: error: {shards[index]}: shard {message}" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "merged").exists()
+
+
+def test_merge_out_must_be_apart_from_its_inputs(sharded: tuple[Path, Path, list[Path]]) -> None:
+    """`--out` is none of the inputs, inside none (a sweep directory included) and holds none."""
+    tmp, sweep, shards = sharded
+    before = {p: _sha256(p) for p in sorted(sweep.rglob("*")) if p.is_file()}
+    cases = [(sweep, list(map(str, shards)), "holds", shards[0]), (sweep, [str(sweep)], "is", sweep),
+             (sweep / "merged", [str(sweep)], "is inside", sweep),
+             (shards[2] / "merged", list(map(str, shards)), "is inside", shards[2]), (tmp, [str(sweep)], "holds", sweep)]
+    for out, inputs, where, named in cases:
+        proc = _merge("--out", str(out), *inputs)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        assert f"probe.merge: error: --out {out} {where} {named}, an input of this merge" in proc.stderr
+    assert {p: _sha256(p) for p in sorted(sweep.rglob("*")) if p.is_file()} == before
+    assert not (tmp / "DONE").exists() and not (tmp / "run_key.json").exists()
+
+
 def _prompt(pid: int, item: str, n_tokens: int) -> RenderedPrompt:
     p = Prompt(prompt_id=pid, item_id=item, condition="C0", target=None, rotation=0, ctx_rotation=None, order=(0,),
                groups=("g",), message="", prefix_key=item)
@@ -204,22 +290,19 @@ def test_slurm_array_of_shards_composes_into_typed_shard_runs(tmp_path: Path) ->
         run_config(OmegaConf.to_container(cfg, resolve=True), tmp_path)
 
 
-def test_merge_inside_the_sweep_dir_and_shards_on_other_devices(sharded: tuple[Path, Path, list[Path]],
-                                                                tmp_path: Path) -> None:
-    """`${shard_gpu:}` gives shards different devices: still one run; a merge written into the
-    sweep directory is not taken for a shard when merging again; an unfinished shard is named."""
-    import shutil
-
+def test_shards_on_other_devices_merge_into_one_run(sharded: tuple[Path, Path, list[Path]], tmp_path: Path) -> None:
+    """`${shard_gpu:}` gives shards different devices: still one run; merging again does nothing;
+    an unfinished shard is named."""
     tmp, sweep, shards = sharded
     other = tmp_path / "sweep"
     shutil.copytree(sweep, other, ignore=shutil.ignore_patterns(".submitit"))
     moved = sorted(p for p in other.iterdir() if p.is_dir())[1]
     shutil.rmtree(moved)
     _probe(tmp / "cache", *ARGS, "bench.shard=1/3", "backend.device=cpu", f"hydra.run.dir={moved}")
-    for _ in range(2):  # the second merge finds its own output inside the sweep dir and does nothing
-        proc = _merge("--out", str(other / "merged"), str(other))
+    for _ in range(2):  # the second merge finds its own output done and does nothing
+        proc = _merge("--out", str(tmp_path / "merged"), str(other))
         assert proc.returncode == 0, proc.stderr[-3000:]
-    merged = other / "merged"
+    merged = tmp_path / "merged"
     _same_run(tmp / "full", merged, ("prompts.parquet", "scores.parquet"))
     manifest = json.loads((merged / "manifest.json").read_text())
     assert any("backend.device" in w for w in manifest["merge_warnings"])

@@ -16,7 +16,7 @@ from probe.benches.registry import task_of
 from probe.benches.task import Task
 from probe.config import build
 from probe.errors import ProbeInputError
-from probe.files import write_json
+from probe.files import refuse_links_inside, write_json, write_text
 from probe.metrics.core import AnalysisOptions
 from probe.pipeline.spec import AnalysisSpec
 from probe.report.run import write_run_report
@@ -54,6 +54,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     the results then go to `metrics-<key>=<value>.json` and `report-….md` beside the originals.
     """
     t0 = time.perf_counter()
+    refuse_links_inside(Path(run_dir))  # before any file is written: a planted `figures/` link is refused here
     run, task = open_run(run_dir)
     opts = analysis_spec(run.manifest, analysis).options
     metrics: dict[str, Any] = {"bench": run.manifest["bench"]["name"], "model": run.manifest["model"]["name"],
@@ -64,7 +65,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     run = replace(run, metrics=metrics)  # what metrics.json now holds, without reading the tables again
     report = task.report(metrics, run)
     if suffix:
-        (run_dir / f"report{suffix}.md").write_text(report)
+        write_text(run_dir / f"report{suffix}.md", report)
         return metrics
     write_run_report(run, task, report)
     manifest = dict(run.manifest)

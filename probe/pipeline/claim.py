@@ -1,6 +1,10 @@
-"""Claiming a run directory: one writer at a time, one configuration per directory.
+"""Claiming a run directory: probe's directories only, one writer at a time, one configuration
+per directory.
 
-A run holds an exclusive lock on `<run>/.lock` (fcntl) from its claim to its end, so a second
+A directory is probe's to write when it is new or empty, or when it already holds a probe run
+(its results key, `run_key.json`): anything else — a user's `report.md`, another tool's
+`.hydra/` — is refused with one line before a file is written, and so is a symbolic link
+anywhere inside (probe never writes through one; see `probe.files`). A run holds an exclusive lock on `<run>/.lock` (fcntl) from its claim to its end, so a second
 process writing the same directory is refused with one line instead of corrupting it. The
 results key (`run_key.json`) names everything that changes a stored number; a directory
 holding another key is refused, and nothing in it is touched. Options that never change stored
@@ -18,7 +22,9 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from probe.errors import ProbeInputError
-from probe.files import write_json
+from probe.files import open_nofollow, refuse_link, refuse_links_inside, write_json
+
+KEY, LOCK = "run_key.json", ".lock"
 
 State = Literal["new", "resume", "done"]
 
@@ -41,12 +47,13 @@ class Claim:
 def claim(out: Path, key: dict[str, Any]) -> Claim:
     """Lock `out` and compare its results key with `key`; write the key only for a new run.
 
-    Raises `ProbeInputError` (nothing written) when another process holds the directory, when it
-    holds a run of another configuration, or when it holds a finished run made before run keys.
+    Raises `ProbeInputError` (nothing written) when the directory is not probe's (`check_ours`),
+    when another process holds it, or when it holds a run of another configuration.
     """
+    check_ours(out)
     out.mkdir(parents=True, exist_ok=True)
-    existed = (out / ".lock").exists()
-    lock = open(out / ".lock", "a+")
+    existed = os.path.lexists(out / LOCK)
+    lock = open_nofollow(out / LOCK, os.O_RDWR | os.O_CREAT | os.O_APPEND, "a+")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -59,7 +66,7 @@ def claim(out: Path, key: dict[str, Any]) -> Claim:
         state = _state(out, key)
     except BaseException:
         if not existed:
-            (out / ".lock").unlink(missing_ok=True)  # a refused claim leaves the directory as it was
+            (out / LOCK).unlink(missing_ok=True)  # a refused claim leaves the directory as it was
         fcntl.flock(lock, fcntl.LOCK_UN)
         lock.close()
         raise
@@ -71,8 +78,32 @@ def claim(out: Path, key: dict[str, Any]) -> Claim:
     return Claim(out, state, lock)
 
 
+def check_ours(out: Path) -> None:
+    """Raise `ProbeInputError` unless `out` is probe's to write: missing, empty (a `.lock` of a
+    claim killed before it wrote its key aside), or holding a probe run's `run_key.json`; and
+    holding no symbolic link. Hydra writes nothing there first: probe's config sets
+    `hydra.output_subdir: null` and logs to the console, and probe records `.hydra/` itself."""
+    if not os.path.lexists(out):
+        return
+    if not out.is_dir():
+        raise ProbeInputError(f"{out} is not a directory; choose a new or empty output directory")
+    refuse_link(out / KEY)
+    if not (out / KEY).is_file():
+        foreign = sorted(set(os.listdir(out)) - {LOCK})
+        if "metrics.json" in foreign:
+            raise ProbeInputError(f"{out} already holds a finished run without a results key (metrics.json); "
+                                  "choose another output directory")
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f", … ({len(foreign)} entries)" if len(foreign) > 5 else "")
+            raise ProbeInputError(f"{out} holds files that are not a probe run's ({shown}); probe writes only into "
+                                  "a new or empty directory or one of its own runs (run_key.json): choose another "
+                                  "output directory")
+    refuse_links_inside(out)
+
+
 def _state(out: Path, key: dict[str, Any]) -> State:
-    key_path = out / "run_key.json"
+    check_ours(out)  # again, under the lock
+    key_path = out / KEY
     key = json.loads(json.dumps(key))  # the JSON round trip makes tuples lists, as stored
     if key_path.is_file():
         stored = json.loads(key_path.read_text())
@@ -81,7 +112,5 @@ def _state(out: Path, key: dict[str, Any]) -> State:
             raise ProbeInputError(f"{out} holds a run with a different configuration (differs in {diff}); "
                                   "choose another output directory")
         return "done" if (out / "DONE").is_file() else "resume"
-    if (out / "metrics.json").exists():
-        raise ProbeInputError(f"{out} already holds a finished run (metrics.json); choose another output dir")
     write_json(key_path, key)
     return "new"

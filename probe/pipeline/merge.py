@@ -26,9 +26,10 @@ from safetensors import safe_open
 from probe.backends.trie import unique_token_count
 from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
-from probe.files import write_json
+from probe.files import write_json, write_text
 from probe.pipeline.analyze import analyze_run
 from probe.pipeline.claim import claim
+from probe.pipeline.shard import check_outputs
 from probe.report.summary import run_summary
 from probe.results.generations import read_judgements, write_judgements
 from probe.results.io import write_table
@@ -58,17 +59,17 @@ class ShardDir:
 def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
     """Merge the finished shards `shard_dirs` (every `i/n` once, any order; a sweep directory
     stands for its run subdirectories) into `out`, analyse it and write `DONE`. Everything is
-    checked before `out` is touched; merging into a directory that holds this merge already
-    done does nothing, and an interrupted merge is redone."""
+    checked before `out` is touched (each shard's files against the checksums it recorded at its
+    `DONE`); merging into a directory that holds this merge already done does nothing, and an
+    interrupted merge is redone."""
     out = Path(out)
-    shards = sorted((_read(d) for d in find_shards(shard_dirs, out)), key=lambda s: s.index)
+    found = find_shards(shard_dirs)
+    _check_out(out, [*map(Path, shard_dirs), *found])
+    shards = sorted((_read(d) for d in found), key=lambda s: s.index)
     if not shards:
         raise ProbeInputError("no shard directories given")
     key = _unsharded_key(shards)
     _check_set(shards)
-    inputs = {s.path.resolve() for s in shards}
-    if out.resolve() in inputs or any(p in out.resolve().parents for p in inputs):
-        raise ProbeInputError(f"--out {out} is (inside) one of the shards; merge into a new directory")
     n_prompts = int(shards[0].manifest["bench"]["n_prompts"])
     prompts = _concat(shards, "prompts.parquet")
     ids = prompts.column("prompt_id").to_numpy()
@@ -86,28 +87,39 @@ def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
     manifest = _manifest(shards, prompts)
     write_json(out / "manifest.json", manifest)
     metrics = analyze_run(out)
-    (out / "DONE").write_text("complete\n")
+    write_text(out / "DONE", "complete\n")
     held.release()
     log.info("merged %d shards into %s\n%s", len(shards), out, run_summary(task_of(manifest), metrics))
     return out
 
 
-def find_shards(paths: Sequence[Path], out: Path | None = None) -> list[Path]:
+def find_shards(paths: Sequence[Path]) -> list[Path]:
     """Shard directories among `paths`: each a run directory, or a sweep directory whose run
-    subdirectories (`multirun/<time>/*`; unfinished ones too, to be named) are shards; `out`
-    (a merge written inside the sweep directory) is left out."""
+    subdirectories (`multirun/<time>/*`; unfinished ones too, to be named) are shards."""
     found: list[Path] = []
-    skip = None if out is None else Path(out).resolve()
     for path in map(Path, paths):
         if _is_run(path) or not path.is_dir():
             found.append(path)  # a non-shard or missing path is reported by the merge
             continue
-        runs = sorted(p for p in path.iterdir()
-                      if _is_run(p) and not p.name.startswith(".") and p.resolve() != skip)
+        runs = sorted(p for p in path.iterdir() if _is_run(p) and not p.name.startswith("."))
         if not runs:
             raise ProbeInputError(f"{path}: neither a run directory nor a directory of shard runs")
         found += runs
     return found
+
+
+def _check_out(out: Path, inputs: Sequence[Path]) -> None:
+    """`out` must be apart from every input (a shard or a sweep directory given): not one of them,
+    not inside one (a merge written into a sweep would be read as one of its runs) and not
+    holding one (the merge would write over its own input)."""
+    target = out.resolve()
+    for path in inputs:
+        source = path.resolve()
+        where = ("is" if target == source else "is inside" if source in target.parents
+                 else "holds" if target in source.parents else None)
+        if where:
+            raise ProbeInputError(f"--out {out} {where} {path}, an input of this merge; merge into a directory "
+                                  "outside the shards and their sweep directory")
 
 
 def _is_run(path: Path) -> bool:
@@ -125,9 +137,14 @@ def _read(path: Path) -> ShardDir:
     manifest = json.loads(manifest_path.read_text())
     if "shard" not in manifest:
         raise ProbeInputError(f"{path}: not a shard (its run was not started with bench.shard=i/n)")
+    shard = f"shard {manifest['shard']['index']}/{manifest['shard']['count']}"
     if not (path / "DONE").is_file():
-        raise ProbeInputError(f"{path}: shard {manifest['shard']['index']}/{manifest['shard']['count']} is not "
-                              "finished (no DONE); rerun it with the same command to resume it")
+        raise ProbeInputError(f"{path}: {shard} is not finished (no DONE); rerun it with the same command to resume it")
+    check_outputs(path, manifest)
+    answers = "generations.parquet" if manifest["backend"].get("mode") == "generate" else "scores.parquet"
+    if not (path / answers).is_file():  # its checksums say it never had them: a manifest edited or not probe's
+        raise ProbeInputError(f"{path}: {shard} holds no {answers}, which a {manifest['backend'].get('mode')} run "
+                              "writes; score the shard again (remove its directory and rerun its command)")
     return ShardDir(path, manifest, json.loads(key_path.read_text()))
 
 

@@ -27,7 +27,7 @@ from probe.backends.trie import unique_tokens
 from probe.backends.units import work_units
 from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError, os_errors
-from probe.files import write_json
+from probe.files import make_dirs, write_json, write_text
 from probe.models import (
     LoadedModel,
     cache_root,
@@ -37,7 +37,7 @@ from probe.models import (
 )
 from probe.models.memory import memory_estimate
 from probe.pipeline.analyze import analyze_run
-from probe.pipeline.claim import Claim, claim
+from probe.pipeline.claim import Claim, check_ours, claim
 from probe.pipeline.judging import (
     VerdictCache,
     build_judge,
@@ -47,7 +47,7 @@ from probe.pipeline.judging import (
 )
 from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import bench_judged, provenance, run_key
-from probe.pipeline.shard import shard_prompts
+from probe.pipeline.shard import output_checksums, shard_prompts
 from probe.pipeline.spec import BenchRef, RunConfig
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
@@ -90,7 +90,8 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     if generate and cfg.backend.mode != "generate":  # open answers: always generated
         cfg = replace(cfg, backend=replace(cfg.backend, mode="generate"))
     with os_errors(f"run directory {out}", "choose a shorter path, or one where you can write (hydra.run.dir=…)"):
-        out.mkdir(parents=True, exist_ok=True)
+        check_ours(out)  # before the model loads; `claim` checks again under the lock
+        make_dirs(out)
 
     t0 = time.perf_counter()
     loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf" and not cfg.dry_run)
@@ -114,8 +115,8 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
             _reanalyse_if_options_changed(cfg)
         return out
     for name, text in cfg.launch_record.items():  # written only once the directory is ours
-        (out / name).parent.mkdir(parents=True, exist_ok=True)
-        (out / name).write_text(text)
+        make_dirs((out / name).parent)
+        write_text(out / name, text)
     _write_prompts(cfg, rendered, own)
     t0 = time.perf_counter()
     backend = make_backend(cfg.backend, loaded, cfg.model, mech, prepared.plan)
@@ -151,12 +152,12 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
         manifest["intervention"] = prepared.record
     if ref.shard is not None:
         manifest["shard"] = {"index": ref.shard.index, "count": ref.shard.count, "n_prompts": len(own),
-                             "n_items": len({r.prompt.item_id for r in own})}
+                             "n_items": len({r.prompt.item_id for r in own}), "sha256": output_checksums(out)}
         write_json(out / "manifest.json", manifest)
         return _finish_shard(cfg, held)
     write_json(out / "manifest.json", manifest)
     metrics = analyze_run(out)
-    (out / "DONE").write_text("complete\n")  # written last: its presence means every file is final
+    write_text(out / "DONE", "complete\n")  # written last: its presence means every file is final
     for parts in ("scores.parts", "generations.parts", "judgements.parts", "patching.parts"):  # kept until DONE: a kill in
         shutil.rmtree(out / parts, ignore_errors=True)                    # analysis recomputes nothing
     held.release()
@@ -207,7 +208,7 @@ def _finish_shard(cfg: RunConfig, held: Any) -> Path:
     """A shard ends without metrics (a slice of a bench is no benchmark): `DONE`, parts removed."""
     ref = cfg.bench
     assert isinstance(ref, BenchRef) and ref.shard is not None
-    (cfg.out_dir / "DONE").write_text("complete\n")
+    write_text(cfg.out_dir / "DONE", "complete\n")
     for parts in ("scores.parts", "generations.parts", "judgements.parts", "patching.parts"):
         shutil.rmtree(cfg.out_dir / parts, ignore_errors=True)
     held.release()
@@ -222,8 +223,9 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     ref = cfg.bench
     assert isinstance(ref, BenchRef)
     out = cfg.out_dir
-    if (out / "manifest.json").is_file():
-        raise ProbeInputError(f"{out} holds a run; a dry run writes into a fresh directory (hydra.run.dir=…)")
+    if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts.parquet is the run's, not ours
+        raise ProbeInputError(f"{out} is not empty; a dry run writes into a new or empty directory (hydra.run.dir=…)")
+    out.mkdir(parents=True, exist_ok=True)
     _write_prompts(cfg, rendered, own)
     rendered = own
     if not rendered:

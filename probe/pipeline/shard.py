@@ -5,20 +5,31 @@ joined so that every item's prompts stay in one shard, and skips the rest exactl
 run skips what it has. Each unit it owns is therefore computed as in an unsharded run, and the
 merged scores equal the unsharded run's bit for bit (same hardware and software; vLLM within its
 own tolerance, since its engine batches as it likes).
+
+A shard records the sha256 of each of its output files in its manifest (`shard.sha256`) just
+before `DONE`; the merge reads a shard only when its files are exactly those, unchanged.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from probe.errors import ProbeInputError
+from probe.files import sha256_file
 from probe.types import RenderedPrompt
 
 _FORM = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+SHARD_FILES = ("run_key.json", "prompts.parquet", "scores.parquet", "scores.safetensors", "lens.safetensors",
+           "activations.safetensors", "generations.parquet", "judgements.parquet")
+"""The files a shard can hold that its merge may read, checksummed at its `DONE` (its manifest
+holds the checksums; `.hydra/` is the recorded command, which the merge does not read)."""
 
 
 @dataclass(frozen=True)
@@ -78,3 +89,28 @@ def shard_prompts(units: Sequence[Sequence[RenderedPrompt]], shard: Shard) -> li
     middle = np.cumsum(cost) - cost / 2
     owner = np.minimum((shard.count * middle / total).astype(np.int64), shard.count - 1)
     return [r for members, o in zip(blocks.values(), owner) if o == shard.index for u in members for r in units[u]]
+
+
+def output_checksums(run_dir: Path) -> dict[str, str]:
+    """sha256 of each of the shard's output files (`SHARD_FILES` present in `run_dir`)."""
+    return {name: sha256_file(run_dir / name) for name in SHARD_FILES if (run_dir / name).is_file()}
+
+
+def check_outputs(run_dir: Path, manifest: Mapping[str, Any]) -> None:
+    """Raise `ProbeInputError` naming the shard and the file unless the shard's output files are
+    exactly those its manifest recorded at `DONE`, byte for byte."""
+    shard = manifest["shard"]
+    name = f"{run_dir}: shard {shard['index']}/{shard['count']}"
+    again = "score the shard again (remove its directory and rerun its command)"
+    recorded = shard.get("sha256")
+    if not isinstance(recorded, dict):
+        raise ProbeInputError(f"{name} records no checksums of its outputs (finished by an older probe); {again}")
+    for file in SHARD_FILES:
+        there, want = (run_dir / file).is_file(), recorded.get(file)
+        if want is None and there:
+            raise ProbeInputError(f"{name}: {file} was not there when the shard finished; remove it, or {again}")
+        if want is not None and not there:
+            raise ProbeInputError(f"{name}: {file} is missing (the shard finished with it); {again}")
+        if want is not None and sha256_file(run_dir / file) != want:
+            raise ProbeInputError(f"{name}: {file} changed since the shard finished (sha256 {want[:12]}… recorded); "
+                                  f"{again}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from probe.benches.task import Task
-from probe.files import write_json
+from probe.files import write_json, write_text
 from probe.metrics.core import AnalysisOptions, get_path
 from probe.metrics.lens import layer_table
 from probe.metrics.patching import POOLED, patching_table
@@ -40,7 +40,7 @@ def write_run_report(run: Run, task: Task, markdown: str) -> None:
     patched = (run.path / TENSORS_FILE).is_file()
     if patched:
         markdown += patching_section(run)
-    (run.path / "report.md").write_text(markdown)
+    write_text(run.path / "report.md", markdown)
     figures = task.figures(run, run.path / "figures") if run.metrics else []
     curve = temperature_curve(run, task, TEMPERATURES, run.path / "figures")
     figures += [curve] if curve is not None else []

@@ -1,9 +1,9 @@
-"""Table writes that a reader never sees half-done (temporary name, then an atomic rename):
-parquet, and CSV with spreadsheet formulas neutralised; safetensors reads that fail with one line."""
+"""Table writes that a reader never sees half-done (temporary name, then an atomic rename),
+never through a symbolic link (`probe.files.open_new`): parquet, and CSV with spreadsheet formulas
+neutralised; safetensors reads that fail with one line."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from safetensors import SafetensorError, safe_open
 
 from probe.errors import ProbeInputError
+from probe.files import open_new
 
 FORMULA_START = r"^[=+\-@\t\r]"
 """A text cell starting with one of these is read as a formula by spreadsheet programs (OWASP,
@@ -24,9 +25,8 @@ FORMULA_START = r"^[=+\-@\t\r]"
 
 def write_table(path: Path, table: pa.Table) -> None:
     """Write `table` to `path` through a temporary file and an atomic rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with open_new(path) as f:
+        pq.write_table(table, f)
 
 
 def write_csv(path: Path, table: pa.Table) -> None:
@@ -37,9 +37,8 @@ def write_csv(path: Path, table: pa.Table) -> None:
     text is always quoted, so a comma inside a cell never starts another."""
     columns = [_escape(c) if pa.types.is_string(c.type) or pa.types.is_large_string(c.type) else c
                for c in table.columns]
-    tmp = path.with_name(f".{path.name}.tmp")
-    pacsv.write_csv(pa.Table.from_arrays(columns, schema=table.schema), tmp)
-    os.replace(tmp, path)
+    with open_new(path) as f:
+        pacsv.write_csv(pa.Table.from_arrays(columns, schema=table.schema), f)
 
 
 def _escape(column: pa.ChunkedArray) -> pa.ChunkedArray:

@@ -15,15 +15,16 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import save_file
+from safetensors.numpy import save
+
+from probe.files import atomic_write_bytes, open_nofollow, replace
 
 
 def write_lens(run_dir: Path, ids: np.ndarray, lens: np.ndarray, letters: Sequence[str]) -> None:
     """`lens.safetensors`: `lens` `[prompt, layer, letter]` float32 and `prompt_id`, rows in id order."""
-    tmp = run_dir / ".lens.safetensors.tmp"
-    save_file({"lens": np.ascontiguousarray(lens, dtype=np.float32), "prompt_id": np.ascontiguousarray(ids, np.int64)},
-              str(tmp), metadata={"letters": "".join(letters)})  # one key: safetensors writes a map in random order
-    os.replace(tmp, run_dir / "lens.safetensors")
+    atomic_write_bytes(run_dir / "lens.safetensors", save(
+        {"lens": np.ascontiguousarray(lens, dtype=np.float32), "prompt_id": np.ascontiguousarray(ids, np.int64)},
+        metadata={"letters": "".join(letters)}))  # one metadata key: safetensors writes a map in random order
 
 
 class ActivationWriter:
@@ -71,9 +72,10 @@ class ActivationWriter:
         if self.complete:
             return
         if self.resumed:
-            self.f = open(self.tmp, "r+b")
+            self.f = open_nofollow(self.tmp, os.O_RDWR, "r+b")
             return
-        self.f = open(self.tmp, "wb")
+        self.tmp.unlink(missing_ok=True)  # a stale one (or a planted link): start a new file, never through a link
+        self.f = open_nofollow(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, "wb")
         self.f.write(prefix)
         self.f.truncate(self.data_start + n_act)
         self.f.seek(self.data_start + n_act)
@@ -94,7 +96,7 @@ class ActivationWriter:
             return
         self.f.close()
         assert len(self.written) == self.n_prompts, "every prompt's activations must be written"
-        os.replace(self.tmp, self.path)
+        replace(self.tmp, self.path)
 
 
 def _head(path: Path, n: int) -> bytes:

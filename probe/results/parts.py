@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from probe.files import sha256_file, write_json
+from probe.files import make_dirs, sha256_file, write_json
 from probe.results.io import write_table
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class PartStore:
 
     def __init__(self, directory: Path, schema: pa.Schema, key: str = "prompt_id") -> None:
         self.dir, self.schema, self.key = directory, schema, key
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.dir)
         self.done: set[int] = set()
         """Keys of the rows already stored by this or an earlier, interrupted pass."""
         self._index: dict[str, str] = {}

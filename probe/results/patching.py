@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from safetensors import safe_open
-from safetensors.numpy import save_file
+from safetensors.numpy import save
 
 from probe.errors import ProbeInputError
+from probe.files import atomic_write_bytes
 from probe.results.io import write_table
 
 TENSORS_FILE, PAIRS_FILE = "patching.safetensors", "patching.parquet"
@@ -37,11 +37,10 @@ def write_patching(run_dir: Path, pairs: Sequence[dict[str, Any]], logprobs: np.
     """Both files; the tensor file last, so its presence means the patching pass finished."""
     assert logprobs.shape[:2] == (len(pairs), len(layers)) and not np.isnan(logprobs).any()
     write_table(run_dir / PAIRS_FILE, pa.Table.from_pylist(list(pairs), schema=PAIRS_SCHEMA))
-    tmp = run_dir / ".patching.safetensors.tmp"
-    save_file({"logprobs": np.ascontiguousarray(logprobs, dtype=np.float32),
-               "layers": np.asarray(layers, dtype=np.int64), "pair": np.arange(len(pairs), dtype=np.int64)},
-              str(tmp), metadata={"letters": "".join(letters)})
-    os.replace(tmp, run_dir / TENSORS_FILE)
+    atomic_write_bytes(run_dir / TENSORS_FILE, save(
+        {"logprobs": np.ascontiguousarray(logprobs, dtype=np.float32),
+         "layers": np.asarray(layers, dtype=np.int64), "pair": np.arange(len(pairs), dtype=np.int64)},
+        metadata={"letters": "".join(letters)}))
 
 
 def load_patching(run_path: str | Path) -> tuple[np.ndarray, np.ndarray, pa.Table]:

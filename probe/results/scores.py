@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +17,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from safetensors.numpy import save_file
+from safetensors.numpy import save
 
 from probe.errors import ProbeInputError
 from probe.probs import unscorable
+from probe.files import atomic_write_bytes
 from probe.results.io import write_table
 from probe.results.mech import write_lens
 from probe.results.parts import PartStore
@@ -165,10 +165,9 @@ def write_scores_arrays(
     """`scores.parquet` and `scores.safetensors` (`letter_logprobs` `[prompt, letter]` float32)."""
 
     write_table(run_dir / "scores.parquet", _scores_table(ids, lp, valid, letters))
-    tmp = run_dir / ".scores.safetensors.tmp"
-    save_file({"letter_logprobs": np.ascontiguousarray(lp), "prompt_id": np.ascontiguousarray(ids, dtype=np.int64)},
-              str(tmp), metadata={"letters": "".join(letters)})
-    os.replace(tmp, run_dir / "scores.safetensors")
+    atomic_write_bytes(run_dir / "scores.safetensors", save(
+        {"letter_logprobs": np.ascontiguousarray(lp), "prompt_id": np.ascontiguousarray(ids, dtype=np.int64)},
+        metadata={"letters": "".join(letters)}))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from probe.files import open_new
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -43,9 +45,15 @@ def save(fig: Any, out_dir: Path, name: str, caption: str) -> Figure:
     """Write `fig` as `out_dir/name` (PNG), close it, and return it with its caption."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / name
-    fig.savefig(path, dpi=120)
-    pyplot().close(fig)
+    write_png(fig, path)
     return Figure(name=name, path=path, caption=caption)
+
+
+def write_png(fig: Any, path: Path) -> None:
+    """Write `fig` as a PNG at `path` (atomically, never through a link) and close it."""
+    with open_new(path) as f:
+        fig.savefig(f, format="png", dpi=120)
+    pyplot().close(fig)
 
 
 def yerr(values: np.ndarray, ci: Mapping[str, Any] | None, keys: Sequence[str]) -> np.ndarray | None:
@@ -122,5 +130,4 @@ def plot_layers(table: dict[str, Any], path: Path) -> None:
     b.axhline(1 / probs.shape[1], color="grey", ls=":", lw=1)
     b.set(xlabel="layer", ylabel="P(letter)", title="Letter-position bias through the lens")
     b.legend(fontsize=7, ncol=2)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    write_png(fig, path)

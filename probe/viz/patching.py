@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from probe.metrics.patching import POOLED
-from probe.viz.figures import num, pyplot
+from probe.viz.figures import num, pyplot, write_png
 
 
 def plot_patching(table: dict[str, Any], path: Path) -> None:
@@ -44,5 +44,4 @@ def plot_patching(table: dict[str, Any], path: Path) -> None:
     if len(layers):
         ax.set_xticks(layers if len(layers) <= 16 else layers[:: int(np.ceil(len(layers) / 16))])
     ax.legend(fontsize=7, ncol=2 if len(table["cultures"]) > 6 else 1, loc="best")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    write_png(fig, path)
