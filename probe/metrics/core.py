@@ -37,9 +37,10 @@ class AnalysisOptions:
     seed: Seed = 0
     """Bootstrap seed."""
     letter_prior_ratio: Annotated[float, Gt(1)] = 2.0
-    """Warn that the letter drives the answers when the largest letter prior exceeds this multiple
-    of uniform (1/K); the warning also fires when the letter explains more log-prob variance
-    than the content (`probe.metrics.letters`)."""
+    """Warn that the letter drives the answers when the largest letter prior or pick share exceeds
+    this multiple of uniform (1/K), capped at halfway to certainty, (1 + 1/K)/2; the warning also
+    fires when the common letter effect explains more log-prob variance than the content
+    (`probe.metrics.letter_warnings`)."""
 
 
 def kl_to_uniform(p: np.ndarray) -> np.ndarray:

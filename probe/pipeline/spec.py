@@ -34,7 +34,7 @@ class AnalysisSpec:
     seed: Seed = 0
     """Bootstrap seed."""
     letter_prior_ratio: Annotated[float, Gt(1)] = 2.0
-    """Warn that the letter drives the answers when its largest prior exceeds this multiple of 1/K."""
+    """Warn that the letter drives the answers when its largest prior or pick share exceeds this × 1/K (capped at (1 + 1/K)/2)."""
     logit_lens: bool = False
     """Store [prompt, layer, letter] letter log-probs through the logit lens (lens.safetensors)."""
     capture_layers: tuple[int, ...] = ()
