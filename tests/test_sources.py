@@ -87,6 +87,11 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
                 self.wfile.write(b"not json at all\n" * 1000)
             elif self.path.startswith("/ok"):
                 self.wfile.write(BODY)
+            elif self.path.startswith("/drip"):  # a byte every 0.1 s: no single read ever times out
+                for _ in range(200):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.1)
             else:
                 while _Hostile.sent < 200 << 20:  # stops at 200 MiB if nobody hangs up
                     self.wfile.write(b"x" * (1 << 16))
@@ -126,6 +131,14 @@ def test_an_endless_download_stops_at_the_cap_and_leaves_nothing(hostile: str, t
     with pytest.raises(ProbeInputError, match=r"Content-Length 10737418240 is larger than bench.max_download_bytes"):
         fetch(None, f"{hostile}/big/data.json", None, tmp_path, _json_only, max_bytes=1 << 20)
     assert _cached_files(tmp_path) == [] and list(tmp_path.iterdir()) == []
+
+
+def test_a_dripping_download_stops_at_its_deadline_and_leaves_nothing(hostile: str, tmp_path: Path) -> None:
+    start = time.monotonic()
+    with pytest.raises(ProbeInputError, match="took longer than 1 s"):
+        fetch(None, f"{hostile}/drip/data.json", None, tmp_path, _json_only, timeout_s=0.5, deadline_s=1.0)
+    assert time.monotonic() - start < 3.0  # not the 20 s the server would drip for
+    assert _cached_files(tmp_path) == []
 
 
 def test_an_invalid_download_is_parsed_before_it_is_cached(hostile: str, tmp_path: Path) -> None:

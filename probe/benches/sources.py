@@ -30,6 +30,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -46,6 +47,10 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_S = 60.0
 """Seconds without progress (connect or read) before a download fails."""
+DEADLINE_S = 1800.0
+"""Wall-clock seconds one download may take in all: `TIMEOUT_S` bounds each read, so a server
+that drips a byte at a time stays under it forever; this bounds the whole (a published bench
+file of a few MB takes seconds)."""
 MAX_DOWNLOAD_BYTES = 2 << 30
 """Default cap on one download (2 GiB): the published bench files are a few MB."""
 RECORD_SUFFIX = ".download.json"
@@ -57,7 +62,7 @@ Validate = Callable[[Path], object]
 
 
 def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, validate: Validate | None = None,
-          max_bytes: int = MAX_DOWNLOAD_BYTES, timeout_s: float = TIMEOUT_S) -> Path:
+          max_bytes: int = MAX_DOWNLOAD_BYTES, timeout_s: float = TIMEOUT_S, deadline_s: float = DEADLINE_S) -> Path:
     """`path` if given, else the cached download of `url` (fetched once into
     `cache_dir/<hash of url>/<file name>`).
 
@@ -74,7 +79,7 @@ def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, valid
         key = hashlib.sha256(url.encode()).hexdigest()[:16]
         local = cache_dir / key / (Path(httpx.URL(url).path).name or "download")
         if not _intact(local):
-            _download(url, local, sha256, validate, max_bytes, timeout_s)
+            _download(url, local, sha256, validate, max_bytes, (timeout_s, deadline_s))
     _check(local, sha256, str(local))
     return local
 
@@ -117,13 +122,14 @@ def _record(local: Path) -> Path:
 
 
 def _download(url: str, local: Path, sha256: str | None, validate: Validate | None, max_bytes: int,
-              timeout_s: float) -> None:
+              timeouts: tuple[float, float]) -> None:
+    timeout_s, deadline_s = timeouts
     local.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=local.parent, prefix=".download-"))
     tmp = staging / local.name  # the loader's messages then name the file as published
     try:
         with open(tmp, "wb") as out:
-            size = _copy_capped(_chunks(url, max_bytes, timeout_s), out, url, max_bytes)
+            size = _copy_capped(_chunks(url, max_bytes, timeout_s), out, url, (max_bytes, deadline_s))
         _check(tmp, sha256, f"download of {url}")
         if validate is not None:
             try:
@@ -140,14 +146,19 @@ def _download(url: str, local: Path, sha256: str | None, validate: Validate | No
                 local.parent.rmdir()
 
 
-def _copy_capped(chunks: Iterator[bytes], out: BinaryIO, url: str, max_bytes: int) -> int:
-    size = 0
+def _copy_capped(chunks: Iterator[bytes], out: BinaryIO, url: str, limits: tuple[int, float]) -> int:
+    """Copy `chunks` to `out`, at most `limits[0]` bytes within `limits[1]` wall-clock seconds."""
+    max_bytes, deadline_s = limits
+    size, deadline = 0, time.monotonic() + deadline_s
     for chunk in chunks:
         size += len(chunk)
         if size > max_bytes:
             raise ProbeInputError(f"download of {url} is larger than bench.max_download_bytes={max_bytes} bytes; "
                                   "raise bench.max_download_bytes if the file really is that large, or set bench.path "
                                   "to a local copy")
+        if time.monotonic() > deadline:
+            raise ProbeInputError(f"download of {url} took longer than {deadline_s:.0f} s ({size} bytes so far); set "
+                                  "bench.path to a local copy, or retry")
         out.write(chunk)
     return size
 
