@@ -85,7 +85,12 @@ def test_locqa_rows_and_pairs(tmp_path: Path) -> None:
         (d / "metrics.json").write_text(json.dumps({"metrics": m, "ci95": {"B_US_macro": [b_us - 0.05, b_us + 0.05]}}))
         (d / "DONE").write_text("complete\n")
     entries = load_entries([tmp_path])
-    assert "| olmo | instruct | locqa | 0.300 [0.250, 0.350] | 0.500 | 1.200 | 0.100 |" in bench_table(entries, get_task("locqa"))
+    table = bench_table(entries, get_task("locqa"))
+    assert "| olmo | instruct | locqa | 0.300 [0.250, 0.350] | 0.500 | 1.200 | 0.100 |" in table
+    # the header's |B_R − 1| is escaped: header, rule and rows have the same number of columns
+    head, rule, first = table.splitlines()[:3]
+    assert "\\|B_R − 1\\|" in head
+    assert len(head.replace("\\|", "")) - len(head.replace("\\|", "").replace("|", "")) == rule.count("|") == first.count("|")
     assert "| olmo vs olmo-base | B_US | 0.300 [0.250, 0.350] | 0.100 [0.050, 0.150] | +0.200 |" in \
         pair_table(entries, get_task("locqa"))
 

@@ -34,6 +34,7 @@ from probe.results.io import write_csv, write_table
 from probe.results.run import Run, load_run
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
+from probe.viz.markdown import row
 
 
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
@@ -54,10 +55,10 @@ def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
     """Markdown table: one row per run of this task, its headline columns with CIs."""
     rows = [e for e in entries if e.task.kind == task.kind]
     head = ["run", "kind", "bench"] + [c.label for c in task.sweep_columns]
-    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    lines = [row(head), "|---" * len(head) + "|"]
     for e in rows:
         label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
-        lines.append("| " + " | ".join([label, e.kind, e.bench] + [cell(e, c) for c in task.sweep_columns]) + " |")
+        lines.append(row([label, e.kind, e.bench] + [cell(e, c) for c in task.sweep_columns]))
     if any(e.metrics.get("letter_warnings") for e in rows):
         lines += ["", LETTER_NOTE]
     return "\n".join(lines)

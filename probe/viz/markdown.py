@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -26,3 +27,9 @@ def invalid_section(invalid: list[dict[str, Any]], show: int = 20) -> str:
     if len(invalid) > show:
         lines.append(f"- … {len(invalid) - show} more in generations.parquet (parsed_letter is null)")
     return "\n".join(lines) + "\n"
+
+
+def row(cells: Sequence[Any]) -> str:
+    """One markdown table row; a `|` inside a cell (e.g. the label `|B_R − 1|`, a run named with
+    one) is escaped, so it never shifts the columns."""
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
