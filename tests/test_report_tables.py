@@ -69,6 +69,15 @@ def test_tables_pairs_and_order(tmp_path: Path) -> None:
     assert "## Skipped: 2 unfinished run(s) (no DONE)" in md and f"`{killed}`" in md
 
 
+def test_runs_that_would_read_alike_are_told_apart(tmp_path: Path) -> None:
+    """The same model run twice on one bench: each row names its directory."""
+    _run(tmp_path, "2026-12-01_10-00-00", "smollm2-135m", "instruct", None, 0.1)
+    _run(tmp_path, "2026-12-02_09-30-00", "smollm2-135m", "instruct", None, 0.2)
+    _run(tmp_path, "other", "olmo", "instruct", None, 0.3)
+    labels = sorted(e.label for e in load_entries([tmp_path]))
+    assert labels == ["olmo", "smollm2-135m [2026-12-01_10-00-00]", "smollm2-135m [2026-12-02_09-30-00]"]
+
+
 def test_no_runs_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ProbeInputError, match="no finished probe runs"):
         load_entries([tmp_path])

@@ -7,7 +7,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ class RunEntry:
     intervention: dict[str, Any] | None = None
     """The manifest's `intervention` (None: the model as it is)."""
     manifest: Mapping[str, Any] = field(default_factory=dict)
+    tag: str | None = None
+    """What tells this run apart from another with the same label (its directory), else None."""
 
     @property
     def model_label(self) -> str:
@@ -55,7 +57,8 @@ class RunEntry:
     @property
     def label(self) -> str:
         extra = self.intervention_label
-        return f"{self.model_label} {extra}" if extra else self.model_label
+        label = f"{self.model_label} {extra}" if extra else self.model_label
+        return f"{label} [{self.tag}]" if self.tag else label
 
     @property
     def step(self) -> int:
@@ -115,7 +118,22 @@ def read_entries(paths: Sequence[Path]) -> tuple[list[RunEntry], list[Skipped]]:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3])
         raise ProbeInputError(f"none of the {len(skipped)} finished run(s) could be read ({reasons}"
                               f"{'; …' if len(skipped) > 3 else ''})")
-    return sorted(entries, key=lambda e: (e.bench, e.model, e.step, e.revision or "")), skipped
+    return sorted(_tagged(entries), key=lambda e: (e.bench, e.model, e.step, e.revision or "")), skipped
+
+
+def _tagged(entries: list[RunEntry]) -> list[RunEntry]:
+    """Runs of one bench that would read alike in a table (same model, revision, intervention:
+    e.g. the same model run twice) get their directory name as a tag, or their path where the
+    names collide too."""
+    same: dict[tuple[str, str], list[int]] = {}
+    for i, e in enumerate(entries):
+        same.setdefault((e.bench, e.label), []).append(i)
+    out = list(entries)
+    for members in (m for m in same.values() if len(m) > 1):
+        names = [entries[i].path.name for i in members]
+        for i, name in zip(members, names):
+            out[i] = replace(entries[i], tag=name if names.count(name) == 1 else str(entries[i].path))
+    return out
 
 
 def _entry(run: Path) -> RunEntry:
