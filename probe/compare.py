@@ -58,15 +58,29 @@ def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None
     return compare(a, b, metrics, run_options(a, overrides), flavour)
 
 
+SMALL_N = 20
+"""Below this many resampled units a percentile bootstrap resamples the same handful: its
+intervals are too narrow and its p-values too small (under-coverage), so the table says so."""
+
+
+def _p(p: float, n_boot: int) -> str:
+    """A bootstrap p-value: its resolution is 1/B, so 0 reads `< 1/B`."""
+    return f"< {1 / n_boot:.2g}" if p < 1 / n_boot else f"{p:.4f}"
+
+
 def comparison_markdown(c: Comparison) -> str:
-    """The comparison as a markdown table."""
+    """The comparison as a markdown table (p-values shown to the bootstrap's resolution), with a
+    warning when it rests on fewer than `SMALL_N` units."""
     lines = [f"A = {c.run_a}  \nB = {c.run_b}  \n{'paired' if c.paired else 'unpaired'} bootstrap over "
              f"{c.n_units} {c.unit}s, {c.n_boot} resamples, seed {c.seed}, temperature {c.temperature:g}; "
-             "p-values two-sided, Holm-adjusted over the table", "",
-             "| metric | A | B | Δ (A − B) | 95% CI | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
+             "p-values two-sided, Holm-adjusted over the table", ""]
+    if c.n_units < SMALL_N:
+        lines += [f"**Warning:** only {c.n_units} {c.unit}s: a bootstrap over so few resamples the same handful, so "
+                  "its intervals are too narrow and its p-values too small; treat them as descriptive.", ""]
+    lines += ["| metric | A | B | Δ (A − B) | 95% CI | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
     for d in c.differences:
         lines.append(f"| {d.block}.{d.metric} | {d.a:.4f} | {d.b:.4f} | {d.delta:+.4f} | "
-                     f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}] | {d.p_value:.4f} | {d.p_holm:.4f} |")
+                     f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}] | {_p(d.p_value, c.n_boot)} | {_p(d.p_holm, c.n_boot)} |")
     return "\n".join(lines) + "\n"
 
 

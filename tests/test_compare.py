@@ -143,6 +143,22 @@ def test_command_line_table_and_json(runs, tmp_path: Path, capsys: pytest.Captur
     assert main([str(a)]) == 2 and "expected two run directories" in capsys.readouterr().err
 
 
+def test_small_samples_and_p_values_below_the_resolution_are_said() -> None:
+    """Two items and every replicate on one side: p reads `< 1/B`, not 0.0000, and the table warns
+    that two units cannot carry an interval."""
+    from probe.compare import comparison_markdown
+    from probe.report.paired import Comparison, Difference
+
+    d = Difference("C0.KL", "expected", 0.2, 0.1, 0.1, (0.05, 0.15), 0.0, 0.0)
+    small = Comparison("a", "b", "item_id", 2, 200, 0, 1.0, True, (d,))
+    md = comparison_markdown(small)
+    assert "| < 0.005 | < 0.005 |" in md and "0.0000" not in md
+    assert "**Warning:** only 2 item_ids" in md
+    big = comparison_markdown(Comparison("a", "b", "item_id", 300, 200, 0, 1.0, True,
+                                         (Difference("C0.KL", "expected", 0.2, 0.1, 0.1, (0.05, 0.15), 0.25, 0.5),)))
+    assert "Warning" not in big and "| 0.2500 | 0.5000 |" in big
+
+
 def _relabel(src: Path, dst: Path, **model: object) -> None:
     shutil.copytree(src, dst)
     manifest = json.loads((dst / "manifest.json").read_text())
