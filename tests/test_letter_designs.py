@@ -224,3 +224,20 @@ def test_the_summary_says_why_debiased_is_missing() -> None:
     metrics = {"expected": {}, "debiased": None, "letter_prior_estimator": {
         "latin_square": {"estimator": NONE, "reason": "no item has all 10 orderings"}}}
     assert summary_warnings(metrics) == ["no `debiased` metrics: latin_square: no item has all 10 orderings"]
+
+
+def test_the_disco_report_says_when_spd_is_undefined() -> None:
+    """Items whose cultures are in neither SPD group: SPD is NaN, and the report says why."""
+    from probe.benches.disco.metrics import DiscoAnalysis, compute
+    from probe.benches.disco.report import report
+
+    rng = np.random.default_rng(0)
+    lp = _normalise(rng.normal(size=(8, K)))
+    orders = np.tile(_rotations(K), (2, 1))
+    table = _table(lp, orders, ["a"] * 4 + ["b"] * 4, ["C0"] * 8)
+    table = ScoreTable(**{**table.__dict__, "groups": np.array([[["Greece", "Spain", "Algeria", "Assam"][o]
+                                                                  for o in order] for order in orders], object)})
+    m = compute(table, DiscoAnalysis(n_boot=0, high=("UK", "US"), low=("Ethiopia",)))
+    assert np.isnan(m["expected"]["C0"]["SPD"])
+    text = report({**m, "model": "m", "bench": "b", "n_items": 2, "n_prompts": 8})
+    assert "1 SPD metric(s) are undefined (nan, or left out above): the items hold no high-resource" in text

@@ -52,6 +52,11 @@ def report(m: dict[str, Any]) -> str:
                          f"{fmt(get_path(gr, path))}{mark} | {fmt(get_path(deb, path))} | {ci(get_path(dcis, path))} |")
     lines += ["", "Debiased = the same metric with the letter prior removed from every item's distribution "
                   "(section *Letter prior and content*); PPR is 0.25 there by construction."]
+    undefined = [label for path, label, cond in HEADLINE if "SPD" in path and _nan(get_path(exp, path))
+                 and (cond in exp or get_path(exp, path) is not None)]
+    if undefined:
+        lines += ["", f"{len(undefined)} SPD metric(s) are undefined (nan, or left out above): the items hold no "
+                      "high-resource or no low-resource culture (`bench.high_resource` / `low_resource`)."]
     if flagged & {cond for _, _, cond in HEADLINE}:
         lines += ["", GREEDY_NOTE]
     lines += _consistency(m)
@@ -96,3 +101,8 @@ def _consistency(m: dict[str, Any]) -> list[str]:
             f"| Sample agreement: four independent samples at T = {m.get('temperature', 1.0)} agree | "
             f"{fmt(get_path(m['expected'], 'C3.sample_agreement'))} | "
             f"{ci(get_path(cis.get('expected', {}), 'C3.sample_agreement'))} |"]
+
+
+def _nan(v: Any) -> bool:
+    """Undefined: NaN in memory, null once written to metrics.json."""
+    return v is None or (isinstance(v, float) and v != v)
