@@ -19,7 +19,7 @@ from pathlib import Path
 from probe import cli
 from probe.errors import ProbeInputError
 from probe.files import write_json
-from probe.metrics.core import AnalysisOptions, get_path, symmetric_kl
+from probe.metrics.core import SMALL_N, AnalysisOptions, get_path, symmetric_kl
 from probe.pipeline.analyze import open_run
 from probe.report.paired import (
     Comparison,
@@ -56,11 +56,6 @@ def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None
         metrics = [c.path for c in task.sweep_columns
                    if c.cell is None and isinstance(get_path(tree, c.path), (int, float))]
     return compare(a, b, metrics, run_options(a, overrides), flavour)
-
-
-SMALL_N = 20
-"""Below this many resampled units a percentile bootstrap resamples the same handful: its
-intervals are too narrow and its p-values too small (under-coverage), so the table says so."""
 
 
 def _p(p: float, n_boot: int) -> str:

@@ -24,7 +24,7 @@ from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
 from probe.results.scores import ScoreTable, forced_choice_rows
 from probe.types import RenderedPrompt
 from probe.viz.letters import letter_section, warnings_block
-from probe.viz.markdown import ci, invalid_section
+from probe.viz.markdown import invalid_section, value_ci
 
 __all__ = ["GENERATIONS_SCHEMA", "PROMPTS_SCHEMA", "forced_choice_rows", "headline", "letter_columns", "letter_metrics",
            "letter_report", "no_judging", "parse_letter"]
@@ -71,7 +71,8 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
                         "letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},
                         "greedy_valid_rate": float(table.greedy_valid.mean())})
         out.update({"temperature": opts.temperature,
-                    "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "item"}})
+                    "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "item",
+                                  "n_units": len(np.unique(table.item_id.astype(str)))}})
         if len(table.prompt_id):
             out.update(compute(table, opts, spec))
             out.update(letter_blocks(compute, table, opts, spec, is_generation_run(run), out.get("ci95")))
@@ -121,18 +122,20 @@ def letter_columns(condition: str | None = None) -> tuple[Column, Column]:
 
     def share(m: Mapping[str, Any]) -> str:
         split, cis, _ = pick(m, "letter_split")
-        return "–" if not split else f"{split['letter']:.3f} {ci((cis or {}).get('letter'))}"
+        return "–" if not split else value_ci(split["letter"], (cis or {}).get("letter"))
 
     def top(m: Mapping[str, Any]) -> str:
         prior, cis, _ = pick(m, "letter_prior")
         if not prior:
             return "–"
         letter = max(prior, key=prior.get)
-        return f"{letter} {prior[letter]:.3f} {ci((cis or {}).get(letter))}"
+        return f"{letter} {value_ci(prior[letter], (cis or {}).get(letter))}"
 
     where = f" ({condition})" if condition else ""
-    return (Column(f"letter share{where}", "letter_split", cell=share),
-            Column(f"top letter π{where}", "letter_prior", cell=top))
+    return (Column(f"letter share{where}", "letter_split", cell=share,
+                   undefined="no letter share: no variance split for this run's design (its report says why)"),
+            Column(f"top letter π{where}", "letter_prior", cell=top,
+                   undefined="no letter prior: the run's design cannot separate letter from content"))
 
 
 def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:

@@ -25,6 +25,11 @@ MAX_BOOT = 1_000_000
 """Most bootstrap resamples: the replicate weights are a `[n_boot, items]` float64 array (17 GB
 at this bound for CCD-Bench's 2,182 items), and the 2.5 % tails settle long before."""
 
+SMALL_N = 20
+"""Below this many resampled units (items; LocQA: templates) a percentile bootstrap resamples the
+same handful: its intervals are too narrow and its p-values too small (under-coverage), so the
+reports and `probe.compare` say so."""
+
 
 @dataclass(frozen=True)
 class AnalysisOptions:

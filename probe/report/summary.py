@@ -11,6 +11,7 @@ from probe.benches.task import Task
 from probe.metrics.core import get_path
 from probe.report.entries import metric_cell
 from probe.viz.letters import warning_sentences
+from probe.viz.markdown import small_sample
 
 LOW_LETTER_MASS = 0.5
 """Below this mean letter mass the model mostly wants to say something other than a letter."""
@@ -43,6 +44,9 @@ def warnings(metrics: Mapping[str, Any]) -> list[str]:
         out.append("no `debiased` metrics: " + "; ".join(
             f"{c}: {e.get('reason')}" for c, e in (metrics.get("letter_prior_estimator") or {}).items()
             if e.get("estimator") == "none"))
+    small = small_sample(metrics)
+    if small:
+        out.append(small)
     errors = (metrics.get("n_judge_errors") or 0) + (get_path(metrics, "pluralism.n_judge_errors") or 0)
     if errors:
         out.append(f"{errors} judge verdicts failed and were left out (judgements.parquet, judge_error)")

@@ -64,8 +64,9 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
                for r in rows if keep is None or r["prompt_id"] in keep]
     judgements = [Judgement.from_record(r) for r in read_judgements(run.path)
                   if keep is None or r["prompt_id"] is None or r["prompt_id"] in keep]
+    n_templates = len({q.template for q in questions})  # what the bootstrap resamples (`locqa_sums`)
     return {"n_items": bench["n_items"], "n_prompts": len(prompts), "mode": bench["mode"],
-            "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "template"},
+            "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "template", "n_units": n_templates},
             **compute(questions, prompts, judgements, opts)}
 
 
