@@ -186,6 +186,10 @@ def load_tokenizer(spec: ModelSpec, ref: str, **kw: Any) -> Any:
                               "or tokenizer.model with sentencepiece installed) must be there") from e
 
 
+GGUF_DTYPE = "float32"
+"""What a GGUF's quantised weights are dequantised to, once, for the converted copy."""
+
+
 def _from_gguf(spec: ModelSpec, device: str, weights: bool = True) -> LoadedModel:
     """Load the packaged GGUF, converted once into a safetensors directory in the cache.
 
@@ -206,8 +210,10 @@ def _from_gguf(spec: ModelSpec, device: str, weights: bool = True) -> LoadedMode
     out = cache_root() / "gguf" / f"{spec.name}-{digest[:12]}"
     if not (out / "config.json").exists():
         _convert_gguf(gguf_path, out, spec)
-    return _from_dir(spec, str(out), device, {"source": "gguf", "gguf_file": gguf_path.name, "gguf_sha256": digest},
-                     weights=weights)
+    # recorded so a report can say these are not the hub's weights (quantisation shifts logits)
+    info = {"source": "gguf", "gguf_file": gguf_path.name, "gguf_sha256": digest, "gguf_package": spec.gguf.package,
+            "gguf_dequantised_to": GGUF_DTYPE}
+    return _from_dir(spec, str(out), device, info, weights=weights)
 
 
 def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
@@ -219,12 +225,12 @@ def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
     try:
         d, f = str(gguf_path.parent), gguf_path.name
         AutoTokenizer.from_pretrained(d, gguf_file=f).save_pretrained(tmp)
-        quantized = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype="float32")
+        quantized = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=GGUF_DTYPE)
         # The weights are already dequantised to float32, but transformers refuses to save a
         # model it still marks as GGUF-quantised; copy them into a plain model of that config.
         config = quantized.config
         del config.quantization_config
-        model = AutoModelForCausalLM.from_config(config, dtype="float32")
+        model = AutoModelForCausalLM.from_config(config, dtype=GGUF_DTYPE)
         model.load_state_dict(quantized.state_dict())
         model.save_pretrained(tmp, safe_serialization=True)
         os.replace(tmp, out)
