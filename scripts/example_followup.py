@@ -3,8 +3,10 @@
     python -m probe model=smollm2-135m bench=demo analysis.logit_lens=true "analysis.capture_layers=[-1]"
     python scripts/example_followup.py runs/demo/smollm2-135m/<time>
 
-Prints the first layer at which the C0 culture distribution read through the logit lens comes
-within a JSD of 0.01 bits of the final one, then fits a linear probe that predicts the chosen
+Prints the first layer from which on the C0 culture distribution read through the logit lens
+stays within a JSD of 0.01 bits of the final one, and the same for the letter distribution
+(they differ: rotation balances a letter preference out of the culture shares, so the culture
+distribution can settle at once while the letters change completely), then fits a linear probe that predicts the chosen
 culture from the captured residual stream (cross-validated by item, against the majority
 baseline). Everything comes from the run directory; no model is loaded.
 """
@@ -28,11 +30,12 @@ def main() -> None:
     run = probe.load_run(args.run_dir)
     condition = "C0" if run.bench_kind == "disco" else None
     table = layer_table(run, condition)
-    layer = first_layer_within(table, args.bits)
+    culture = first_layer_within(table, args.bits)
+    letters = first_layer_within(table, args.bits, "letter_jsd_to_final")
     n_layers = len(table["csd"])
     print(f"{run.manifest['model']['name']} on {run.manifest['bench']['name']}: {n_layers} layers")
-    print(f"the {condition or 'overall'} distribution is within {args.bits} bits (JSD) of the final "
-          f"layer's from layer {layer} on")
+    print(f"the {condition or 'overall'} culture distribution is within {args.bits} bits (JSD) of the final "
+          f"layer's from layer {culture} on; the letter distribution (per prompt, averaged) from layer {letters} on")
     final = table["csd"][-1]
     top = sorted(final, key=final.get, reverse=True)[:3]
     print("final-layer top groups: " + ", ".join(f"{g} {final[g]:.3f}" for g in top))

