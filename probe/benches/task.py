@@ -56,6 +56,9 @@ class Column:
     """Dotted path in the tree `Task.headline` returns, e.g. `C0.KL`."""
     cell: Callable[[Mapping[str, Any]], str] | None = None
     """Custom cell text from the whole `metrics.json` (instead of the value at `path`)."""
+    undefined: str | None = None
+    """Why the value can be undefined (NaN, or a custom cell's `–`), for the table's footnote;
+    None: a generic reason."""
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from probe.viz.markdown import ci, fmt
+from probe.viz.markdown import Footnotes, fmt, n_boot_of, table, undefined
 
 ESTIMATORS = {
     "rotations": "closed form over the orderings of each item (every option once at every letter)",
@@ -70,9 +70,49 @@ def _detail(w: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
+NO_SPLIT = {"count_fit": "no variance split: generated choices are one-hot, without log-probs to split",
+            None: "no variance split: it needs items shown under all their orderings, and none is"}
+NO_PICKS = "no pick shares: no item is shown under all its orderings (every option once at every letter)"
+
+
+def _letter_table(metrics: Mapping[str, Any], priors: Mapping[str, Any], letters: list[str]) -> list[str]:
+    """Per condition: π with intervals, the top pick share, the variance split, the estimator."""
+    cis, notes, n_boot, rows = metrics.get("ci95") or {}, Footnotes(), n_boot_of(metrics), []
+
+    def with_ci(v: Any, interval: Any) -> str:
+        if undefined(v) or n_boot == 0:
+            return notes.value(v, NO_SPLIT[None])
+        return f"{fmt(v)} {notes.interval(interval, v, NO_SPLIT[None], n_boot)}"
+
+    for cond, prior in priors.items():
+        split = (metrics.get("letter_split") or {}).get(cond) or {}
+        pci = (cis.get("letter_prior") or {}).get(cond) or {}
+        sci = (cis.get("letter_split") or {}).get(cond) or {}
+        picks = (metrics.get("letter_pick_shares") or {}).get(cond) or {}
+        top = max(picks, key=picks.get) if picks else None
+        est = ((metrics.get("letter_prior_estimator") or {}).get(cond) or {}).get("estimator")
+        no_split = NO_SPLIT.get(est, NO_SPLIT[None])
+        rows.append([cond, *(with_ci(prior[x], pci.get(x)) for x in letters),
+                     f"{top} {fmt(picks[top])}" if top else notes.gap(NO_PICKS),
+                     *(with_ci(split[k], sci.get(k)) if split.get(k) is not None else notes.gap(no_split)
+                       for k in ("letter", "letter_by_group", "content", "residual")),
+                     est or notes.gap("no estimator recorded (metrics.json from an older probe)")])
+    head = ["condition", *(f"π({x}) [95% CI]" for x in letters), "top pick share", "letter share",
+            "letter × group", "content share", "residual", "estimator"]
+    return [*table(head, rows), *notes.lines()]
+
+
 GREEDY_MARK = " †"
 GREEDY_NOTE = ("† greedy value of a condition where the letter drives the answers (see the warning above): it counts "
                "argmax letters, so it mostly reflects the letter, not a cultural preference.")
+
+
+def no_debiased(metrics: Mapping[str, Any]) -> str:
+    """Why a run has no `debiased` metrics: the conditions whose letter prior could not be
+    estimated, with the estimator's reason."""
+    reasons = [f"{c}: {e.get('reason')}" for c, e in (metrics.get("letter_prior_estimator") or {}).items()
+               if e.get("estimator") == "none"]
+    return "no debiased metrics: no letter prior could be estimated" + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
 def flagged_conditions(metrics: Mapping[str, Any]) -> set[str]:
@@ -103,21 +143,7 @@ def letter_section(metrics: Mapping[str, Any]) -> str:
              "metrics of position itself (letter probabilities, PPR) are 1/K there by construction. Top pick share: "
              "the letter most often picked (greedy or generated) and its share over the complete groups, 1/K for "
              "a model blind to letters whatever its content preference.", "",
-             "| condition | " + " | ".join(f"π({x}) [95% CI]" for x in letters)
-             + " | top pick share | letter share | letter × group | content share | residual | estimator |",
-             "|---" * (len(letters) + 7) + "|"]
-    parts = ("letter", "letter_by_group", "content", "residual")
-    for cond, prior in priors.items():
-        split = (metrics.get("letter_split") or {}).get(cond) or {}
-        pci = (cis.get("letter_prior") or {}).get(cond) or {}
-        sci = (cis.get("letter_split") or {}).get(cond) or {}
-        picks = (metrics.get("letter_pick_shares") or {}).get(cond) or {}
-        top = max(picks, key=picks.get) if picks else None
-        est = ((metrics.get("letter_prior_estimator") or {}).get(cond) or {}).get("estimator", "–")
-        lines.append(f"| {cond} | " + " | ".join(f"{fmt(prior[x])} {ci(pci.get(x))}" for x in letters) + " | "
-                     + (f"{top} {fmt(picks[top])}" if top else "–") + " | "
-                     + " | ".join(f"{fmt(split.get(s))} {ci(sci.get(s))}" if split.get(s) is not None else "–"
-                                  for s in parts) + f" | {est} |")
+             *_letter_table(metrics, priors, letters)]
     missing = {c: e for c, e in (metrics.get("letter_prior_estimator") or {}).items() if e.get("estimator") == "none"}
     used = sorted({(e or {}).get("estimator") for e in (metrics.get("letter_prior_estimator") or {}).values()} - {None, "none"})
     lines += ["", *[f"- {e}: {ESTIMATORS.get(e, e)}." for e in used]]

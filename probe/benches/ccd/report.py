@@ -5,13 +5,52 @@ from __future__ import annotations
 from typing import Any
 
 from probe.metrics.core import get_path
-from probe.viz.letters import GREEDY_MARK, GREEDY_NOTE, flagged_conditions
-from probe.viz.markdown import ci, fmt
+from probe.viz.letters import GREEDY_MARK, GREEDY_NOTE, flagged_conditions, no_debiased
+from probe.viz.markdown import Footnotes, fmt, n_boot_of, table
+
+
+UNDEFINED = "undefined for these items (no prompt shows what it counts)"
+NO_EXPECTED = "undefined: the domain's expected count for the cluster is 0"
+NEVER_CHOSEN = "undefined: the cluster is never chosen, so it has no position distribution"
+NO_DOMAINS = "undefined: the items carry no domain"
+
+
+def _share_table(m: dict[str, Any], mark: str) -> list[str]:
+    """Cluster shares, expected (CI), greedy, debiased (CI) and the position V per cluster."""
+    exp, gr, cis = m["expected"], m["greedy"], m.get("ci95", {}).get("expected", {})
+    deb, dcis = m.get("debiased"), m.get("ci95", {}).get("debiased", {})
+    notes, n_boot, rows = Footnotes(), n_boot_of(m), []
+    for c, v in sorted(exp["shares"].items(), key=lambda kv: -kv[1]):
+        cells = [c, notes.value(v, UNDEFINED), notes.interval(get_path(cis, f"shares.{c}"), v, UNDEFINED, n_boot),
+                 notes.value(gr["shares"].get(c), UNDEFINED)]
+        if deb is None:
+            cells += [notes.gap(no_debiased(m))] * 2
+        else:
+            dv = get_path(deb, f"shares.{c}")
+            cells += [notes.value(dv, UNDEFINED), notes.interval(get_path(dcis, f"shares.{c}"), dv, UNDEFINED, n_boot)]
+        rows.append([*cells, notes.value(exp["cluster_position_V"].get(c), NEVER_CHOSEN)])
+    head = ["cluster", "share (expected)", "95% CI", f"share (greedy){mark}", "share (debiased)", "95% CI",
+            "position V_c"]
+    return [*table(head, rows), *notes.lines()]
+
+
+def _metric_table(m: dict[str, Any], mark: str) -> list[str]:
+    """Entropy, Gini, position V and the χ² statistics, expected (CI) and greedy."""
+    exp, gr, cis = m["expected"], m["greedy"], m.get("ci95", {}).get("expected", {})
+    notes, n_boot, rows = Footnotes(), n_boot_of(m), []
+    for key, label in (("entropy_bits", "Shannon entropy (bits, max 3.32)"), ("gini", "Gini of cluster counts"),
+                       ("position_V", "Cramér's V, position (<.10 negligible)"),
+                       ("mean_cluster_position_V", "mean per-cluster position V"),
+                       ("position_chi2", "χ² over positions"), ("domain_chi2", "χ² domain × cluster")):
+        why = NO_DOMAINS if key == "domain_chi2" else UNDEFINED
+        rows.append([label, notes.value(exp.get(key), why), notes.interval(cis.get(key), exp.get(key), why, n_boot),
+                     notes.value(gr.get(key), why) + mark])
+    return [*table(["metric", "expected", "95% CI", "greedy"], rows), *notes.lines()]
 
 
 def report(m: dict[str, Any]) -> str:
     """CCD-Bench report: cluster shares with CIs, position bias, domain residuals, pluralism."""
-    exp, gr, cis = m["expected"], m["greedy"], m.get("ci95", {}).get("expected", {})
+    exp = m["expected"]
     lines = [f"# CCD-Bench — {m['model']} on `{m['bench']}`", "",
              f"{m['n_items']} items, {m['n_prompts']} prompts."]
     if "letter_mass" in m:
@@ -22,20 +61,8 @@ def report(m: dict[str, Any]) -> str:
                      "excluded from the shares below and listed at the end.")
     if "balance_score" in m:
         lines.append(f"Latin-square balance score: {m['balance_score']:.2f}%.")
-    deb, dcis = m.get("debiased") or {}, m.get("ci95", {}).get("debiased", {})
     mark = GREEDY_MARK if flagged_conditions(m) else ""  # one condition: the design
-    lines += ["", f"| cluster | share (expected) | 95% CI | share (greedy){mark} | share (debiased) | 95% CI | position V_c |",
-              "|---|---|---|---|---|---|---|"]
-    for c, v in sorted(exp["shares"].items(), key=lambda kv: -kv[1]):
-        lines.append(f"| {c} | {fmt(v)} | {ci(get_path(cis, f'shares.{c}'))} | {fmt(gr['shares'].get(c))} | "
-                     f"{fmt(get_path(deb, f'shares.{c}'))} | {ci(get_path(dcis, f'shares.{c}'))} | "
-                     f"{fmt(exp['cluster_position_V'].get(c))} |")
-    lines += ["", "| metric | expected | 95% CI | greedy |", "|---|---|---|---|"]
-    for key, label in (("entropy_bits", "Shannon entropy (bits, max 3.32)"), ("gini", "Gini of cluster counts"),
-                       ("position_V", "Cramér's V, position (<.10 negligible)"),
-                       ("mean_cluster_position_V", "mean per-cluster position V"),
-                       ("position_chi2", "χ² over positions"), ("domain_chi2", "χ² domain × cluster")):
-        lines.append(f"| {label} | {fmt(exp.get(key))} | {ci(cis.get(key))} | {fmt(gr.get(key))}{mark} |")
+    lines += ["", *_share_table(m, mark), "", *_metric_table(m, mark)]
     if mark:
         lines += ["", GREEDY_NOTE]
     lines += ["", "χ² statistics and residuals count each item once (its choices divided by its number of "
@@ -44,11 +71,10 @@ def report(m: dict[str, Any]) -> str:
     lines += ["", "Position shares A–J (expected): " + ", ".join(fmt(v) for v in exp["position_shares"])]
     residuals = exp.get("domain_residuals", {})
     if residuals:
-        clusters = list(exp["shares"])
+        clusters, notes = list(exp["shares"]), Footnotes()
+        rows = [[d, *(notes.value(r.get(c), NO_EXPECTED, 2) for c in clusters)] for d, r in residuals.items()]
         lines += ["", "## Standardized residuals, domain × cluster (expected)", "",
-                  "| domain | " + " | ".join(clusters) + " |", "|---" * (len(clusters) + 1) + "|"]
-        for d, row in residuals.items():
-            lines.append(f"| {d} | " + " | ".join(fmt(row.get(c), 2) for c in clusters) + " |")
+                  *table(["domain", *clusters], rows), *notes.lines()]
     if "pluralism" in m:
         p = m["pluralism"]
         lines += ["", "## Rationale pluralism", "",

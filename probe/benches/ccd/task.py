@@ -72,7 +72,7 @@ def rationale_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]
 
 def _top_clusters(metrics: Mapping[str, Any], tree: str = "expected") -> str:
     shares = (metrics.get(tree) or {}).get("shares") or {}
-    return ", ".join(f"{c} {v:.2f}" for c, v in sorted(shares.items(), key=lambda kv: -kv[1])[:3])
+    return ", ".join(f"{c} {v:.2f}" for c, v in sorted(shares.items(), key=lambda kv: -kv[1])[:3]) or "–"
 
 
 _HEADLINE = (Column("entropy (bits)", "entropy_bits"), Column("Gini", "gini"), Column("position V", "position_V"))
@@ -88,7 +88,9 @@ TASK = Task(
     report=forced.letter_report(report.report),
     figures=figures.run_figures,
     sweep_columns=(Column("top clusters", "shares", cell=_top_clusters), *_HEADLINE,
-                   Column("top clusters, debiased", "shares", cell=lambda m: _top_clusters(m, "debiased")),
+                   Column("top clusters, debiased", "shares", cell=lambda m: _top_clusters(m, "debiased"),
+                          undefined="no debiased shares: the run's letter prior could not be estimated (its report "
+                                    "says why)"),
                    *forced.letter_columns()),
     pair_columns=_HEADLINE,
     curve_metrics=(Column("entropy of cluster shares, bits", "entropy_bits"),

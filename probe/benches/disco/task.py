@@ -22,7 +22,7 @@ from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions, get_path
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS
-from probe.viz.markdown import ci
+from probe.viz.markdown import value_ci
 
 
 def prepare(spec: DiscoSpec, generate: bool, cache_dir: Path) -> PreparedBench:
@@ -46,25 +46,30 @@ def _greedy_csc(m: Mapping[str, Any]) -> str:
     if value is None:
         return "–"
     mark = " †" if any(w["condition"] == "C3" for w in m.get("letter_warnings") or []) else ""
-    return f"{value:.3f} {ci(get_path((m.get('ci95') or {}).get('greedy'), 'C3.CSC'))}{mark}"
+    return value_ci(value, get_path((m.get('ci95') or {}).get('greedy'), 'C3.CSC')) + mark
 
 
 def _debiased(path: str) -> Callable[[Mapping[str, Any]], str]:
     """A cell of the `debiased` tree (letter prior removed)."""
     def cell(m: Mapping[str, Any]) -> str:
         value = get_path(m.get("debiased"), path)
-        return "–" if value is None else f"{value:.3f} {ci(get_path((m.get('ci95') or {}).get('debiased'), path))}"
+        return value_ci(value, get_path((m.get('ci95') or {}).get('debiased'), path))
 
     return cell
 
 
+SPD_UNDEFINED = "SPD undefined: the items hold no high-resource or no low-resource culture"
+NO_DEBIASED = "no debiased value: the run's letter prior could not be estimated (its report says why), or C0/C1 was not run"
 SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1)", "C1.CR"),
-                 Column("CR(C2)", "C2.CR"), Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"),
-                 Column("SPD(C2)", "C2.SPD"), Column("SPD reduction", "SPD_reduction"),
-                 Column("SPD_compliance(C2)", "C2.SPD_compliance"), Column("JSD (bits)", "C3.JSD"),
-                 Column("PPR", "C3.PPR"), Column("CSC (greedy)", "C3.CSC", cell=_greedy_csc),
-                 Column("KL, debiased", "C0.KL", cell=_debiased("C0.KL")),
-                 Column("CR(C1), debiased", "C1.CR", cell=_debiased("C1.CR")), *forced.letter_columns("C0"))
+                 Column("CR(C2)", "C2.CR"), Column("PSI", "C2.PSI"),
+                 Column("SPD(C0)", "C0.SPD", undefined=SPD_UNDEFINED), Column("SPD(C2)", "C2.SPD", undefined=SPD_UNDEFINED),
+                 Column("SPD reduction", "SPD_reduction", undefined=SPD_UNDEFINED),
+                 Column("SPD_compliance(C2)", "C2.SPD_compliance", undefined=SPD_UNDEFINED),
+                 Column("JSD (bits)", "C3.JSD"), Column("PPR", "C3.PPR"),
+                 Column("CSC (greedy)", "C3.CSC", cell=_greedy_csc, undefined="no CSC: C3 was not run"),
+                 Column("KL, debiased", "C0.KL", cell=_debiased("C0.KL"), undefined=NO_DEBIASED),
+                 Column("CR(C1), debiased", "C1.CR", cell=_debiased("C1.CR"), undefined=NO_DEBIASED),
+                 *forced.letter_columns("C0"))
 
 TASK = Task(
     kind="disco",

@@ -5,31 +5,33 @@ from __future__ import annotations
 from typing import Any
 
 from probe.metrics.core import get_path
-from probe.viz.markdown import fmt
+from probe.viz.markdown import Footnotes, n_boot_of, table
+
+UNDEFINED = "undefined: no usable (judged) response counts towards it"
+NO_LOCAL = "undefined: the language's responses never give one of its locales' answers, so B_R's shares are undefined"
 
 
 def report(m: dict[str, Any]) -> str:
     """Markdown: the headline numbers, per-language B_US and |B_R − 1|, the taxonomy."""
-    M, ci = m["metrics"], m.get("ci95", {})
+    M, cis, n_boot, notes = m["metrics"], m.get("ci95", {}), n_boot_of(m), Footnotes()
 
-    f = fmt
+    def cells(label: str, path: str) -> list[str]:
+        value = get_path(M, path)
+        return [label, notes.value(value, UNDEFINED), notes.interval(get_path(cis, path), value, UNDEFINED, n_boot)]
 
-    def c(path: str) -> str:
-        node = get_path(ci, path)
-        return "–" if not node or node[0] is None else f"[{node[0]:.3f}, {node[1]:.3f}]"
-
+    rows = [cells("B_US macro (11 non-English languages)", "B_US_macro"),
+            cells("mean |B_R − 1| macro", "B_R_dev_macro"),
+            cells("no-answer rate (all languages, as the paper)", "no_answer_rate"),
+            cells("no-answer rate (non-English)", "no_answer_rate_non_english"),
+            cells("answer multiplicity", "multiplicity")]
+    rows += [cells(f"taxonomy: {k}", f"taxonomy.{k}") for k in M["taxonomy"]]
+    rows += [cells(f"explicit: {k}", f"explicit.{k}") for k in M.get("explicit", {})]
     lines = [f"# LocQA — {m['model']} on `{m['bench']}` ({m.get('mode')})", "",
              f"{m['n_prompts']} prompts; {m.get('n_judge_errors', 0)} judge errors (excluded, counted).", "",
-             "| metric | value | 95% CI |", "|---|---|---|",
-             f"| B_US macro (11 non-English languages) | {f(M['B_US_macro'])} | {c('B_US_macro')} |",
-             f"| mean \\|B_R − 1\\| macro | {f(M['B_R_dev_macro'])} | {c('B_R_dev_macro')} |",
-             f"| no-answer rate (all languages, as the paper) | {f(M['no_answer_rate'])} | {c('no_answer_rate')} |",
-             f"| no-answer rate (non-English) | {f(M.get('no_answer_rate_non_english'))} | "
-             f"{c('no_answer_rate_non_english')} |",
-             f"| answer multiplicity | {f(M['multiplicity'])} | {c('multiplicity')} |"]
-    lines += [f"| taxonomy: {k} | {f(v)} | {c('taxonomy.' + k)} |" for k, v in M["taxonomy"].items()]
-    if "explicit" in M:
-        lines += [f"| explicit: {k} | {f(v)} | {c('explicit.' + k)} |" for k, v in M["explicit"].items()]
-    lines += ["", "| language | B_US | mean \\|B_R − 1\\| |", "|---|---|---|"]
-    lines += [f"| {lang} | {f(v)} | {f(M['B_R_dev'].get(lang))} |" for lang, v in M["B_US"].items()]
+             *table(["metric", "value", "95% CI"], rows), *notes.lines()]
+    notes = Footnotes()
+    rows = [[lang, notes.value(v, UNDEFINED),
+             notes.value(M["B_R_dev"].get(lang), NO_LOCAL)]
+            for lang, v in M["B_US"].items()]
+    lines += ["", *table(["language", "B_US", "mean |B_R − 1|"], rows), *notes.lines()]
     return "\n".join(lines) + "\n"
