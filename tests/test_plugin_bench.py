@@ -62,7 +62,7 @@ def test_toy_run_in_sweep_report(toy_run: Path, tmp_path: Path) -> None:
                           env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (out / "report.md").read_text()
-    assert "## Toy bench" in md and "| run | kind | bench | KL | north |" in md
+    assert "## Toy bench" in md and "| run | kind | bench | items | KL | north |" in md
     mark = " ⚠" if json.loads((toy_run / "metrics.json").read_text())["letter_warnings"] else ""
     assert f"| tiny{mark} | instruct | toy | " in md
 

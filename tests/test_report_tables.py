@@ -54,19 +54,20 @@ def test_tables_pairs_and_order(tmp_path: Path) -> None:
     assert [e.label for e in entries] == ["qwen", "gemma-it", "gemma-pt", "olmo@stage1-step500",
                                           "olmo@stage1-step2000"]  # bench, model, then training step
     table = bench_table(entries, DISCO).splitlines()
-    assert table[0].startswith("| run | kind | bench | KL | Gini | CR(C1) | CR(C2) | PSI |")
-    assert table[2].startswith("| gemma-it | instruct | disco | 0.150 [0.140, 0.160] | 0.300 | 0.500 | 0.600 | 0.400 |")
-    assert len(table) == 2 + 4
+    assert table[0].startswith("| run | kind | bench | items | KL | Gini | CR(C1) | CR(C2) | PSI |")
+    assert table[2].startswith("| gemma-it | instruct | disco | –¹ | 0.150 [0.140, 0.160] | 0.300 | 0.500 | 0.600 | 0.400 |")
+    assert table[6] == ""  # four rows, then the second part of the split table
     pairs = pair_table(entries, DISCO)
     # metrics.json only (no tables): the plain Δ, and the reason there is no paired interval
-    assert "| gemma-it vs gemma-pt | KL | 0.150 [0.140, 0.160] | 0.100 [0.090, 0.110] | +0.050 | – |" in pairs
+    assert "| gemma-it vs gemma-pt | KL | 0.150 [0.140, 0.160] | 0.100 [0.090, 0.110] | +0.050 | –¹ |" in pairs
     assert "Without a paired interval:" in pairs and "no prompts.parquet" in pairs
     assert pair_table(entries, CCD) is None
     ccd = bench_table(entries, CCD).splitlines()
     assert "middle_east 0.50, nordic_europe 0.30, anglo 0.20" in ccd[2] and "| 2.500 |" in ccd[2]
     md = sweep_markdown(entries, find_runs([tmp_path])[1])
     assert "## DiSCo" in md and "### DiSCo: base vs instruct" in md and "## CCD-Bench" in md
-    assert "## Skipped: 2 unfinished run(s) (no DONE)" in md and f"`{killed}`" in md
+    assert "## Skipped: 2 unfinished run(s) (no DONE)" in md
+    assert f"- `{killed}`: stopped before DONE was written (after its analysis)" in md
 
 
 def test_runs_that_would_read_alike_are_told_apart(tmp_path: Path) -> None:
@@ -95,7 +96,7 @@ def test_locqa_rows_and_pairs(tmp_path: Path) -> None:
         (d / "DONE").write_text("complete\n")
     entries = load_entries([tmp_path])
     table = bench_table(entries, get_task("locqa"))
-    assert "| olmo | instruct | locqa | 0.300 [0.250, 0.350] | 0.500 | 1.200 | 0.100 |" in table
+    assert "| olmo | instruct | locqa | –¹ | 0.300 [0.250, 0.350] | 0.500 | 1.200 | 0.100 |" in table
     # the header's |B_R − 1| is escaped: header, rule and rows have the same number of columns
     head, rule, first = table.splitlines()[:3]
     assert "\\|B_R − 1\\|" in head

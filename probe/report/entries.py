@@ -17,6 +17,7 @@ from probe.benches.registry import task_of
 from probe.benches.task import Column, Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import get_path
+from probe.viz.markdown import Footnotes
 
 log = logging.getLogger(__name__)
 
@@ -67,17 +68,23 @@ class RunEntry:
         return int(m.group(1)) if m else -1
 
 
+RUN_FILES = ("manifest.json", "run_key.json")
+"""A run directory holds one of these: `run_key.json` from the moment a run claims it,
+`manifest.json` once its scores are complete."""
+
+
 def find_runs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     """Finished run directories (with `DONE`) at or below the given paths, and the unfinished
-    ones found there (a manifest but no `DONE`), which a report must not mix in."""
+    ones found there (claimed — `run_key.json` — or scored, but no `DONE`), which a report must
+    not mix in and lists as skipped (`unfinished_reason`)."""
     found: list[Path] = []
     unfinished: list[Path] = []
     for path in paths:
         path = Path(path)
         if not path.exists():
             raise ProbeInputError(f"{path}: no such directory")
-        candidates = [path] if (path / "manifest.json").is_file() else \
-            sorted(p.parent for p in path.rglob("manifest.json"))
+        candidates = [path] if any((path / f).is_file() for f in RUN_FILES) else \
+            sorted({p.parent for name in RUN_FILES for p in path.rglob(name)})
         for c in candidates:
             done = (c / "DONE").is_file() and (c / "metrics.json").is_file()
             target = found if done else unfinished
@@ -86,6 +93,58 @@ def find_runs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
     if not found:
         raise ProbeInputError(f"no finished probe runs (with DONE) under {list(map(str, paths))}")
     return found, unfinished
+
+
+def unfinished_reason(run: Path) -> str:
+    """Why a run directory without `DONE` is not in the report, and what finishes it."""
+    if not (run / "manifest.json").is_file():
+        return ("stopped while scoring or generating (no manifest.json); run its command again with "
+                f"hydra.run.dir={run} to resume from its checkpoints")
+    try:
+        shard = json.loads((run / "manifest.json").read_text(encoding="utf-8")).get("shard")
+    except (OSError, ValueError, AttributeError):
+        shard = None
+    if shard:
+        return (f"shard {shard.get('index')}/{shard.get('count')} (bench.shard): a slice has no metrics; merge "
+                "the shards with python -m probe.merge")
+    if not (run / "metrics.json").is_file():
+        return f"stopped during analysis (no metrics.json); finish it with python -m probe.analyze {run}"
+    return f"stopped before DONE was written (after its analysis); finish it with python -m probe.analyze {run}"
+
+
+OVERRIDES = Path(".hydra") / "overrides.yaml"
+"""The command-line overrides Hydra records in each run directory."""
+
+
+def differing_overrides(entries: Sequence[RunEntry]) -> dict[Path, str]:
+    """Per run, its command-line overrides (`.hydra/overrides.yaml`) whose value is not the same
+    in every run given (`key=value …`; `key=(default)` where another run set it and this one did
+    not); empty when none differ. Hydra's own keys and where the run was written are left out."""
+    recorded = {e.path: _overrides(e.path) for e in entries}
+    keys = sorted({k for o in recorded.values() for k in o})
+    differ = [k for k in keys if len({o.get(k) for o in recorded.values()}) > 1]
+    if not differ:
+        return {}
+    return {path: " ".join(f"{k}={o.get(k, '(default)')}" for k in differ) for path, o in recorded.items()}
+
+
+def _overrides(run: Path) -> dict[str, str]:
+    """`{key: value}` of a run's recorded overrides (none recorded, or unreadable: empty)."""
+    import yaml  # PyYAML, which Hydra installs; only sweep reports read these files
+
+    path = run / OVERRIDES
+    try:
+        recorded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        log.warning("%s: unreadable (%s); its overrides are not compared", path, e)
+        return {}
+    out = {}
+    for text in recorded if isinstance(recorded, list) else []:
+        key, sep, val = str(text).partition("=")
+        key = key.lstrip("+~")
+        if sep and not key.startswith("hydra.") and key != "progress":
+            out[key] = val
+    return out
 
 
 @dataclass(frozen=True)
@@ -168,20 +227,35 @@ def value(e: RunEntry, column: Column) -> Any:
     return get_path(e.task.headline(e.metrics)[0], column.path)
 
 
-def cell(e: RunEntry, column: Column) -> str:
-    """The value with its 95% interval, `–` when absent."""
-    return metric_cell(e.task, e.metrics, column)
+NOT_COMPUTED = "not computed for this run: its condition was not run (`bench.conditions`), or the metric does not apply"
+UNDEFINED = "undefined for this run's items (its report.md says why)"
 
 
-def metric_cell(task: Task, metrics: Mapping[str, Any], column: Column) -> str:
-    """A column of a run's `metrics.json` as `value [lo, hi]`, `–` when absent."""
-    if column.cell is not None:
-        return column.cell(metrics)
+def cell(e: RunEntry, column: Column, notes: Footnotes | None = None) -> str:
+    """The value with its 95% interval, `–` when absent (marked with why when `notes` is given)."""
+    return metric_cell(e.task, e.metrics, column, notes)
+
+
+def metric_cell(task: Task, metrics: Mapping[str, Any], column: Column, notes: Footnotes | None = None) -> str:
+    """A column of a run's `metrics.json` as `value [lo, hi]`, `–` when absent or undefined —
+    with `notes`, a `–` carries the mark of why (the column's own reason where it has one)."""
     tree, ci_tree = task.headline(metrics)
-    value, ci = get_path(tree, column.path), get_path(ci_tree, column.path)
+    text = column.cell(metrics) if column.cell is not None else _value_text(tree, ci_tree, column.path)
+    if text != "–" or notes is None:
+        return text
+    head, _, leaf = column.path.rpartition(".")
+    node = get_path(tree, head) if head else tree
+    computed = isinstance(node, Mapping) and leaf in node
+    if column.cell is not None or computed:
+        return notes.gap(column.undefined or UNDEFINED)
+    return notes.gap(NOT_COMPUTED)
+
+
+def _value_text(tree: Any, ci_tree: Any, path: str) -> str:
+    value, ci = get_path(tree, path), get_path(ci_tree, path)
     if not is_number(value):  # absent, or NaN (undefined for this run, e.g. no low-resource culture)
         return "–"
-    if ci and ci[0] is not None:
+    if ci and is_number(ci[0]):
         return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
     return f"{value:.3f}"
 

@@ -21,11 +21,13 @@ from probe.report.entries import (
     RunEntry,
     Skipped,
     cell,
+    differing_overrides,
     find_runs,
     is_number,
     load_entries,
     read_entries,
     summary_rows,
+    unfinished_reason,
     value,
 )
 from probe.report.paired import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
@@ -34,7 +36,9 @@ from probe.results.io import write_csv, write_table
 from probe.results.run import Run, load_run
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
-from probe.viz.markdown import row
+from probe.metrics.core import SMALL_N
+from probe.report.header import weights_line
+from probe.viz.markdown import Footnotes, bootstrap_units, small_sample, split_table, table
 
 
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
@@ -51,17 +55,38 @@ LETTER_NOTE = ("⚠: the letter drives this run's answers in some condition — 
                "columns and letter share before its cultural metrics.")
 
 
+SMALL_MARK = " ‡"
+NO_COUNT = "not recorded: metrics.json without `bootstrap.n_units` or `n_items` (written by an older probe)"
+
+
 def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
-    """Markdown table: one row per run of this task, its headline columns with CIs."""
+    """Markdown table(s): one row per run of this task, its headline columns with CIs, split
+    into parts that fit the page; each empty cell footnoted with why, runs with few items and
+    runs the letter drives marked."""
     rows = [e for e in entries if e.task.kind == task.kind]
-    head = ["run", "kind", "bench"] + [c.label for c in task.sweep_columns]
-    lines = [row(head), "|---" * len(head) + "|"]
+    differ = differing_overrides(rows)
+    notes, body = Footnotes(), []
     for e in rows:
         label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
-        lines.append(row([label, e.kind, e.bench] + [cell(e, c) for c in task.sweep_columns]))
+        n, _ = bootstrap_units(e.metrics)
+        size = notes.gap(NO_COUNT) if n is None else f"{n}{SMALL_MARK if small_sample(e.metrics) else ''}"
+        body.append([label, e.kind, e.bench, size, *([differ[e.path]] if differ else []),
+                     *(cell(e, c, notes) for c in task.sweep_columns)])
+    head = ["run", "kind", "bench", f"{_unit(rows)}s", *(["overrides"] if differ else []),
+            *(c.label for c in task.sweep_columns)]
+    parts = split_table(head, body, keep=4 + bool(differ))
+    lines = [line for i, part in enumerate(parts) for line in ([""] if i else []) + part] + notes.lines()
+    if any(small_sample(e.metrics) for e in rows):
+        lines += ["", f"‡ fewer than {SMALL_N} {_unit(rows)}s: the bootstrap intervals of this run are too "
+                  "narrow and unreliable; read them as descriptive."]
     if any(e.metrics.get("letter_warnings") for e in rows):
         lines += ["", LETTER_NOTE]
     return "\n".join(lines)
+
+
+def _unit(entries: Sequence[RunEntry]) -> str:
+    """What the runs' bootstraps resample (`item`, `template`)."""
+    return bootstrap_units(entries[0].metrics)[1] if entries else "item"
 
 
 def pair_table(entries: Sequence[RunEntry], task: Task) -> str | None:
@@ -70,7 +95,7 @@ def pair_table(entries: Sequence[RunEntry], task: Task) -> str | None:
     also ran on the same bench; None if no pair is present."""
     mine = [e for e in entries if e.task.kind == task.kind and not e.intervention]
     by_model = {(e.model, e.bench, e.revision): e for e in mine}
-    lines, notes = [], []
+    lines, notes, marks = [], [], Footnotes()
     for e in mine:
         if e.kind != "instruct" or not e.pair:
             continue
@@ -86,13 +111,18 @@ def pair_table(entries: Sequence[RunEntry], task: Task) -> str | None:
             a, b = value(e, column), value(base, column)
             delta = a - b if a is not None and b is not None else None
             diff = diffs.get(column.path)
-            lines.append(f"| {e.label} vs {base.label} | {column.label} | {cell(e, column)} | "
-                         f"{cell(base, column)} | {delta_cell(delta, diff)} | {p_cell(diff)} |")
+            d = delta_cell(delta, diff)
+            p = p_cell(diff)
+            lines.append([f"{e.label} vs {base.label}", column.label, cell(e, column, marks), cell(base, column, marks),
+                          marks.gap(NO_DELTA) if d == "–" else d, marks.gap(NO_P) if p == "–" else p])
     if not lines:
         return None
-    table = ["| pair | metric | instruct | base | Δ (instruct − base) [paired 95% CI] | p (Holm) |",
-             "|---|---|---|---|---|---|", *lines]
-    return "\n".join(table + (["", "Without a paired interval:", *notes] if notes else []))
+    head = ["pair", "metric", "instruct", "base", "Δ (instruct − base) [paired 95% CI]", "p (Holm)"]
+    return "\n".join(table(head, lines) + marks.lines() + (["", "Without a paired interval:", *notes] if notes else []))
+
+
+NO_DELTA = "no difference: one of the two runs has no value"
+NO_P = "no p-value: no paired bootstrap for this pair or metric (see *Without a paired interval*, or a run lacks the value)"
 
 
 def _present_tasks(entries: Sequence[RunEntry]) -> list[Task]:
@@ -117,11 +147,12 @@ def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = (),
         steps = checkpoint_table(entries, task)
         if steps:
             parts += [f"### {task.title}: checkpoint to checkpoint", "", PAIRED_NOTE, "", steps, ""]
-    parts += ["## Runs", ""] + [f"- {e.label} ({e.bench}): `{e.path}`" for e in entries]
+    parts += ["## Runs", ""] + [f"- {e.label} ({e.bench}): `{e.path}` — "
+                                 f"{weights_line(e.manifest.get('model') or {}).removeprefix('Weights: ')}"
+                                 for e in entries]
     if unfinished:
-        parts += ["", f"## Skipped: {len(unfinished)} unfinished run(s) (no DONE) or unmerged shard(s) "
-                  "(bench.shard; merge them with python -m probe.merge)", ""]
-        parts += [f"- `{p}`" for p in unfinished]
+        parts += ["", f"## Skipped: {len(unfinished)} unfinished run(s) (no DONE) or unmerged shard(s)", ""]
+        parts += [f"- `{p}`: {unfinished_reason(p)}" for p in unfinished]
     if skipped:
         parts += ["", f"## Skipped: {len(skipped)} finished run(s) that could not be read", ""]
         parts += [f"- `{s.path}`: {s.reason}" for s in skipped]
