@@ -143,7 +143,7 @@ def render(entry: Generated) -> str:
 
 def render_config() -> str:
     """`config.yaml`: the defaults list, the analysis block, run options and Hydra's directories."""
-    lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=("progress", "shard_size", "dry_run"))
+    lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=("progress", "shard_size", "part_seconds", "dry_run"))
     return CONFIG_HEAD + "\n".join(lines) + "\n" + BENCH_SHARD + CONFIG_TAIL
 
 
