@@ -119,7 +119,7 @@ hydra:
     dir: runs/${bench.name}/${model.name}/${now:%Y-%m-%d_%H-%M-%S}
   sweep:
     dir: multirun/${now:%Y-%m-%d_%H-%M-%S}
-    subdir: ${hydra.job.num}_${bench.name}_${model.name}
+    subdir: ${probe_subdir:}   # <n>_<bench>_<model>, then the swept overrides (probe.hydra_callbacks.job_subdir)
   job:
     chdir: false
   help:

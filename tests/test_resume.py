@@ -174,3 +174,16 @@ def test_sigint_prints_the_resume_command_and_it_resumes_identically(reference: 
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads((out / "manifest.json").read_text())["backend"]["resumed_prompts"] > 0
     _same_results(ref, out)
+
+
+def test_the_resume_command_keeps_the_run_and_drops_the_sweep() -> None:
+    from probe.interrupt import resume_command
+
+    task = ["model=tiny", "bench.conditions=[C0,C3]"]
+    hydra = ["hydra.mode=MULTIRUN", "hydra.sweep.dir=multirun/x", "hydra.launcher.timeout_min=5",
+             "hydra.searchpath=[file://plugins]", "hydra.run.dir=elsewhere"]
+    assert resume_command(["python", "-m", "probe"], task, hydra, Path("/runs/a b/it's")) == (
+        "python -m probe model=tiny 'bench.conditions=[C0,C3]' 'hydra.searchpath=[file://plugins]' "
+        "'hydra.run.dir='\"'\"'/runs/a b/it\\'\"'\"'s'\"'\"''")
+    assert resume_command(["probe"], task, [], Path("/runs/demo/2026-12-01_10-00-00")) == (
+        "probe model=tiny 'bench.conditions=[C0,C3]' hydra.run.dir=/runs/demo/2026-12-01_10-00-00")
