@@ -36,8 +36,10 @@ def test_local_sweep_runs_one_directory_per_model(tmp_path: Path) -> None:
          "analysis.n_boot=50", "progress=false"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    # Besides the runs, the sweep dir holds multirun.yaml and submitit's hidden .submitit/.
-    runs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
+    # Besides the runs, the sweep dir holds multirun.yaml, submitit's hidden .submitit/ and the
+    # sweep report the multirun wrote when it ended.
+    assert (sweep / "report" / "report.html").is_file()
+    runs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "report")
     assert [p.name for p in runs] == [f"{i}_demo_{m}" for i, m in enumerate(MODELS)]
     for run, model in zip(runs, MODELS):
         for name in RUN_FILES:
