@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
+from probe.interrupt import launcher_argv, resume_command, resume_hint
 from probe.models import ModelSpec
 from probe.pipeline.provenance import bench_judged
 from probe.pipeline.run import run
@@ -55,6 +56,17 @@ if not OmegaConf.has_resolver("shard_gpu"):
 # path would be looked up as a Python module (`probe.conf`, not a package).
 @hydra.main(version_base="1.3", config_path=str(package_conf_dir()), config_name="config")
 def main(cfg: DictConfig) -> None:
+    with resume_hint(_resume_command):
+        _main(cfg)
+
+
+def _resume_command() -> str:
+    hc = HydraConfig.get()
+    return resume_command(launcher_argv(), list(hc.overrides.task), list(hc.overrides.hydra),
+                          Path(hc.runtime.output_dir))
+
+
+def _main(cfg: DictConfig) -> None:
     try:
         out = Path(HydraConfig.get().runtime.output_dir)
         _hydra_wrote_nothing_into(out)

@@ -3,18 +3,22 @@
     python -m probe.analyze RUN_DIR [analysis.KEY=VALUE ...]
 
 With overrides the results go beside the run's own (`metrics-temperature=0.5.json`,
-`report-temperature=0.5.md`); without, `metrics.json`, `report.md` and `report.html` are
-rewritten from the tables.
+`report-temperature=0.5.md`, `report-temperature=0.5.html`); without, `metrics.json`,
+`report.md` and `report.html` are rewritten from the tables. Either way the headline metrics
+are printed.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 from probe import cli
+from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
-from probe.pipeline.analyze import analyze_run
+from probe.pipeline.analyze import analyze_run, suffix_of
+from probe.report.summary import run_summary
 
 USAGE = f"{__doc__}\nOptions (defaults: the values recorded in the run's manifest):\n" \
         f"{cli.options_help(AnalysisOptions, 'analysis.')}"
@@ -24,8 +28,13 @@ def _body(argv: list[str]) -> int:
     command = cli.parse(argv, "analysis.")
     if len(command.paths) != 1:
         raise ProbeInputError(f"expected one run directory, got {[str(p) for p in command.paths]}")
-    metrics = analyze_run(command.paths[0], command.overrides)
-    print(f"probe.analyze: analysed {metrics['n_prompts']} prompts of {command.paths[0]}")
+    run_dir = command.paths[0]
+    metrics = analyze_run(run_dir, command.overrides)
+    task = task_of(json.loads((run_dir / "manifest.json").read_text()))
+    options = "".join(f", analysis.{k}={v}" for k, v in sorted(command.overrides.items()))
+    suffix = suffix_of(command.overrides)
+    print(f"probe.analyze: {metrics['n_prompts']} prompts of {run_dir}{options}\n{run_summary(task, metrics)}\n"
+          f"probe.analyze: wrote metrics{suffix}.json, report{suffix}.md and report{suffix}.html")
     return 0
 
 

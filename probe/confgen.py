@@ -119,7 +119,7 @@ hydra:
     dir: runs/${bench.name}/${model.name}/${now:%Y-%m-%d_%H-%M-%S}
   sweep:
     dir: multirun/${now:%Y-%m-%d_%H-%M-%S}
-    subdir: ${hydra.job.num}_${bench.name}_${model.name}
+    subdir: ${probe_subdir:}   # <n>_<bench>_<model>, then the swept overrides (probe.hydra_callbacks.job_subdir)
   job:
     chdir: false
   help:
@@ -143,7 +143,7 @@ def render(entry: Generated) -> str:
 
 def render_config() -> str:
     """`config.yaml`: the defaults list, the analysis block, run options and Hydra's directories."""
-    lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=("progress", "shard_size", "dry_run"))
+    lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=("progress", "shard_size", "part_seconds", "dry_run"))
     return CONFIG_HEAD + "\n".join(lines) + "\n" + BENCH_SHARD + CONFIG_TAIL
 
 

@@ -165,6 +165,28 @@ def test_analyze_recomputes_identical_metrics(run_dir: Path, tmp_path: Path) -> 
     assert hot["temperature"] == 0.5 and hot["greedy"] == json.loads((copy / "metrics.json").read_text())["greedy"]
 
 
+def test_analyze_at_another_temperature_prints_its_headline_and_writes_html(run_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from probe.benches.registry import task_of
+    from probe.report.summary import run_summary
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    own_html = (copy / "report.html").read_bytes()
+    proc = subprocess.run([sys.executable, "-m", "probe.analyze", str(copy), "analysis.temperature=0.7"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    task = task_of(json.loads((copy / "manifest.json").read_text()))
+    hot = run_summary(task, json.loads((copy / "metrics-temperature=0.7.json").read_text()))
+    assert hot in proc.stdout and hot != run_summary(task, json.loads((copy / "metrics.json").read_text()))
+    assert f"probe.analyze: {52 * N_ITEMS} prompts of {copy}, analysis.temperature=0.7" in proc.stdout
+    html = (copy / "report-temperature=0.7.html").read_text()
+    assert "(temperature=0.7)</title>" in html and "(temperature 0.7)" in html  # its own markdown
+    assert html.count('<img src="data:image/png;base64,') == len(list((copy / "figures" / "temperature=0.7").glob("*.png"))) > 0
+    assert (copy / "report.html").read_bytes() == own_html  # the run's own report is not replaced
+
+
 def test_refuses_to_overwrite_a_finished_run(run_dir: Path, tmp_path: Path) -> None:
     proc = run_cli(["model=tiny", "bench=demo", f"hydra.run.dir={run_dir}"], tmp_path)
     assert proc.returncode == 2 and "holds a run with a different configuration" in proc.stderr

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = REPO_ROOT / "probe" / "conf"
@@ -35,14 +36,22 @@ def test_local_sweep_runs_one_directory_per_model(tmp_path: Path) -> None:
          "analysis.n_boot=50", "progress=false"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    # Besides the runs, the sweep dir holds multirun.yaml and submitit's hidden .submitit/.
-    runs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
+    # Besides the runs, the sweep dir holds multirun.yaml, submitit's hidden .submitit/ and the
+    # sweep report the multirun wrote when it ended.
+    assert (sweep / "report" / "report.html").is_file()
+    runs = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name != "report")
     assert [p.name for p in runs] == [f"{i}_demo_{m}" for i, m in enumerate(MODELS)]
     for run, model in zip(runs, MODELS):
         for name in RUN_FILES:
             assert (run / name).is_file(), f"{run.name}/{name}"
         assert json.loads((run / "metrics.json").read_text())["model"] == model
     assert (sweep / "multirun.yaml").is_file()
+    # the sweep ends with its headline table in the terminal, not only in .submitit/* logs
+    tail = proc.stdout[proc.stdout.rindex("DiSCo:"):]
+    assert re.search(r"^\| run \| bench \| KL \|", tail, re.M), tail
+    for model in MODELS:
+        assert re.search(rf"^\| {re.escape(model)}( ⚠)? \| demo \| \d", tail, re.M), tail
+    assert f"probe: sweep report written to {sweep / 'report' / 'report.html'}" in tail
     _sweep_report_renders(sweep)
 
 
@@ -79,7 +88,7 @@ def test_slurm_cluster_composes_with_overrides() -> None:
     for key in ("gpus_per_node", "timeout_min", "mem_gb", "cpus_per_task", "account", "array_parallelism"):
         assert key in launcher, key
     sweep = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)  # job.num only exists in a job
-    assert sweep["subdir"] == "${hydra.job.num}_${bench.name}_${model.name}"
+    assert sweep["subdir"] == "${probe_subdir:}"  # probe.hydra_callbacks.job_subdir
 
 
 def test_local_cluster_runs_jobs_one_at_a_time_without_gpus() -> None:
@@ -94,3 +103,51 @@ def test_default_keeps_hydras_basic_launcher() -> None:
     assert cfg.hydra.launcher._target_ == "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
     assert cfg.hydra.sweeper.max_batch_size is None
     assert "cluster" not in cfg
+
+
+def _job_config(sweep: Path, num: int, overrides: list[str]) -> DictConfig:
+    return OmegaConf.create({"hydra": {"sweep": {"dir": str(sweep)}, "job": {"num": num},
+                                       "overrides": {"task": overrides}},
+                             "bench": {"name": "demo"}, "model": {"name": "tiny"}})
+
+
+def test_job_directories_name_the_overrides_the_sweep_varies(tmp_path: Path) -> None:
+    from probe.hydra_callbacks import job_subdir
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    job = ["model=tiny", "bench=demo", "analysis.n_boot=50", "intervention.alpha=4", "model.hub_id=org/b",
+           "progress=false"]
+    assert job_subdir(_root_=_job_config(sweep, 3, job)) == \
+        "3_demo_tiny_analysis.n_boot=50,intervention.alpha=4,model.hub_id=org_b"  # no multirun.yaml: all that count
+    OmegaConf.save({"hydra": {"overrides": {"task": ["model=tiny,tiny-gemma3", "bench=demo", "analysis.n_boot=50",
+                                                     "intervention.alpha=0,4", "model.hub_id=org/a,org/b",
+                                                     "progress=false"]}}}, sweep / "multirun.yaml")
+    assert job_subdir(_root_=_job_config(sweep, 3, job)) == "3_demo_tiny_intervention.alpha=4,model.hub_id=org_b"
+    assert job_subdir(_root_=_job_config(sweep, 0, job[:3])) == "0_demo_tiny"
+
+
+def test_long_job_directory_names_are_cut_and_hashed() -> None:
+    from probe.hydra_callbacks import SUBDIR_BYTES, capped
+
+    assert capped("0_demo_tiny") == "0_demo_tiny"
+    a, b = capped("0_demo_tiny_bench.path=" + "é" * 300 + "a"), capped("0_demo_tiny_bench.path=" + "é" * 300 + "b")
+    assert a != b and len(a.encode()) <= SUBDIR_BYTES and len(b.encode()) <= SUBDIR_BYTES
+    assert a.startswith("0_demo_tiny_bench.path=éé") and re.fullmatch(r".*~[0-9a-f]{10}", a)
+
+
+def test_a_sweep_over_long_values_runs_into_short_distinct_directories(tmp_path: Path) -> None:
+    """A swept value longer than a file name may be (here a 300-character run label) once
+    stopped the sweep with Hydra's traceback; each job's directory now names what it varies."""
+    sweep, long = tmp_path / "sweep", "x" * 300
+    env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "probe", "-m", "model=tiny", "bench=demo", f"bench.name={long},demo",
+         "analysis.temperature=0.5,2.0", "dry_run=true", f"hydra.sweep.dir={sweep}"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    names = sorted(p.name for p in sweep.iterdir() if p.is_dir())
+    assert len(names) == 4 and all(len(n.encode()) <= 160 and (sweep / n / "prompts.parquet").is_file() for n in names)
+    assert "2_demo_tiny_bench.name=demo,analysis.temperature=0.5" in names
+    assert "3_demo_tiny_bench.name=demo,analysis.temperature=2.0" in names
+    assert "probe: no sweep report: no finished probe runs" in proc.stderr  # dry runs finish nothing

@@ -9,8 +9,8 @@ validator):
 - `implicit`, once per response. Payload `{"question"?, "response", "language", "us_answer",
   "gold_answers": [raw strings, US + local]}` → `{"mentioned_answers": [raw gold strings],
   "framing_style": "US_COMPARISON" | "NEUTRAL", "dropped": [...]}`.
-- `explicit`, once per (response, locale). Payload `{"question"?, "response", "locale",
-  "locale_answer", "us_answer"}` → `{"match_locale": bool, "mentions_us_answer": bool}`.
+- `explicit`, once per (response, locale). Payload `{"question"?, "response", "language"?,
+  "locale", "locale_answer", "us_answer"}` → `{"match_locale": bool, "mentions_us_answer": bool}`.
 
 "Unknown answers are dropped and flagged" (SPEC §4): an entry of `matches` or
 `mentioned_answers` that names no locale / gold answer of the payload is removed from the
@@ -21,8 +21,10 @@ non-boolean flag) raises ValueError, which the LLM judge retries and then record
 
 The `rules` judge is the offline baseline: string and number matching on normalised text,
 no semantics. It cannot see that `Lunes` means `Monday`, or that "not 911" does not offer
-911, and single-letter or yes/no answers (`A`, `No`) match any such word in a response. Use
-the LLM judge for reported numbers; this one makes runs and tests reproducible without one.
+911, and yes/no answers (`No`) match any such word in a response. A one-letter Latin answer
+(`A`) is not counted where the letter is a one-letter word of English or the response's
+language ("…has a similar expression"; see `mentions_letter`). Use the LLM judge for reported
+numbers; this one makes runs and tests reproducible without one.
 """
 
 from __future__ import annotations
@@ -67,18 +69,81 @@ def _pattern(needle: str) -> str:
     return left + re.escape(needle) + right
 
 
-def mentions(response: str, answer: str) -> bool:
+def mentions(response: str, answer: str, language: str | None = None) -> bool:
     """Whether the normalised `answer` occurs in the normalised `response` (whole word/number
     in space-separated scripts, substring otherwise; digits compared in ASCII).
 
     `N/A` is never mentioned: it records that a locale has no such thing, which a response says
     in words ("there is no…"), while a literal "N/A" in a response is a placeholder, not a
     claim; substring matching would only produce false hits.
+
+    A one-character Latin answer (`A`) follows `mentions_letter`: the letter is also a word
+    ("…has a similar expression"), so whole-word matching alone would count articles.
     """
     needle = _fold_digits(normalize_answer(answer))
     if not needle or needle in NA_FORMS:
         return False
+    if len(needle) == 1 and needle.isalpha() and re.match(f"[{_SPACED}]", needle):
+        return mentions_letter(response, unicodedata.normalize("NFKC", answer).strip(), language)
     return re.search(_pattern(needle), _fold_digits(normalize_answer(response))) is not None
+
+
+FUNCTION_LETTERS: dict[str, str] = {
+    # One-letter words (lower case) of the LocQA languages written in Latin script: articles,
+    # pronouns, prepositions, conjunctions, the French/Spanish auxiliaries, and the elided
+    # articles and pronouns before an apostrophe (French l'/d'/j'..., Italian l'/d'/c'...).
+    # German and Indonesian have none; English is always added (models often answer in it).
+    "English": "ai",
+    "Spanish": "aeouy",
+    "French": "acdjlmnsty",
+    "Italian": "acdeilmnostv",
+    "Portuguese": "aeo",
+}
+CAPITAL_FUNCTION_LETTERS: dict[str, str] = {
+    # Function words written in upper case anywhere in a sentence, so a capital proves nothing.
+    "English": "I",
+}
+_QUOTES = "\"'`*\u2018\u2019\u201a\u201c\u201d\u201e\u00ab\u00bb\u2039\u203a\u300c\u300d\u300e\u300f"
+"""Marks that set a letter off as a quoted name: straight and curly quotes, guillemets, CJK
+corner brackets, backticks and Markdown emphasis (`**A**`)."""
+_SENTENCE_START = re.compile(f"(?:^|[.!?:;\n\u3002\uff01\uff1f\uff1a])[\\s{_QUOTES}(\\-\u2022#>]*$")
+_WORD_NEXT = re.compile(f"\\s+[{_SPACED}]")
+
+
+def mentions_letter(response: str, letter: str, language: str | None) -> bool:
+    """Whether `response` names the one-character Latin answer `letter` (e.g. `A`).
+
+    The letter must stand alone (no Latin letter or digit either side) and be either
+    - in quotes, case-sensitively (`"A"`, `'A'`, `«A»`, `「A」`, `**A**` for the answer `A`), or
+    - not a one-letter function word of English or of `language` (`FUNCTION_LETTERS`): such a
+      letter counts only in upper case, and then only when the article/pronoun reading is
+      impossible: followed by no Latin word (`the answer is A.`, `A,`), or followed by one but
+      neither at a sentence start nor always capitalised (`option A is right`; not `A similar
+      idiom…`, nor English `I think…`).
+    So "…has a similar idiomatic expression" never mentions `A`; the price is that a sentence
+    opening with the letter as its subject ("A is the first letter") is not counted either.
+    """
+    langs = ["English"] + ([language] if language and language != "English" else [])
+    function = "".join(FUNCTION_LETTERS.get(lang, "") for lang in langs)
+    capital = "".join(CAPITAL_FUNCTION_LETTERS.get(lang, "") for lang in langs)
+    text = unicodedata.normalize("NFKC", response)
+    token = re.compile(f"(?<![{_SPACED}]){re.escape(letter)}(?![{_SPACED}])", re.IGNORECASE)
+    for m in token.finditer(text):
+        before, after, form = text[:m.start()], text[m.end():], m.group()
+        if form == letter and _quoted(before, after):
+            return True
+        if form.casefold() not in function:
+            return True
+        # A lower-case function letter is the word; a capital one is the word when a Latin
+        # word follows and it opens a sentence (or is always capitalised, like English I).
+        if form.isupper() and (not _WORD_NEXT.match(after)
+                               or (form not in capital and not _SENTENCE_START.search(before))):
+            return True
+    return False
+
+
+def _quoted(before: str, after: str) -> bool:
+    return bool(before) and bool(after) and before[-1] in _QUOTES and after[0] in _QUOTES
 
 
 def same_answer(a: str, b: str) -> bool:
@@ -172,13 +237,14 @@ def _rule_semantic(p: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _rule_implicit(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {"mentioned_answers": [g for g in gold_answers(p) if mentions(p["response"], g)],
+    return {"mentioned_answers": [g for g in gold_answers(p) if mentions(p["response"], g, p.get("language"))],
             "framing_style": "US_COMPARISON" if frames_us(p["response"], p.get("language")) else "NEUTRAL"}
 
 
 def _rule_explicit(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {"match_locale": mentions(p["response"], p["locale_answer"]),
-            "mentions_us_answer": mentions(p["response"], p["us_answer"])}
+    language = p.get("language")
+    return {"match_locale": mentions(p["response"], p["locale_answer"], language),
+            "mentions_us_answer": mentions(p["response"], p["us_answer"], language)}
 
 
 _RULES = {"semantic_match": _rule_semantic, "implicit": _rule_implicit, "explicit": _rule_explicit}

@@ -21,6 +21,7 @@ from probe.metrics.core import AnalysisOptions
 from probe.pipeline.spec import AnalysisSpec
 from probe.report.run import write_run_report
 from probe.results.run import Run, load_run
+from probe.viz.html import write_html
 
 
 def analysis_spec(manifest: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> AnalysisSpec:
@@ -48,10 +49,12 @@ def open_run(path: Path) -> tuple[Run, Task]:
 
 
 def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Compute metrics from the stored tables, write `metrics.json` and `report.md`, return metrics.
+    """Compute metrics from the stored tables, write `metrics.json`, `report.md` and
+    `report.html`, return metrics.
 
     `analysis` overrides the analysis options recorded in the manifest (e.g. a temperature);
-    the results then go to `metrics-<key>=<value>.json` and `report-….md` beside the originals.
+    the results then go to `metrics-<key>=<value>.json`, `report-….md` and `report-….html`
+    (its figures in `figures/<key>=<value>/`) beside the originals.
     """
     t0 = time.perf_counter()
     refuse_links_inside(Path(run_dir))  # before any file is written: a planted `figures/` link is refused here
@@ -66,6 +69,9 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     report = task.report(metrics, run)
     if suffix:
         write_text(run_dir / f"report{suffix}.md", report)
+        label = suffix.removeprefix("-")
+        write_html(run_dir / f"report{suffix}.html", f"{metrics['bench']} — {metrics['model']} ({label})", report,
+                   task.figures(run, run_dir / "figures" / label))
         return metrics
     write_run_report(run, task, report)
     manifest = dict(run.manifest)

@@ -353,13 +353,13 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
     all of them; returns how many prompts an interrupted earlier run had already scored."""
     mech = cfg.analysis.mech
     expected = sorted(int(r.prompt.prompt_id) for r in own)
-    writers = Writers(ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=mech.logit_lens))
+    writers = Writers(_score_writer(cfg, bench))
     if mech.capture_layers:
         writers.activations = ActivationWriter(cfg.out_dir, expected, getattr(backend, "capture", ()),
                                                _d_model(loaded.model), mech.capture_dtype, writers.scores.done)
         if writers.scores.done and not writers.activations.resumed:  # rows lost: score those prompts again
             writers.scores.store.remove()
-            writers.scores = ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=mech.logit_lens)
+            writers.scores = _score_writer(cfg, bench)
     done = set(writers.scores.done)
     others = {int(r.prompt.prompt_id) for r in rendered} - set(expected)
     seen: set[int] = set(done)
@@ -374,6 +374,11 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
     assert seen == set(expected), "backend must score every prompt it owns, and only those"
     writers.close()
     return len(done)
+
+
+def _score_writer(cfg: RunConfig, bench: PreparedBench) -> ScoreWriter:
+    return ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=cfg.analysis.mech.logit_lens,
+                       part_seconds=cfg.part_seconds)
 
 
 def _text_config(model: Any) -> Any:

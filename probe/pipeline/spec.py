@@ -93,6 +93,8 @@ class RunConfig:
     """Progress bar with prompts/s and ETA."""
     shard_size: Annotated[int, Ge(1)] = 4096
     """Prompts per checkpointed score part; a killed run resumes from its last complete part."""
+    part_seconds: Annotated[float, Gt(0)] = 60.0
+    """Also cut a score part after the batch that ends this many seconds of scoring since the last one."""
     dry_run: bool = False
     """Check data and config, render every prompt, write prompts.parquet, print samples, token
     counts and a memory estimate; no weights load and nothing is scored."""
@@ -134,7 +136,8 @@ def intervention_spec(values: Mapping[str, Any]) -> InterventionSpec:
     return build(INTERVENTIONS[name], values, "intervention")
 
 
-TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size", "dry_run")
+TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size",
+             "part_seconds", "dry_run")
 
 
 def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None) -> RunConfig:
@@ -148,5 +151,5 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
         "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
         "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
         "intervention": intervention_spec(values.get("intervention") or {}),
-        **{k: values[k] for k in ("progress", "shard_size", "dry_run") if k in values},
+        **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run") if k in values},
     }, "")

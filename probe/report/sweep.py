@@ -204,3 +204,21 @@ def _load_tables(entries: Sequence[RunEntry], skipped: list[Skipped]) -> tuple[l
     if not kept:
         raise ProbeInputError(f"none of the finished runs' tables could be read ({skipped[0].path}: {skipped[0].reason})")
     return runs, kept
+
+
+def sweep_headlines(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ()) -> str:
+    """What a multirun prints when it ends: per bench kind, its runs' headline columns with CIs
+    (columns no run has a value in left out, to fit a terminal), then the runs that did not finish."""
+    lines = []
+    for task in _present_tasks(entries):
+        mine = [e for e in entries if e.task.kind == task.kind]
+        columns = [c for c in task.sweep_columns if any(cell(e, c) != "–" for e in mine)]
+        head = ["run", "bench"] + [c.label for c in columns]
+        lines += [f"{task.title}:", row(head), "|---" * len(head) + "|"]
+        lines += [row([f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]
+                      + [cell(e, c) for c in columns]) for e in mine]
+        lines += ["(⚠: the letter drives this run's answers; see its report)", ""] \
+            if any(e.metrics.get("letter_warnings") for e in mine) else [""]
+    if unfinished:
+        lines += [f"{len(unfinished)} run(s) did not finish (no DONE): " + ", ".join(map(str, unfinished)), ""]
+    return "\n".join(lines).rstrip("\n")

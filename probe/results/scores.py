@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,11 +84,16 @@ class ScoreWriter:
     `lens.safetensors`) sorted by `prompt_id`.
 
     Memory during scoring stays at one chunk. A prompt's lens row travels in the same part as
-    its scores, so a resumed run never has one without the other.
+    its scores, so a resumed run never has one without the other. A part is cut after `chunk`
+    prompts or, whichever comes first, after the batch that ends `part_seconds` of work since
+    the last part (as `clock` measures), so a kill loses about that much work at most.
     """
 
-    def __init__(self, run_dir: Path, letters: Sequence[str], chunk: int = 4096, lens: bool = False) -> None:
+    def __init__(self, run_dir: Path, letters: Sequence[str], chunk: int = 4096, lens: bool = False,
+                 part_seconds: float = math.inf, clock: Callable[[], float] = time.monotonic) -> None:
         self.run_dir, self.letters, self.chunk, self.lens = run_dir, tuple(letters), chunk, lens
+        self.part_seconds, self._clock = part_seconds, clock
+        self._since = clock()
         schema = SCORES_SCHEMA.append(pa.field("lens", pa.list_(pa.float32()))) if lens else SCORES_SCHEMA
         self.store = PartStore(run_dir / "scores.parts", schema)
         self._buffer: list[LetterScore] = []
@@ -115,10 +122,11 @@ class ScoreWriter:
                 f"this directory: the {len(self.store.done)} prompts stored before this batch are kept, this batch "
                 "is not")
         self._buffer.extend(new)
-        if len(self._buffer) >= self.chunk:
+        if len(self._buffer) >= self.chunk or self._clock() - self._since >= self.part_seconds:
             self._flush()
 
     def _flush(self) -> None:
+        self._since = self._clock()
         if not self._buffer:
             return
         lp = np.array([s.letter_logprobs for s in self._buffer], dtype=np.float32).reshape(-1, len(self.letters))

@@ -36,7 +36,8 @@ def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -
         if mode == "explicit":
             local = next(a.answer for a in q.answers if a.locale == locale)
             jobs.append(JudgeJob(JudgeRequest("explicit", {
-                "question": q.question, "response": response, "locale": locale, "locale_answer": local,
+                "question": q.question, "response": response, "language": q.language, "locale": locale,
+                "locale_answer": local,
                 "us_answer": q.us_answer}), {**row, "task": "explicit"}))
         else:
             jobs.append(JudgeJob(JudgeRequest("implicit", {
