@@ -214,9 +214,9 @@ def sweep_headlines(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ()
         mine = [e for e in entries if e.task.kind == task.kind]
         columns = [c for c in task.sweep_columns if any(cell(e, c) != "–" for e in mine)]
         head = ["run", "bench"] + [c.label for c in columns]
-        lines += [f"{task.title}:", row(head), "|---" * len(head) + "|"]
-        lines += [row([f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]
-                      + [cell(e, c) for c in columns]) for e in mine]
+        rows = [[f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]
+                + [cell(e, c) for c in columns] for e in mine]
+        lines += [f"{task.title}:", *table(head, rows)]
         lines += ["(⚠: the letter drives this run's answers; see its report)", ""] \
             if any(e.metrics.get("letter_warnings") for e in mine) else [""]
     if unfinished:
