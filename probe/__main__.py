@@ -1,8 +1,10 @@
-"""Entry point: `python -m probe model=<name> bench=<name> [overrides]` (Hydra, configs in probe/conf).
+"""Entry point: `python -m probe model=<name> bench=<name> [overrides]` (Hydra, configs in probe/conf),
+`probe ls …` (what there is to run, `probe.ls`) and `probe view RUN_OR_SWEEP_DIR` (`probe.view`).
 
 Hydra and DictConfig stop here: the composed config becomes a typed, validated `RunConfig`
 before anything is written, and `probe.pipeline.run.run` does the work. A bad value stops
-with one line naming the key, the value and what is allowed (exit status 2).
+with one line naming the key, the value and what is allowed (exit status 2); so does an
+unknown key, checked before Hydra reads the command line (`probe.overrides`).
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from probe import ls
 from probe.config import build, package_conf_dir
+from probe.conftree import compose_tree
 from probe.errors import ProbeInputError
 from probe.interrupt import launcher_argv, resume_command, resume_hint
 from probe.models import ModelSpec
+from probe.overrides import check
 from probe.pipeline.provenance import bench_judged
 from probe.pipeline.run import run
 from probe.pipeline.spec import BenchRef, RunConfig, run_config
@@ -52,10 +57,42 @@ def _shard_gpu(*, _root_: DictConfig) -> str:
 if not OmegaConf.has_resolver("shard_gpu"):
     OmegaConf.register_new_resolver("shard_gpu", _shard_gpu)
 
+
+def main() -> None:
+    """`probe ls …`, `probe view …`, `probe [overrides] --help`, else a run (or a `-m` sweep):
+    the subcommands are dispatched before Hydra, whose grammar would read `ls` as a bad override."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["ls"]:
+        sys.exit(ls.main(argv[1:]))
+    if argv[:1] == ["view"]:
+        sys.exit(_view(argv[1:]))
+    try:
+        checked = check(argv)
+        if ("-h" in argv or "--help" in argv) and "--hydra-help" not in argv:
+            print(ls.help_text(checked.first or compose_tree([])))
+            return
+    except ProbeInputError as e:
+        print(f"probe: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = [sys.argv[0], *checked.argv]
+    _run()
+
+
+def _view(argv: list[str]) -> int:
+    try:
+        from probe.view import main as view
+    except ModuleNotFoundError as e:
+        if e.name != "probe.view":
+            raise
+        print("probe: error: probe view is not part of this installation of probe", file=sys.stderr)
+        return 2
+    return int(view(argv) or 0)
+
+
 # An absolute path: the `probe` console script imports this module by name, where a relative
 # path would be looked up as a Python module (`probe.conf`, not a package).
 @hydra.main(version_base="1.3", config_path=str(package_conf_dir()), config_name="config")
-def main(cfg: DictConfig) -> None:
+def _run(cfg: DictConfig) -> None:
     with resume_hint(_resume_command):
         _main(cfg)
 

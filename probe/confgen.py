@@ -83,8 +83,9 @@ def entries() -> list[Generated]:
     out += [Generated(f"intervention/{name}.yaml", f"# intervention={name} — {(spec.__doc__ or '').strip()}", spec)
             for name, spec in INTERVENTIONS.items()]
     for task in BUILTIN:
-        doc = (task.spec_type.__doc__ or "").strip().splitlines()[0]
-        out.append(Generated(f"bench/{task.kind}.yaml", f"# python -m probe bench={task.kind} — {task.title}. {doc}",
+        doc = " ".join((task.spec_type.__doc__ or "").strip().split("\n\n")[0].split())
+        what = doc.partition(": ")[2] or doc  # the docstring's "The `bench:` block of X: <what X is>"
+        out.append(Generated(f"bench/{task.kind}.yaml", f"# python -m probe bench={task.kind} — {task.title}: {what}",
                              task.spec_type))
     return out
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import inspect
 import math
 import sys
 import textwrap
 import types
 import typing
-from collections.abc import Mapping, Sized
+from collections.abc import Mapping, Sequence, Sized
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -97,6 +98,12 @@ INT64 = 2**63
 """Every integer option lies in [-2^63, 2^63): what numpy and torch hold without overflow."""
 
 
+def nearest(word: str, candidates: Sequence[str]) -> str | None:
+    """The candidate closest to a misspelt `word`, if one is close (difflib's ratio ≥ 0.6)."""
+    found = difflib.get_close_matches(word, list(candidates), n=1)
+    return found[0] if found else None
+
+
 def _number(bound: float) -> str:
     """A bound as written in a message: integers in full (1000000, 4294967296), others `%g`."""
     return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e16 else f"{bound:g}"
@@ -114,7 +121,9 @@ def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ProbeInputError(f"{where or 'config'}: unknown key(s) {unknown}; valid keys: {sorted(fields)}")
+        close = nearest(unknown[0], list(fields))
+        hint = f"did you mean {close!r}? " if close else ""
+        raise ProbeInputError(f"{where or 'config'}: unknown key(s) {unknown}; {hint}valid keys: {sorted(fields)}")
     hints = _hints(cls)
     kwargs = {name: coerce(hints[name], value, f"{where}.{name}" if where else name) for name, value in values.items()}
     missing = [n for n, f in fields.items() if n not in kwargs and f.default is dataclasses.MISSING

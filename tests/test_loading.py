@@ -157,3 +157,21 @@ def test_judge_model_takes_config_names_hub_ids_and_directories(tmp_path: Path) 
     assert _judge_model({"name": "http", "model": "gpt-4o"}) is None  # the API's own model name
     with pytest.raises(ProbeInputError, match="neither a model config"):
         _judge_model({"name": "llm", "model": "no-such-config"})
+
+
+def test_a_model_neither_cached_nor_reachable_is_one_line(tmp_path: Path) -> None:
+    """It names the checkpoint, the hub cache and HF_HUB_OFFLINE, the three things to fix."""
+    import subprocess
+    import sys
+
+    from conftest import probe_env
+
+    hub_cache = tmp_path / "hub-cache"
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=hub", "model.hub_id=org/does-not-exist", "bench=demo",
+                           f"hydra.run.dir={tmp_path / 'run'}"], cwd=Path(__file__).resolve().parent.parent,
+                          env={**probe_env(tmp_path / "cache"), "HF_HUB_CACHE": str(hub_cache)},
+                          capture_output=True, text=True, timeout=600)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
+    assert lines[0].startswith("probe: error: model 'does-not-exist': org/does-not-exist is not in the hub cache "
+                               f"{hub_cache} and cannot be downloaded (HF_HUB_OFFLINE=1 forbids downloads)")

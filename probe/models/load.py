@@ -12,6 +12,8 @@ import os
 import shutil
 import socket
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -97,7 +99,39 @@ def load_model(spec: ModelSpec, device: str = "auto", weights: bool = True) -> L
     a checkpoint the hub does not hold, an unwritable cache) stops with one line."""
     with os_errors(f"model {spec.name!r}", "model.hub_id must name a checkpoint on the hub or a directory holding "
                    "its config, weights and tokenizer files, and $PROBE_CACHE a writable directory"):
-        return _load(spec, device, weights)
+        with _neither_cached_nor_reachable(spec):
+            return _load(spec, device, weights)
+
+
+@contextmanager
+def _neither_cached_nor_reachable(spec: ModelSpec) -> Iterator[None]:
+    """transformers' "couldn't connect … couldn't find them in the cached files" is an `OSError`
+    raised from huggingface_hub's `LocalEntryNotFoundError`: the checkpoint is neither in the hub
+    cache nor downloadable. The fix depends on the cache and on `HF_HUB_OFFLINE`, so say both."""
+    try:
+        yield
+    except OSError as e:
+        from huggingface_hub import constants
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        if not _caused_by(e, LocalEntryNotFoundError):
+            raise
+        why = ("HF_HUB_OFFLINE=1 forbids downloads" if constants.HF_HUB_OFFLINE
+               else "HF_HUB_OFFLINE is unset, but the hub did not answer")
+        raise ProbeInputError(
+            f"model {spec.name!r}: {spec.hub_id} is not in the hub cache {constants.HF_HUB_CACHE} and cannot be "
+            f"downloaded ({why}); download it once where the hub is reachable (HF_HUB_OFFLINE unset, the same "
+            "HF_HOME), or set model.hub_id to a local directory") from e
+
+
+def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `kind` is anywhere in the chain of causes of `error`."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _load(spec: ModelSpec, device: str, weights: bool) -> LoadedModel:

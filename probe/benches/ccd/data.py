@@ -45,7 +45,7 @@ RATIONALE_CUE = "SELECTED OPTION:"
 
 @dataclass(frozen=True)
 class CCDSpec:
-    """The `bench:` config block of CCD-Bench."""
+    """The `bench:` config block of CCD-Bench: 10 options per dilemma, one per GLOBE cluster, letters A–J."""
 
     name: str = "ccd"
     """Run label (output directory, reports)."""

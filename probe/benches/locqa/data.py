@@ -91,7 +91,7 @@ EXEMPLARS: dict[str, dict[str, str]] = {
 
 @dataclass(frozen=True)
 class LocQASpec:
-    """The `bench:` config block of LocQA."""
+    """The `bench:` config block of LocQA: open questions in 12 languages, one gold answer per locale."""
 
     name: str = "locqa"
     """Run label (output directory, reports)."""
