@@ -16,6 +16,7 @@ from pathlib import Path
 
 from probe import cli
 from probe.errors import ProbeInputError
+from probe.files import make_dirs
 from probe.report.entries import find_runs
 from probe.results.run import load_run
 from probe.viz.samples import sample_set, write_samples_html
@@ -27,9 +28,7 @@ def write_view(path: Path, out_dir: Path | None = None) -> tuple[Path, list[Path
     runs, unfinished = find_runs([path])
     root = path if (path / "manifest.json").is_file() else None
     sets = [sample_set(load_run(run), _label(run, path, root)) for run in runs]
-    out_dir = Path(out_dir or path)
-    if not out_dir.is_dir():
-        out_dir.mkdir(parents=True)
+    out_dir = make_dirs(Path(out_dir or path))
     title = f"probe samples — {path.resolve().name}"
     return write_samples_html(out_dir / "samples.html", title, sets), unfinished
 

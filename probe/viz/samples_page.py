@@ -24,7 +24,8 @@ h1 { font-size: 1.3em; margin: 0.3em 0; }
 table { border-collapse: collapse; }
 #list table { width: 100%; font-size: 0.9em; }
 th, td { border-bottom: 1px solid #e4e4e4; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
-th { background: #f2f2f2; position: sticky; top: 0; }
+th { background: #f2f2f2; }
+#list th { position: sticky; top: 0; }
 tr.sample { cursor: pointer; }
 tr.sample:hover { background: #f3f7ff; }
 tr.sample.selected { background: #dde8ff; }
@@ -130,7 +131,11 @@ SCRIPT = r"""
 
   function readHash() {
     var params = new URLSearchParams(location.hash.replace(/^#/, ""));
-    Object.keys(controls).forEach(function (name) { controls[name].value = params.get(name) || ""; });
+    Object.keys(controls).forEach(function (name) {
+      var control = controls[name];
+      control.value = params.get(name) || "";
+      if (control.tagName === "SELECT" && control.selectedIndex < 0) control.value = "";  // a value not offered
+    });
     var sel = params.get("sel");
     return sel === null ? null : sel;
   }
