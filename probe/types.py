@@ -110,6 +110,11 @@ class LetterScore:
     """`[layer, letter]` letter log-probs through the logit lens (when requested)."""
     activations: np.ndarray | None = None
     """`[captured layer, d_model]` residual stream at the answer position (when requested)."""
+    argmax_token_id: int | None = None
+    """The full-vocabulary argmax token at the answer position: what the model wanted to say
+    when it was not a letter (None: a backend that does not report it)."""
+    argmax_logprob: float | None = None
+    """Its full-vocabulary log-probability."""
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,33 @@ def test_stored_token_ids_reproduce_the_stored_scores(run_dir: Path, monkeypatch
         assert np.abs(ref - np.array(s["letter_logprobs"])).max() <= 1e-4
 
 
+@torch.inference_mode()
+def test_stored_argmax_is_the_full_vocabulary_argmax(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`argmax_token_id` / `argmax_logprob` are the model's own full-vocabulary argmax at the answer
+    position and its log-prob, `argmax_token` its decoded text, and `greedy_valid` says whether it
+    is a letter."""
+    from probe.models import ModelSpec, load_model
+    from probe.models.tiny import TinySpec
+
+    monkeypatch.setenv("PROBE_CACHE", str(run_dir.parent / "cache"))
+    loaded = load_model(ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec()), device="cpu")
+    prompts = pq.read_table(run_dir / "prompts.parquet").sort_by("prompt_id").to_pylist()
+    scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id")
+    assert scores.schema.field("argmax_token_id").type == pa.int64()
+    assert scores.schema.field("argmax_logprob").type == pa.float32()
+    letters = json.loads((run_dir / "manifest.json").read_text())["letter_token_ids"]
+    rows = scores.to_pylist()
+    for p, s in list(zip(prompts, rows))[::29]:
+        ref = torch.log_softmax(loaded.model(input_ids=torch.tensor([p["token_ids"]])).logits[0, -1].float(), -1)
+        assert s["argmax_token_id"] == int(ref.argmax())
+        assert abs(s["argmax_logprob"] - float(ref.max())) <= 1e-4
+        assert s["argmax_token"] == loaded.tokenizer.decode([s["argmax_token_id"]])
+    assert [s["greedy_valid"] for s in rows] == [s["argmax_token_id"] in letters for s in rows]
+    # the argmax is at least as likely as any letter
+    lp = np.array(scores.column("letter_logprobs").to_pylist())
+    assert (scores.column("argmax_logprob").to_numpy() >= lp.max(axis=1) - 1e-6).all()
+
+
 def test_scores_table_and_tensor_agree(run_dir: Path) -> None:
     from safetensors.numpy import load_file
 

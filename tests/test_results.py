@@ -39,3 +39,25 @@ def test_json_writes_null_for_undefined(tmp_path: Path) -> None:
     write_json(tmp_path / "m.json", {"a": float("nan"), "b": [1.0, float("inf")], "c": {"d": 2}})
     assert (tmp_path / "m.json").read_text().split() == ['{', '"a":', 'null,', '"b":', '[', '1.0,', 'null', '],',
                                                          '"c":', '{', '"d":', '2', '}', '}']
+
+
+def test_score_writer_stores_the_argmax_token(tmp_path: Path) -> None:
+    """The argmax id and log-prob travel through the parts; its text is decoded once per id;
+    a backend that reports none leaves the columns null."""
+    decoded: list[int] = []
+
+    def decode(token_id: int) -> str:
+        decoded.append(token_id)
+        return f"<{token_id}>"
+
+    writer = ScoreWriter(tmp_path, "AB", chunk=2, decode=decode)
+    writer.add([LetterScore(0, (-1.0, -2.0), False, argmax_token_id=7, argmax_logprob=-0.25),
+                LetterScore(1, (-0.5, -2.0), True, argmax_token_id=3, argmax_logprob=-0.5)])
+    writer.add([LetterScore(2, (-3.0, -4.0), False, argmax_token_id=7, argmax_logprob=-0.125),
+                LetterScore(3, (-1.0, -1.5), True)])
+    writer.close()
+    rows = pq.read_table(tmp_path / "scores.parquet").to_pylist()
+    assert [r["argmax_token_id"] for r in rows] == [7, 3, 7, None]
+    assert [r["argmax_token"] for r in rows] == ["<7>", "<3>", "<7>", None]
+    assert [r["argmax_logprob"] for r in rows] == [-0.25, -0.5, -0.125, None]
+    assert sorted(decoded) == [3, 7]

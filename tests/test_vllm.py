@@ -22,6 +22,7 @@ from probe.backends.specs import HFBackendSpec
 from probe.models import ModelSpec, load_model
 from probe.models.tiny import TinySpec
 from probe.prompts.render import render_prompts
+from probe.results.run import load_run
 
 pytestmark = [pytest.mark.vllm,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed (vLLM venv)")]
@@ -54,6 +55,9 @@ def _parity(models, prompts, letters) -> None:
     diff = max(np.abs(np.array(a[i].letter_logprobs) - np.array(b[i].letter_logprobs)).max() for i in a)
     assert diff <= TOL
     assert all(a[i].greedy_valid == b[i].greedy_valid for i in a)
+    # the full-vocabulary argmax token (what the model wanted to say) and its log-prob, from both
+    assert all(a[i].argmax_token_id == b[i].argmax_token_id is not None for i in a)
+    assert max(abs(a[i].argmax_logprob - b[i].argmax_logprob) for i in a) <= TOL
 
 
 def test_letter_parity_disco(models) -> None:
@@ -120,6 +124,11 @@ def test_whole_runs_give_the_same_metrics(tmp_path: Path) -> None:
     a, b = dict(_numeric_leaves(metrics["hf"]["expected"])), dict(_numeric_leaves(metrics["vllm"]["expected"]))
     assert a.keys() == b.keys() and max(abs(a[k] - b[k]) for k in a) <= 1e-4
     assert metrics["hf"]["greedy"] == metrics["vllm"]["greedy"]
+    argmax = {name: load_run(tmp_path / name).scores for name in ("hf", "vllm")}
+    for column in ("argmax_token_id", "argmax_token"):
+        assert argmax["hf"].column(column).to_pylist() == argmax["vllm"].column(column).to_pylist()
+    assert np.abs(argmax["hf"].column("argmax_logprob").to_numpy()
+                  - argmax["vllm"].column("argmax_logprob").to_numpy()).max() <= TOL
     # two vLLM shards (whole items each), merged: the unsharded vLLM run within the engine's tolerance
     vllm_args = ["backend=vllm", "backend.dtype=float32", "backend.enforce_eager=true", "backend.max_model_len=2048"]
     for i in range(2):
@@ -129,10 +138,10 @@ def test_whole_runs_give_the_same_metrics(tmp_path: Path) -> None:
                               text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr[-3000:]
     from probe.pipeline.merge import merge_shards
-    from probe.results.run import load_run
 
     merged = load_run(merge_shards([tmp_path / "shard0", tmp_path / "shard1"], tmp_path / "merged"))
     whole = load_run(tmp_path / "vllm")
     assert merged.prompts.equals(whole.prompts)
     assert np.abs(merged.letter_logprobs() - whole.letter_logprobs()).max() <= 1e-4
     assert merged.metrics["greedy"] == metrics["vllm"]["greedy"]
+    assert merged.scores.column("argmax_token_id").equals(whole.scores.column("argmax_token_id"))

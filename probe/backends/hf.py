@@ -39,6 +39,8 @@ class BatchOutput(NamedTuple):
     """`[rows, letters]` full-vocabulary letter log-probs, on CPU."""
     argmax: torch.Tensor
     """`[rows]` full-vocabulary argmax token."""
+    argmax_logprob: torch.Tensor
+    """`[rows]` its full-vocabulary log-probability, on CPU."""
     prompts: tuple[RenderedPrompt, ...]
     """The prompt of each row."""
     lens: np.ndarray | None = None
@@ -181,8 +183,10 @@ class HFScorer:
         sel = torch.tensor(keep, device=hidden.device)
         logits = self._head(hidden[sel, last.to(hidden.device)[sel]])
         pick = torch.tensor([q for q, _ in owners], device=logits.device)
-        logprobs = F.log_softmax(logits, dim=-1)[:, letter_ids]
-        out = BatchOutput(logprobs[pick].cpu(), logits.argmax(dim=-1)[pick], tuple(r for _, r in owners))
+        full = F.log_softmax(logits, dim=-1)
+        argmax = logits.argmax(dim=-1)
+        out = BatchOutput(full[:, letter_ids][pick].cpu(), argmax[pick],
+                          full.gather(1, argmax[:, None])[:, 0][pick].cpu(), tuple(r for _, r in owners))
         if self._kept is not None and self._tap is not None:  # patching sources: residuals to write elsewhere
             for q, r in owners:
                 self._kept[r.prompt.prompt_id] = torch.stack(
@@ -302,8 +306,10 @@ def _letter_scores(out: BatchOutput, letter_ids: torch.Tensor) -> list[LetterSco
     is_letter = (out.argmax[:, None] == letter_ids[None, :].to(out.argmax.device)).any(dim=1)
     return [LetterScore(prompt_id=r.prompt.prompt_id, letter_logprobs=tuple(lp), greedy_valid=bool(v),
                         lens=None if out.lens is None else out.lens[k],
-                        activations=None if out.activations is None else out.activations[k])
-            for k, (r, lp, v) in enumerate(zip(out.prompts, out.logprobs.tolist(), is_letter.tolist()))]
+                        activations=None if out.activations is None else out.activations[k],
+                        argmax_token_id=int(a), argmax_logprob=float(alp))
+            for k, (r, lp, v, a, alp) in enumerate(zip(out.prompts, out.logprobs.tolist(), is_letter.tolist(),
+                                                      out.argmax.tolist(), out.argmax_logprob.tolist()))]
 
 
 def _halves(rows: Sequence[int]) -> list[tuple[int, ...]]:

@@ -107,7 +107,10 @@ class VLLMEngine:
     def score(
         self, prompts: Sequence[RenderedPrompt], letters: LetterIds, done: Set[int] = frozenset()
     ) -> Iterator[list[LetterScore]]:
-        """Yield letter scores chunk by chunk; `greedy_valid` = the temperature-0 token is a letter."""
+        """Yield letter scores chunk by chunk; `greedy_valid` = the temperature-0 token is a letter.
+
+        That token is the full-vocabulary argmax, and vLLM returns its raw log-prob beside the
+        requested letters' (the sampled token is always gathered), so the argmax costs nothing."""
         params = self._sampling(max_tokens=1, temperature=0.0, logprob_token_ids=list(letters.ids))
         for call in self._calls(prompts):
             rows = [r for r in call if r.prompt.prompt_id not in done]
@@ -116,9 +119,11 @@ class VLLMEngine:
             scores = []
             for r, out in zip(rows, self._generate(rows, params)):
                 step = out.outputs[0].logprobs[0]  # {token id: Logprob} for the first generated token
+                top = int(out.outputs[0].token_ids[0])
                 scores.append(LetterScore(prompt_id=r.prompt.prompt_id,
                                           letter_logprobs=tuple(float(step[i].logprob) for i in letters.ids),
-                                          greedy_valid=out.outputs[0].token_ids[0] in letters.ids))
+                                          greedy_valid=top in letters.ids, argmax_token_id=top,
+                                          argmax_logprob=float(step[top].logprob) if top in step else None))
             yield scores
 
     def _text_params(self, max_tokens: int) -> Any:

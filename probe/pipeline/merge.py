@@ -34,7 +34,7 @@ from probe.report.summary import run_summary
 from probe.results.generations import read_judgements, write_judgements
 from probe.results.io import write_table
 from probe.results.mech import ActivationWriter, write_lens
-from probe.results.scores import write_scores_arrays
+from probe.results.scores import argmax_columns, write_scores_arrays
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +246,8 @@ def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray, prese
     if "scores.parquet" in present:
         scores = tables["scores.parquet"]
         lp = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(len(ids), -1)
-        write_scores_arrays(out, ids, lp, scores.column("greedy_valid").to_numpy(zero_copy_only=False), letters)
+        write_scores_arrays(out, ids, lp, scores.column("greedy_valid").to_numpy(zero_copy_only=False), letters,
+                            argmax_columns(scores))
     if "lens.safetensors" in present:
         parts = [_tensors(s.path / "lens.safetensors", ("lens", "prompt_id")) for s in shards]
         parts = [p for p in parts if len(p["prompt_id"])]  # an empty shard's lens has no layer axis to join

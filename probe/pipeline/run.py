@@ -12,7 +12,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -353,13 +353,14 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
     all of them; returns how many prompts an interrupted earlier run had already scored."""
     mech = cfg.analysis.mech
     expected = sorted(int(r.prompt.prompt_id) for r in own)
-    writers = Writers(_score_writer(cfg, bench))
+    decode = _token_text(loaded.tokenizer)
+    writers = Writers(_score_writer(cfg, bench, decode))
     if mech.capture_layers:
         writers.activations = ActivationWriter(cfg.out_dir, expected, getattr(backend, "capture", ()),
                                                _d_model(loaded.model), mech.capture_dtype, writers.scores.done)
         if writers.scores.done and not writers.activations.resumed:  # rows lost: score those prompts again
             writers.scores.store.remove()
-            writers.scores = _score_writer(cfg, bench)
+            writers.scores = _score_writer(cfg, bench, decode)
     done = set(writers.scores.done)
     others = {int(r.prompt.prompt_id) for r in rendered} - set(expected)
     seen: set[int] = set(done)
@@ -376,9 +377,14 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
     return len(done)
 
 
-def _score_writer(cfg: RunConfig, bench: PreparedBench) -> ScoreWriter:
+def _score_writer(cfg: RunConfig, bench: PreparedBench, decode: Callable[[int], str]) -> ScoreWriter:
     return ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=cfg.analysis.mech.logit_lens,
-                       part_seconds=cfg.part_seconds)
+                       part_seconds=cfg.part_seconds, decode=decode)
+
+
+def _token_text(tokenizer: Any) -> Callable[[int], str]:
+    """Token id → the text it decodes to alone (`argmax_token`: what the model wanted to say)."""
+    return lambda token_id: str(tokenizer.decode([token_id]))
 
 
 def _text_config(model: Any) -> Any:

@@ -21,6 +21,7 @@ from probe.viz.html import write_html
 from probe.report.header import with_header
 from probe.viz.markdown import Footnotes, fmt, table
 from probe.viz.patching import plot_patching
+from probe.viz.samples import SAMPLES_PAGE, sample_set, write_samples_html
 
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
 CURVE_CAPTION = ("Headline metrics recomputed from the stored letter log-probs at each sampling temperature T "
@@ -56,7 +57,10 @@ def write_run_report(run: Run, task: Task, markdown: str) -> None:
     if patched:  # not merely patching.png: a stale figure of removed patching files stays out
         figures.append(Figure("patching.png", run.path / "figures" / "patching.png", PATCHING_CAPTION))
     metrics = run.metrics or {}
-    write_html(run.path / "report.html", f"{metrics.get('bench')} — {metrics.get('model')}", markdown, figures)
+    title = f"{metrics.get('bench')} — {metrics.get('model')}"
+    write_samples_html(run.path / SAMPLES_PAGE, f"{title}: samples", [sample_set(run, run.path.name)])
+    write_html(run.path / "report.html", title, markdown, figures,
+               links=[(SAMPLES_PAGE, "Per-prompt samples: each prompt beside its probabilities, answer and verdicts")])
 
 
 def lens_condition(run: Run) -> str | None:

@@ -5,6 +5,7 @@
     p = run.choice_probs()                       # [prompt, letter], rows in prompt-id order
     run.group_distribution(run.mask(condition="C0"))   # {culture: expected share}
     run.recompute_metrics(run.mask(condition="C0"))    # any metric on a subset
+    run.samples()                                # pandas, one row per prompt: text, probabilities, verdicts
     lens = run.lens()                            # [prompt, layer, letter] (if stored)
 """
 
@@ -14,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +26,9 @@ from probe.probs import choice_probs, greedy_onehot
 from probe.results.generations import read_generation_table
 from probe.results.io import open_tensors
 from probe.results.scores import ScoreTable, read_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MetricsFn = Callable[["Run", "np.ndarray | None", "Mapping[str, Any] | None"], dict[str, Any]]
 """`(run, prompt mask, analysis overrides) → metric tree`: the bench's metrics, attached by
@@ -120,6 +124,24 @@ class Run:
                 raise ProbeInputError(f"no prompts column {column!r}; columns: {self.prompts.column_names}")
             out &= np.array([v == value for v in self.prompts.column(column).to_pylist()])
         return out
+
+    def samples(self, temperature: float | None = None) -> pd.DataFrame:
+        """One row per prompt (prompt-id order): ids, condition and the other prompt columns,
+        the rendered prompt (`prompt`), the group and source option at each letter
+        (`group_A`, `option_A`, …), and what the run stored about it — letter runs: `p_A`, … at
+        `temperature` (default: the run's analysis temperature), `letter_mass`, the greedy pick
+        (`greedy_letter`, `greedy_group`, `greedy_valid`) and the full-vocabulary argmax token
+        (`argmax_token_id`, `argmax_token`, `argmax_prob`; null / NaN in runs scored before probe
+        stored it); generation runs: `generation` and its parsed columns (`parsed_group`); judged
+        runs: every verdict as `<task>.<field>` (`probe.results.samples`)."""
+        if temperature is None:
+            temperature = float((self.manifest.get("analysis") or {}).get("temperature", 1.0))
+        if not temperature > 0:
+            raise ProbeInputError(f"samples: temperature must be > 0, got {temperature}")
+        from probe.results.samples import sample_frame  # pandas loads on first use: `import probe` stays light
+
+        return sample_frame(self.prompts, list(self.manifest.get("letters") or []), temperature, self.scores,
+                            self.generations, self.judgements)
 
     def choice_probs(self, temperature: float = 1.0, greedy: bool = False) -> np.ndarray:
         """`[prompt, letter]` choice distribution over the letters (SPEC §1)."""

@@ -40,8 +40,17 @@ SCORES_SCHEMA = pa.schema([
     ("letter_mass", pa.float64()),
     ("greedy_letter", pa.string()),
     ("greedy_valid", pa.bool_()),
+    ("argmax_token_id", pa.int64()),
+    ("argmax_token", pa.string()),
+    ("argmax_logprob", pa.float32()),
 ])
-"""`scores.parquet`: full-vocabulary letter log-probs per prompt (letter mode)."""
+"""`scores.parquet`: full-vocabulary letter log-probs per prompt (letter mode), and the
+full-vocabulary argmax token at the answer position (id, decoded text, log-prob): what the model
+wanted to say instead when the letter mass is low. Runs scored before these columns existed lack
+them; readers treat them as null."""
+
+ARGMAX_COLUMNS: tuple[str, ...] = ("argmax_token_id", "argmax_token", "argmax_logprob")
+"""The `scores.parquet` columns that older runs lack."""
 
 GENERATIONS_SCHEMA = pa.schema([
     ("prompt_id", pa.int64()), ("text", pa.string()), ("parsed_letter", pa.string()), ("rationale", pa.string()),

@@ -27,7 +27,7 @@ from probe.files import atomic_write_bytes
 from probe.results.io import write_table
 from probe.results.mech import write_lens
 from probe.results.parts import PartStore
-from probe.results.schemas import SCORES_SCHEMA
+from probe.results.schemas import ARGMAX_COLUMNS, SCORES_SCHEMA
 from probe.types import LetterScore, RenderedPrompt
 
 log = logging.getLogger(__name__)
@@ -90,10 +90,14 @@ class ScoreWriter:
     """
 
     def __init__(self, run_dir: Path, letters: Sequence[str], chunk: int = 4096, lens: bool = False,
-                 part_seconds: float = math.inf, clock: Callable[[], float] = time.monotonic) -> None:
+                 part_seconds: float = math.inf, clock: Callable[[], float] = time.monotonic,
+                 decode: Callable[[int], str] | None = None) -> None:
         self.run_dir, self.letters, self.chunk, self.lens = run_dir, tuple(letters), chunk, lens
         self.part_seconds, self._clock = part_seconds, clock
         self._since = clock()
+        self._decode = decode
+        """Token id → text for `argmax_token` (None: the column stays null)."""
+        self._decoded: dict[int, str] = {}  # a run's argmax tokens are few distinct ids
         schema = SCORES_SCHEMA.append(pa.field("lens", pa.list_(pa.float32()))) if lens else SCORES_SCHEMA
         self.store = PartStore(run_dir / "scores.parts", schema)
         self._buffer: list[LetterScore] = []
@@ -132,12 +136,25 @@ class ScoreWriter:
         lp = np.array([s.letter_logprobs for s in self._buffer], dtype=np.float32).reshape(-1, len(self.letters))
         ids = np.array([s.prompt_id for s in self._buffer], dtype=np.int64)
         valid = np.array([s.greedy_valid for s in self._buffer], dtype=bool)
-        table = _scores_table(ids, lp, valid, self.letters)
+        table = _scores_table(ids, lp, valid, self.letters, self._argmax(self._buffer))
         if self.lens:
             rows = [np.asarray(s.lens, dtype=np.float32).ravel() for s in self._buffer]
             table = table.append_column("lens", pa.array(rows, type=pa.list_(pa.float32())))
         self.store.append(table)
         self._buffer = []
+
+    def _argmax(self, scores: Sequence[LetterScore]) -> pa.Table:
+        """The argmax columns of `scores` (null where the backend reported no argmax)."""
+        ids = [s.argmax_token_id for s in scores]
+        text = [None if i is None or self._decode is None else self._text(i) for i in ids]
+        return pa.table([pa.array(ids, pa.int64()), pa.array(text, pa.string()),
+                         pa.array([s.argmax_logprob for s in scores], pa.float32())], names=list(ARGMAX_COLUMNS))
+
+    def _text(self, token_id: int) -> str:
+        assert self._decode is not None
+        if token_id not in self._decoded:
+            self._decoded[token_id] = self._decode(token_id)
+        return self._decoded[token_id]
 
     def close(self) -> None:
         """Merge the parts into the final files. The parts stay until the run writes `DONE`, so a
@@ -147,7 +164,7 @@ class ScoreWriter:
         lp = np.asarray(table.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(-1, len(self.letters))
         ids = table.column("prompt_id").to_numpy()
         write_scores_arrays(self.run_dir, ids, lp, table.column("greedy_valid").to_numpy(zero_copy_only=False),
-                            self.letters)
+                            self.letters, argmax_columns(table))
         if self.lens:
             lens = np.asarray(table.column("lens").to_pylist(), dtype=np.float32)
             # an empty shard's lens has no rows to tell the layer count: [0, 0, letters]
@@ -156,7 +173,16 @@ class ScoreWriter:
             write_lens(self.run_dir, ids, lens, self.letters)
 
 
-def _scores_table(ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str]) -> pa.Table:
+def argmax_columns(scores: pa.Table) -> pa.Table:
+    """The argmax columns of a scores table, all null for one written before they existed."""
+    n = scores.num_rows
+    return pa.table([scores.column(c) if c in scores.column_names else pa.nulls(n, SCORES_SCHEMA.field(c).type)
+                     for c in ARGMAX_COLUMNS], names=list(ARGMAX_COLUMNS))
+
+
+def _scores_table(ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str],
+                  argmax: pa.Table | None = None) -> pa.Table:
+    argmax = argmax_columns(pa.table({"prompt_id": ids})) if argmax is None else argmax
     return pa.table({
         "prompt_id": ids,
         "letter_logprobs": pa.FixedSizeListArray.from_arrays(pa.array(lp.ravel(), pa.float32()), len(letters))
@@ -164,15 +190,18 @@ def _scores_table(ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: S
         "letter_mass": np.exp(lp.astype(np.float64)).sum(axis=1),
         "greedy_letter": [letters[i] for i in lp.argmax(axis=1)] if len(ids) else pa.array([], pa.string()),
         "greedy_valid": valid,
+        **{c: argmax.column(c) for c in ARGMAX_COLUMNS},
     }, schema=SCORES_SCHEMA)
 
 
 def write_scores_arrays(
-    run_dir: Path, ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str]
+    run_dir: Path, ids: np.ndarray, lp: np.ndarray, valid: np.ndarray, letters: Sequence[str],
+    argmax: pa.Table | None = None,
 ) -> None:
-    """`scores.parquet` and `scores.safetensors` (`letter_logprobs` `[prompt, letter]` float32)."""
+    """`scores.parquet` and `scores.safetensors` (`letter_logprobs` `[prompt, letter]` float32);
+    `argmax` holds the `ARGMAX_COLUMNS` in the rows' order (None: null)."""
 
-    write_table(run_dir / "scores.parquet", _scores_table(ids, lp, valid, letters))
+    write_table(run_dir / "scores.parquet", _scores_table(ids, lp, valid, letters, argmax))
     atomic_write_bytes(run_dir / "scores.safetensors", save(
         {"letter_logprobs": np.ascontiguousarray(lp), "prompt_id": np.ascontiguousarray(ids, dtype=np.int64)},
         metadata={"letters": "".join(letters)}))

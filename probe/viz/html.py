@@ -31,6 +31,7 @@ pre { background: #f4f4f4; padding: 0.6em; overflow-x: auto; }
 figure { margin: 1.5em 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
 figcaption { font-size: 0.9em; color: #555; margin-top: 0.3em; }
+nav.links { margin: 0.5em 0; padding: 0.4em 0.6em; background: #eef3ff; border: 1px solid #cdd9f5; }
 """
 
 _SCRIPT = """window.addEventListener("load", function () {
@@ -140,9 +141,11 @@ def figure_html(figure: Figure) -> str:
             f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
 
 
-def render_html(title: str, markdown: str, figures: Sequence[Figure]) -> str:
-    """The complete page as a string."""
-    parts = [markdown_to_html(markdown)]
+def render_html(title: str, markdown: str, figures: Sequence[Figure],
+                links: Sequence[tuple[str, str]] = ()) -> str:
+    """The complete page as a string; `links` (relative href, text) open it."""
+    nav = "".join(f'<a href="{html.escape(href)}">{html.escape(text)}</a>' for href, text in links)
+    parts = ([f'<nav class="links">{nav}</nav>'] if links else []) + [markdown_to_html(markdown)]
     if figures:
         parts.append("<h2>Figures</h2>")
         parts.extend(figure_html(f) for f in figures)
@@ -153,8 +156,10 @@ def render_html(title: str, markdown: str, figures: Sequence[Figure]) -> str:
             f"<script>{_SCRIPT}</script>\n</body>\n</html>\n")
 
 
-def write_html(path: Path, title: str, markdown: str, figures: Sequence[Figure]) -> None:
-    """Write one self-contained HTML file: the markdown report, then every figure inlined."""
+def write_html(path: Path, title: str, markdown: str, figures: Sequence[Figure],
+               links: Sequence[tuple[str, str]] = ()) -> None:
+    """Write one self-contained HTML file: `links` to its companion pages, the markdown report,
+    then every figure inlined."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, render_html(title, markdown, figures).encode("utf-8"))
+    atomic_write_bytes(path, render_html(title, markdown, figures, links).encode("utf-8"))

@@ -1,0 +1,128 @@
+"""One row per prompt: a run's prompts, letter probabilities, generations and verdicts joined
+(`Run.samples()`), for auditing single answers rather than aggregates.
+
+Generic over benchmarks: the columns come from the stored tables, never from the bench's name.
+A forced-choice run adds, per letter L, `group_L` (the group shown at L: a culture, a cluster)
+and `option_L` (its source option index); a letter run adds `p_L` (the choice probability at the
+analysis temperature), the greedy pick and the full-vocabulary argmax token; a generation run
+adds `generation` (the raw text) and its parsed columns; a judged run adds each verdict as
+`<task>.<field>`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from probe.errors import ProbeInputError
+from probe.probs import choice_probs
+from probe.results.scores import argmax_columns
+
+IDENTIFYING = ("prompt_id", "task", "template", "language", "judge")
+"""`judgements.parquet` columns that say which verdict a row is, not what it found."""
+
+
+def letter_column(prefix: str, letter: str) -> str:
+    """`group_A`, `p_A`, …: the per-letter columns of the samples table."""
+    return f"{prefix}_{letter}"
+
+
+def sample_frame(prompts: pa.Table, letters: Sequence[str], temperature: float, scores: pa.Table | None = None,
+                 generations: pa.Table | None = None, judgements: pa.Table | None = None) -> pd.DataFrame:
+    """The samples table of one run's stored tables (each sorted by `prompt_id`): one row per
+    prompt in prompt-id order, the prompt's text as `prompt`.
+
+    `p_L = softmax(lp / T)` over the letters at `temperature`; `argmax_prob = exp(argmax_logprob)`
+    is the full-vocabulary probability of the argmax token, NaN (and `argmax_token_id` /
+    `argmax_token` None) for runs scored before probe stored it."""
+    frame = _prompt_columns(prompts, letters)
+    if scores is not None:
+        frame = frame.join(_score_columns(scores, letters, temperature, frame))
+    if generations is not None:
+        frame = frame.join(_generation_columns(generations, letters, frame))
+    if judgements is not None:
+        frame = frame.join(_verdict_columns(judgements, frame.index))
+    return frame.reset_index()
+
+
+def _prompt_columns(prompts: pa.Table, letters: Sequence[str]) -> pd.DataFrame:
+    keep = [c for c in prompts.column_names if c not in ("token_ids", "groups", "order")]
+    frame = prompts.select(keep).to_pandas().rename(columns={"text": "prompt"}).set_index("prompt_id")
+    for name, prefix in (("groups", "group"), ("order", "option")):
+        if name in prompts.column_names and letters:
+            values = prompts.column(name).to_pylist()
+            for k, letter in enumerate(letters):
+                frame[letter_column(prefix, letter)] = [v[k] if v is not None and k < len(v) else None
+                                                        for v in values]
+    return frame
+
+
+def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
+                   frame: pd.DataFrame) -> pd.DataFrame:
+    ids = scores.column("prompt_id").to_numpy()
+    _same_prompts(ids, frame.index, "scores.parquet")
+    lp = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float64).reshape(len(ids), len(letters))
+    probs = choice_probs(lp, temperature) if len(ids) else np.zeros_like(lp)
+    out = pd.DataFrame({letter_column("p", L): probs[:, k] for k, L in enumerate(letters)}, index=frame.index)
+    out["letter_mass"] = scores.column("letter_mass").to_numpy()
+    out["greedy_letter"] = scores.column("greedy_letter").to_pylist()
+    out["greedy_group"] = _group_at(frame, out["greedy_letter"])
+    out["greedy_valid"] = scores.column("greedy_valid").to_pylist()
+    argmax = argmax_columns(scores)
+    out["argmax_token_id"] = pd.array(argmax.column("argmax_token_id").to_pylist(), dtype="Int64")
+    out["argmax_token"] = argmax.column("argmax_token").to_pylist()
+    logprob = argmax.column("argmax_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
+    out["argmax_prob"] = np.exp(logprob)
+    return out
+
+
+def _generation_columns(generations: pa.Table, letters: Sequence[str], frame: pd.DataFrame) -> pd.DataFrame:
+    ids = generations.column("prompt_id").to_numpy()
+    _same_prompts(ids, frame.index, "generations.parquet")
+    out = generations.to_pandas().rename(columns={"text": "generation"}).set_index("prompt_id")
+    out.index = frame.index
+    if "parsed_letter" in out.columns and letters:
+        out["parsed_group"] = _group_at(frame, out["parsed_letter"])
+    return out
+
+
+def _group_at(frame: pd.DataFrame, letter: pd.Series) -> list[Any]:
+    """The group shown at each row's chosen letter (None without groups or a letter)."""
+    return [frame.at[pid, letter_column("group", L)] if isinstance(L, str) and letter_column("group", L)
+            in frame.columns else None for pid, L in zip(frame.index, letter)]
+
+
+def _verdict_columns(judgements: pa.Table, index: pd.Index) -> pd.DataFrame:
+    """`<task>.<field>` for every field a judge task filled in some verdict, and
+    `<task>.judge_error`; verdicts about the data rather than a prompt (no `prompt_id`) are not
+    a sample's and stay out."""
+    rows = [r for r in judgements.to_pylist() if r["prompt_id"] is not None]
+    out = pd.DataFrame(index=index)
+    for task in sorted({r["task"] for r in rows}):
+        mine = [r for r in rows if r["task"] == task]
+        by_prompt = _one_per_prompt(mine, task)
+        fields = [c for c in judgements.column_names if c not in IDENTIFYING
+                  and (c == "judge_error" or any(r[c] is not None for r in mine))]
+        for c in fields:
+            out[f"{task}.{c}"] = [by_prompt[pid][c] if pid in by_prompt else None for pid in index]
+    return out
+
+
+def _one_per_prompt(rows: Sequence[Mapping[str, Any]], task: str) -> dict[int, Mapping[str, Any]]:
+    by_prompt: dict[int, Mapping[str, Any]] = {}
+    for r in rows:
+        if r["prompt_id"] in by_prompt:
+            raise ProbeInputError(f"judgements.parquet: task {task!r} has two verdicts for prompt {r['prompt_id']}; "
+                                  "expected one per prompt")
+        by_prompt[int(r["prompt_id"])] = r
+    return by_prompt
+
+
+def _same_prompts(ids: np.ndarray, index: pd.Index, name: str) -> None:
+    if not np.array_equal(ids, index.to_numpy()):
+        raise ProbeInputError(f"{name} and prompts.parquet hold different prompt ids ({len(ids)} vs {len(index)} "
+                              "rows); the run directory is damaged")
