@@ -5,6 +5,7 @@ report a multirun ends with; and `${probe_subdir:}`, the name of a multirun job'
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,14 +70,24 @@ def print_sweep_end(sweep: Path) -> None:
 
 def job_subdir(*, _root_: DictConfig) -> str:
     """`hydra.sweep.subdir`: `<job num>_<bench.name>_<model.name>`, then the job's values of the
-    swept keys (`intervention.alpha=4,analysis.temperature=0.5`); `/` in a value becomes `_`, and
-    a name over `SUBDIR_BYTES` is cut and completed by a hash of the whole."""
+    swept keys (`intervention.alpha-4_analysis.temperature-0.5`), and a name over `SUBDIR_BYTES`
+    is cut and completed by a hash of the whole. The name is a plain Hydra value (see `plain`),
+    so `hydra.run.dir=<sweep>/<name>` resumes or reruns one job as typed; the job number keeps
+    names unique when characters are replaced."""
     hydra = _root_.hydra
     swept = swept_keys(Path(str(hydra.sweep.dir)) / "multirun.yaml")
     overrides = [o for o in hydra.overrides.task if _key(o) not in NAMED_KEYS
                  and (_key(o) in swept if swept is not None else _key(o) not in UNNAMED_KEYS)]
-    name = "_".join([f"{hydra.job.num}_{_root_.bench.name}_{_root_.model.name}", ",".join(overrides)]).rstrip("_")
-    return capped(name.replace("/", "_").replace("\0", ""))
+    name = "_".join([f"{hydra.job.num}_{_root_.bench.name}_{_root_.model.name}", *overrides])
+    return capped(plain(name))
+
+
+def plain(name: str) -> str:
+    """`name` with `=` as `-` and every character other than ASCII letters, digits and `_.+-` as
+    `_`: Hydra's override grammar reads `=`, `,`, brackets, quotes, `~` and non-ASCII letters in an
+    unquoted value as syntax (a directory named `…_bench.shard=1_3` cannot be passed back as
+    `hydra.run.dir=`), and `/` would make a subdirectory."""
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name.replace("=", "-"))
 
 
 def swept_keys(multirun_yaml: Path) -> frozenset[str] | None:
@@ -94,12 +105,12 @@ def swept_keys(multirun_yaml: Path) -> frozenset[str] | None:
 
 def capped(name: str, limit: int = SUBDIR_BYTES) -> str:
     """`name`, or when longer than `limit` bytes (UTF-8) its longest prefix that leaves room for
-    `~` and 10 hex digits of its sha256."""
+    `@` and 10 hex digits of its sha256 (`@`: a character Hydra's grammar allows unquoted)."""
     data = name.encode()
     if len(data) <= limit:
         return name
     digest = hashlib.sha256(data).hexdigest()[:10]
-    return data[:limit - 11].decode(errors="ignore") + "~" + digest
+    return data[:limit - 11].decode(errors="ignore") + "@" + digest
 
 
 def _key(override: str) -> str:

@@ -119,12 +119,29 @@ def test_job_directories_name_the_overrides_the_sweep_varies(tmp_path: Path) -> 
     job = ["model=tiny", "bench=demo", "analysis.n_boot=50", "intervention.alpha=4", "model.hub_id=org/b",
            "progress=false"]
     assert job_subdir(_root_=_job_config(sweep, 3, job)) == \
-        "3_demo_tiny_analysis.n_boot=50,intervention.alpha=4,model.hub_id=org_b"  # no multirun.yaml: all that count
+        "3_demo_tiny_analysis.n_boot-50_intervention.alpha-4_model.hub_id-org_b"  # no multirun.yaml: all that count
     OmegaConf.save({"hydra": {"overrides": {"task": ["model=tiny,tiny-gemma3", "bench=demo", "analysis.n_boot=50",
                                                      "intervention.alpha=0,4", "model.hub_id=org/a,org/b",
                                                      "progress=false"]}}}, sweep / "multirun.yaml")
-    assert job_subdir(_root_=_job_config(sweep, 3, job)) == "3_demo_tiny_intervention.alpha=4,model.hub_id=org_b"
+    assert job_subdir(_root_=_job_config(sweep, 3, job)) == "3_demo_tiny_intervention.alpha-4_model.hub_id-org_b"
     assert job_subdir(_root_=_job_config(sweep, 0, job[:3])) == "0_demo_tiny"
+
+
+def test_job_directory_names_can_be_passed_back_to_hydra(tmp_path: Path) -> None:
+    """`hydra.run.dir=<sweep>/<job dir>` (resume one job, rerun a shard) must parse as typed: no
+    `=`, `,`, brackets, quotes, `~` or non-ASCII letters in the name."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from probe.hydra_callbacks import capped, job_subdir
+
+    job = ["model=tiny", "bench=demo", "bench.shard=1/3", "bench.conditions=[C0,C1]", "bench.name='a b'",
+           "bench.languages=[日本語]", "intervention.alpha=-4"]
+    name = job_subdir(_root_=_job_config(tmp_path, 7, job))
+    assert name == "7_demo_tiny_bench.shard-1_3_bench.conditions-_C0_C1__bench.name-_a_b__bench.languages-_____" \
+        "_intervention.alpha--4"
+    for value in (name, capped(name + "x" * 200)):
+        parsed = OverridesParser.create().parse_overrides([f"hydra.run.dir={tmp_path}/{value}"])
+        assert parsed[0].value() == f"{tmp_path}/{value}"
 
 
 def test_long_job_directory_names_are_cut_and_hashed() -> None:
@@ -133,7 +150,7 @@ def test_long_job_directory_names_are_cut_and_hashed() -> None:
     assert capped("0_demo_tiny") == "0_demo_tiny"
     a, b = capped("0_demo_tiny_bench.path=" + "é" * 300 + "a"), capped("0_demo_tiny_bench.path=" + "é" * 300 + "b")
     assert a != b and len(a.encode()) <= SUBDIR_BYTES and len(b.encode()) <= SUBDIR_BYTES
-    assert a.startswith("0_demo_tiny_bench.path=éé") and re.fullmatch(r".*~[0-9a-f]{10}", a)
+    assert a.startswith("0_demo_tiny_bench.path=éé") and re.fullmatch(r".*@[0-9a-f]{10}", a)
 
 
 def test_a_sweep_over_long_values_runs_into_short_distinct_directories(tmp_path: Path) -> None:
@@ -148,6 +165,6 @@ def test_a_sweep_over_long_values_runs_into_short_distinct_directories(tmp_path:
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     names = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert len(names) == 4 and all(len(n.encode()) <= 160 and (sweep / n / "prompts.parquet").is_file() for n in names)
-    assert "2_demo_tiny_bench.name=demo,analysis.temperature=0.5" in names
-    assert "3_demo_tiny_bench.name=demo,analysis.temperature=2.0" in names
+    assert "2_demo_tiny_bench.name-demo_analysis.temperature-0.5" in names
+    assert "3_demo_tiny_bench.name-demo_analysis.temperature-2.0" in names
     assert "probe: no sweep report: no finished probe runs" in proc.stderr  # dry runs finish nothing
