@@ -116,7 +116,7 @@ SCRIPT = r"""
     addSelect(form, "bench", "bench", uniq(meta.runs.map(function (m) { return m.bench; })));
     addSelect(form, "condition", "condition", uniq(rows.map(function (r) { return r.cond; })));
     addSelect(form, "culture", "culture (shown or target)", uniq(cultures));
-    addSelect(form, "verdict", "verdict", uniq(verdicts).concat(["(no verdict)"]));
+    addSelect(form, "verdict", "verdict or check", uniq(verdicts).concat(["(no verdict)"]));
     addNumber(form, "mass_min", "letter mass ≥");
     addNumber(form, "mass_max", "letter mass ≤");
     meta.facets.forEach(function (f) {
@@ -156,7 +156,7 @@ SCRIPT = r"""
     list.textContent = "";
     var table = el("table"), head = el("tr");
     ["run", "prompt", "condition", "target", "pick", "P(pick)", "letter mass", "argmax token", "answer",
-     "verdicts"].forEach(function (h) { head.appendChild(el("th", h)); });
+     "verdicts, checks"].forEach(function (h) { head.appendChild(el("th", h)); });
     table.appendChild(el("thead")).appendChild(head);
     table.appendChild(el("tbody"));
     list.appendChild(table);
