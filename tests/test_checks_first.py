@@ -16,11 +16,12 @@ from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
 from probe.models import ModelSpec
+from probe.models.tiny import TinySpec
 from probe.pipeline.intervention import PatchSpec
 from probe.pipeline.run import run
 from probe.pipeline.spec import AnalysisSpec, BenchRef, RunConfig, bench_ref, run_config
 
-MODEL = ModelSpec(name="tiny", kind="instruct", source="tiny")
+MODEL = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())
 
 
 class PrepareReached(Exception):
@@ -49,12 +50,20 @@ def _unpreparable(values: dict[str, Any]) -> BenchRef:
      "intervention=patch needs backend=hf and letter scoring, unsharded"),
     ({"kind": "disco", "shard": "1/2"}, {"backend": HFBackendSpec(prefix_reuse=False)},
      "bench.shard needs backend.prefix_reuse=true"),
+    ({"kind": "locqa"}, {"judge": JudgeSpec(name="http", model="served")},
+     "judge=http needs judge.base_url and judge.model"),
+    ({"kind": "disco"}, {"model": ModelSpec(name="m", kind="instruct")},
+     "model 'm': `hub_id` is required for source 'auto'"),
+    ({"kind": "disco"}, {"model": ModelSpec(name="m", kind="instruct", source="tiny")},
+     "model 'm': source 'tiny' needs a `tiny:` block"),
+    ({"kind": "locqa"}, {"judge": JudgeSpec(name="llm"), "judge_model": ModelSpec(name="j", kind="auto", source="gguf")},
+     "model 'j': source 'gguf' needs a `gguf:` block"),
 ])
 def test_a_combination_the_run_cannot_honour_stops_before_prepare(bench: dict[str, Any], options: dict[str, Any],
                                                                    message: str, tmp_path: Path) -> None:
     ref = _unpreparable(bench)
     with pytest.raises(ProbeInputError) as raised:
-        run(RunConfig(model=MODEL, bench=ref, out_dir=tmp_path / "run", **options))
+        run(RunConfig(**{"model": MODEL, **options}, bench=ref, out_dir=tmp_path / "run"))
     assert message in str(raised.value)
     assert not (tmp_path / "run").exists()
 
@@ -72,7 +81,7 @@ def test_an_honourable_combination_does_reach_prepare(tmp_path: Path) -> None:
 ])
 def test_judge_options_on_a_run_that_judges_nothing(overrides: list[str], refused: bool, tmp_path: Path) -> None:
     """Only the command line knows which options were given: `run_config` takes its overrides."""
-    values = {"model": {"name": "tiny", "kind": "instruct", "source": "tiny"}, "bench": {"kind": "disco"}}
+    values = {"model": {"name": "tiny", "kind": "instruct", "source": "tiny", "tiny": {}}, "bench": {"kind": "disco"}}
     if refused:
         given = [o for o in overrides if o.lstrip("+~").startswith("judge")]
         with pytest.raises(ProbeInputError, match=f"^{re.escape(repr(given))}: this run judges nothing"):

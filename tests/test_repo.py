@@ -95,6 +95,11 @@ def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge:
         with pytest.raises(ProbeInputError, match=f"judge={judge} cannot judge {task.title} "):
             run_config(values, tmp_path)
         return
+    if judged and judge == "http":  # its endpoint is the user's to give
+        assert values["judge"]["base_url"] is None
+        with pytest.raises(ProbeInputError, match="judge=http needs judge.base_url and judge.model"):
+            run_config(values, tmp_path)
+        return
     config = run_config(values, tmp_path)
     assert isinstance(config, RunConfig) and config.backend.name == backend and config.judge.name == judge
     assert config.bench.spec.name == bench and config.bench.task is get_task(config.bench.spec.kind)

@@ -17,7 +17,7 @@ from probe.config import Ge, Gt, Le, Seed, build
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
 from probe.metrics.core import MAX_BOOT, AnalysisOptions
-from probe.models import ModelSpec
+from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.shard import Shard
 
@@ -105,6 +105,9 @@ class RunConfig:
     def __post_init__(self) -> None:
         # Every check across blocks runs here, so a bad combination stops before `prepare`
         # (which may download a dataset) and before any model loads.
+        for model in (self.model, self.judge_model):
+            if model is not None:
+                check_source(model)
         _judge_fits(self)
         _scoring_only(self)
         _shardable(self)
@@ -121,10 +124,14 @@ class RunConfig:
 
 
 def _judge_fits(cfg: RunConfig) -> None:
-    task = cfg.bench.task
-    if cfg.judged and cfg.judge.name not in task.judges:
-        raise ProbeInputError(f"judge={cfg.judge.name} cannot judge {task.title} (its judges: "
+    task, judge = cfg.bench.task, cfg.judge
+    if not cfg.judged:
+        return
+    if judge.name not in task.judges:
+        raise ProbeInputError(f"judge={judge.name} cannot judge {task.title} (its judges: "
                               f"{list(task.judges)}); choose one with judge=<name>")
+    if judge.name == "http" and not (judge.base_url and judge.model):  # else found only once all is generated
+        raise ProbeInputError("judge=http needs judge.base_url and judge.model")
 
 
 def _scoring_only(cfg: RunConfig) -> None:
