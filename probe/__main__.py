@@ -25,9 +25,8 @@ from probe.errors import ProbeInputError
 from probe.interrupt import launcher_argv, resume_command, resume_hint
 from probe.models import ModelSpec
 from probe.overrides import check
-from probe.pipeline.provenance import bench_judged
 from probe.pipeline.run import run
-from probe.pipeline.spec import BenchRef, RunConfig, run_config
+from probe.pipeline.spec import run_config
 
 log = logging.getLogger("probe")
 
@@ -110,9 +109,8 @@ def _main(cfg: DictConfig) -> None:
         values = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(values, dict)
         judge = values.get("judge") or {}
-        config = run_config(values, out, _judge_model(judge))
         overrides = list(HydraConfig.get().overrides.task)
-        _no_judge_options_without_a_judge(config, overrides)
+        config = run_config(values, out, _judge_model(judge), overrides)
         record = {".hydra/config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
                   ".hydra/overrides.yaml": OmegaConf.to_yaml(overrides)}
         out = run(replace(config, launch_record=record))
@@ -137,17 +135,6 @@ def _hydra_wrote_nothing_into(out: Path) -> None:
     if logs:
         raise ProbeInputError(f"hydra/job_logging writes {logs[0]} into the run directory before probe has claimed "
                               "it; keep probe's console logging (drop the hydra/job_logging override) or log elsewhere")
-
-
-def _no_judge_options_without_a_judge(config: RunConfig, overrides: list[str]) -> None:
-    """A `judge…` override on a run that judges nothing (letter scoring) would be silently ignored."""
-    assert isinstance(config.bench, BenchRef)
-    if bench_judged(config):
-        return
-    given = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] == "judge"]
-    if given:
-        raise ProbeInputError(f"{given}: this run judges nothing; judge options apply to open-answer benches "
-                              "and to backend.mode=generate on benches whose generations a judge reads")
 
 
 def _judge_model(judge: dict) -> ModelSpec | None:

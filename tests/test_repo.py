@@ -14,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from probe.benches.registry import BUILTIN, get_task
 from probe.confgen import stale
 from probe.config import build, package_conf_dir
+from probe.errors import ProbeInputError
 from probe.models import ModelSpec
 from probe.pipeline.spec import RunConfig, run_config
 
@@ -80,13 +81,25 @@ def _group(name: str) -> list[str]:
 @pytest.mark.parametrize("backend", _group("backend"))
 @pytest.mark.parametrize("judge", _group("judge"))
 def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge: str, tmp_path: Path) -> None:
-    """Compose each bench × backend × judge as the entry point does and build the typed run config."""
+    """Compose each bench × backend × judge as the entry point does and build the typed run config;
+    a judge the bench's answers cannot be read by stops right there, before the bench is prepared."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=[f"bench={bench}", f"backend={backend}", f"judge={judge}"])
     from omegaconf import OmegaConf
 
     values = OmegaConf.to_container(cfg, resolve=False)
     values.pop("hydra", None)
+    task = get_task(values["bench"]["kind"])
+    judged = bool(task.judges) and (task.answers == "open" or values["backend"].get("mode") == "generate")
+    if judged and judge not in task.judges:
+        with pytest.raises(ProbeInputError, match=f"judge={judge} cannot judge {task.title} "):
+            run_config(values, tmp_path)
+        return
+    if judged and judge == "http":  # its endpoint is the user's to give
+        assert values["judge"]["base_url"] is None
+        with pytest.raises(ProbeInputError, match="judge=http needs judge.base_url and judge.model"):
+            run_config(values, tmp_path)
+        return
     config = run_config(values, tmp_path)
     assert isinstance(config, RunConfig) and config.backend.name == backend and config.judge.name == judge
     assert config.bench.spec.name == bench and config.bench.task is get_task(config.bench.spec.kind)

@@ -175,11 +175,12 @@ def test_judge_config_wiring(smollm2) -> None:
     from probe.judges import JudgeSpec
     from probe.judges.llm import LLMJudge
     from probe.pipeline.judging import build_judge
-    from probe.pipeline.spec import RunConfig
+    from probe.pipeline.spec import RunConfig, bench_ref
 
     _, loaded = smollm2
-    cfg = RunConfig(model=ModelSpec(name="m", kind="instruct", chat_template_kwargs={"enable_thinking": False}),
-                    bench={"kind": "disco", "packaged": "demo_disco.csv"}, out_dir=Path("."),
+    model = ModelSpec(name="m", kind="instruct", hub_id="m", chat_template_kwargs={"enable_thinking": False})
+    cfg = RunConfig(model=model,
+                    bench=bench_ref({"kind": "disco", "packaged": "demo_disco.csv"}), out_dir=Path("."),
                     judge=JudgeSpec(name="llm", retries=3, max_new_tokens=32))
     judge = build_judge(cfg, loaded)
     assert isinstance(judge, LLMJudge) and judge.retries == 3 and isinstance(judge.chat, HFGenerator)

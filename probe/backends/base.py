@@ -1,9 +1,12 @@
-"""What every backend offers: letter scores (letter mode) and continuations (generation mode)."""
+"""What every backend offers: letter scores (letter mode) and continuations (generation mode);
+and what the HF scorer adds, activation patching between paired prompts."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence, Set
 from typing import Protocol
+
+import numpy as np
 
 from probe.backends.batching import BackendStats, Generation
 from probe.types import LetterIds, LetterScore, RenderedPrompt
@@ -33,4 +36,16 @@ class Generator(Protocol):
 
     def chat(self, messages: Sequence[str]) -> list[str]:
         """Answer plain user messages (chat template, generation prompt)."""
+        ...
+
+
+class Patcher(Protocol):
+    """Activation patching (`probe.backends.patching`): the HF scorer, under `intervention=patch`."""
+
+    stats: BackendStats
+
+    def patch(self, prompts: Sequence[RenderedPrompt], letters: LetterIds, pairs: Sequence[tuple[int, int]],
+              done: Set[int] = frozenset()) -> Iterator[tuple[list[int], np.ndarray]]:
+        """Yield `(pair indices, [pair, layer, letter] log-probs)` group by group; groups whose
+        pairs are all in `done` are skipped."""
         ...

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from probe.backends.batching import BackendStats
 from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_edits
+from probe.backends.patching import ResidualSink, run_patching
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
@@ -45,6 +46,12 @@ class BatchOutput(NamedTuple):
     """The prompt of each row."""
     lens: np.ndarray | None = None
     activations: np.ndarray | None = None
+
+
+class _PatchState(NamedTuple):
+    """A patch pass under way: where its sources' residuals go (None: a destination pass)."""
+
+    sink: ResidualSink | None
 
 
 HEAD_CHECK_TOL = {True: 1e-4, False: 0.5}
@@ -81,8 +88,7 @@ class HFScorer:
         edit_layers = {e.layer for e in self.intervention.steer.values()} | set(self.patch_layers)
         self._edit_hook = EditHook(self.decoder.layers, sorted(edit_layers)) if edit_layers else None
         self._node_edits: Mapping[int, Edit] = {}  # the running chunk's edits, by node
-        self._kept: dict[int, torch.Tensor] | None = None  # prompt id → [patch layer, d_model], when asked
-        self._patching = False
+        self._patch: _PatchState | None = None  # set by `patch_pass` while its passes run
 
     def score(
         self, prompts: Sequence[RenderedPrompt], letters: LetterIds, done: Set[int] = frozenset()
@@ -110,13 +116,18 @@ class HFScorer:
               done: Set[int] = frozenset()) -> Iterator[tuple[list[int], np.ndarray]]:
         """Activation patching (`probe.backends.patching`): yields `(pair indices, [pair,
         layer, letter] log-probs)` group by group; groups whose pairs are all in `done` are skipped."""
-        from probe.backends.patching import run_patching
+        yield from run_patching(self, prompts, letters, pairs, done)
 
-        self._patching = True
+    def patch_pass(self, chunk: TrieChunk, letter_ids: torch.Tensor, edits: Mapping[int, Edit] | None = None,
+                   sink: ResidualSink | None = None) -> Iterator[list[LetterScore]]:
+        """A chunk's passes for activation patching (`probe.backends.patching.PatchScorer`): its
+        rows are no prompts of the run (no lens, no activations); with `sink`, the residuals of
+        the prompts that end in it, after each patch layer, are left there."""
+        self._patch = _PatchState(sink)
         try:
-            yield from run_patching(self, prompts, letters, pairs, done)
+            yield from self._run_chunk(chunk, letter_ids, edits)
         finally:
-            self._patching = False
+            self._patch = None
 
     def _run_chunk(self, chunk: TrieChunk, letter_ids: torch.Tensor,
                    edits: Mapping[int, Edit] | None = None) -> Iterator[list[LetterScore]]:
@@ -187,11 +198,12 @@ class HFScorer:
         argmax = logits.argmax(dim=-1)
         out = BatchOutput(full[:, letter_ids][pick].cpu(), argmax[pick],
                           full.gather(1, argmax[:, None])[:, 0][pick].cpu(), tuple(r for _, r in owners))
-        if self._kept is not None and self._tap is not None:  # patching sources: residuals to write elsewhere
+        sink = None if self._patch is None else self._patch.sink
+        if sink is not None and self._tap is not None:  # patching sources: residuals to write elsewhere
             for q, r in owners:
-                self._kept[r.prompt.prompt_id] = torch.stack(
+                sink.residuals[r.prompt.prompt_id] = torch.stack(
                     [self._tap.captured[layer][keep[q]] for layer in self.patch_layers]).float().cpu()
-        if self.mech.active and not self._patching:  # patch passes' rows are no prompts of the run
+        if self.mech.active and self._patch is None:  # patch passes' rows are no prompts of the run
             out = self._mech_outputs(out, letter_ids, sel[pick])
         return out
 

@@ -6,6 +6,7 @@ from probe.models.load import (
                                LoadedModel,
                                ModelSpec,
                                cache_root,
+                               check_source,
                                hub_reachable,
                                load_model,
                                load_tokenizer,
@@ -13,5 +14,5 @@ from probe.models.load import (
                                resolve_kind,
 )
 
-__all__ = ["GGUFFallback", "LoadedModel", "ModelSpec", "cache_root", "hub_reachable", "load_model", "load_tokenizer",
+__all__ = ["GGUFFallback", "LoadedModel", "ModelSpec", "cache_root", "check_source", "hub_reachable", "load_model", "load_tokenizer",
            "max_positions", "resolve_kind"]

@@ -134,16 +134,26 @@ def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
     return False
 
 
+def check_source(spec: ModelSpec) -> None:
+    """The keys `spec.source` reads are set: a `tiny:` block for tiny, a `gguf:` block for gguf,
+    `hub_id` for the others (checked when a run's config is built, before any data or model)."""
+    if spec.source == "tiny" and spec.tiny is None:
+        raise ProbeInputError(f"model {spec.name!r}: source 'tiny' needs a `tiny:` block")
+    if spec.source == "gguf" and spec.gguf is None:
+        raise ProbeInputError(f"model {spec.name!r}: source 'gguf' needs a `gguf:` block")
+    if spec.source not in ("tiny", "gguf") and spec.hub_id is None:
+        raise ProbeInputError(f"model {spec.name!r}: `hub_id` is required for source {spec.source!r}")
+
+
 def _load(spec: ModelSpec, device: str, weights: bool) -> LoadedModel:
+    check_source(spec)
     if spec.source == "tiny":
-        if spec.tiny is None:
-            raise ProbeInputError(f"model {spec.name!r}: source 'tiny' needs a `tiny:` block")
+        assert spec.tiny is not None
         path = tiny_model_dir(spec.tiny, cache_root() / "tiny")
         return _from_dir(spec, str(path), device, {"source": "tiny", "path": str(path)}, weights=weights)
     if spec.source == "gguf":
         return _from_gguf(spec, device, weights)
-    if spec.hub_id is None:
-        raise ProbeInputError(f"model {spec.name!r}: `hub_id` is required for source {spec.source!r}")
+    assert spec.hub_id is not None
     if spec.source == "path" or (spec.source == "auto" and Path(spec.hub_id).expanduser().is_dir()):
         return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id}, weights=weights)
     info = {"source": "hub", "hub_id": spec.hub_id}

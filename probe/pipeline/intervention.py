@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from probe.backends.base import Patcher
 from probe.errors import ProbeInputError
-from probe.types import RenderedPrompt
+from probe.types import LetterIds, RenderedPrompt
 
 if TYPE_CHECKING:  # torch only when a steered run is built: configs and confgen stay light
     from probe.backends.interventions import InterventionPlan
@@ -211,7 +212,7 @@ def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedProm
     return steering_setup(spec, rendered, prefix_lens, model_record, n_layers, d_model)
 
 
-def patching_pass(out: Path, backend: Any, rendered: Sequence[RenderedPrompt], letter_ids: Any,
+def patching_pass(out: Path, backend: Patcher, rendered: Sequence[RenderedPrompt], letter_ids: LetterIds,
                   prepared: Prepared, letters: Sequence[str]) -> dict[str, float]:
     """Run activation patching and write its files (`probe.results.patching`); a run resumed
     after they were written does nothing. Returns its timings and work for the manifest

@@ -37,7 +37,6 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
     re-analysed instead), the shard size and the transport settings of the judge and of the
     data download. An intervention (with its steering vector's hash) is in the key only when
     there is one, so plain runs keep the key they always had."""
-    assert not isinstance(cfg.bench, dict)
     return {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
                       "gguf_sha256": loaded.info.get("gguf_sha256")},
             "tokenizer_sha256": tokenizer_hash(loaded.tokenizer),
@@ -46,22 +45,13 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"),
                       "config": {k: v for k, v in cfg.bench.record().items() if k not in BENCH_TRANSPORT}},
             "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
-            "judge": verdict_config(cfg) if bench_judged(cfg) else None,
+            "judge": verdict_config(cfg) if cfg.judged else None,
             **({"intervention": intervention} if intervention else {})}
-
-
-def bench_judged(cfg: RunConfig) -> bool:
-    """Whether a judge reads this run's answers: its task asks one, and answers are generated
-    (open answers, or the forced-choice generation fallback)."""
-    assert not isinstance(cfg.bench, dict)
-    task = cfg.bench.task
-    return bool(task.judges) and (task.answers == "open" or cfg.backend.mode == "generate")
 
 
 def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
                bench: PreparedBench) -> dict[str, Any]:
     """The manifest's record of code, environment, model, tokenizer and bench."""
-    assert not isinstance(cfg.bench, dict)
     return {
         "probe_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -79,7 +69,7 @@ def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, le
         "template_sha256": template_hash(loaded.tokenizer, settings),
         "bench": {"name": bench.name, "kind": bench.kind, **bench.source, "n_items": len(bench.items),
                   "n_prompts": len(bench.prompts), "config": cfg.bench.record()},
-        "judge": judge_config(cfg) if bench_judged(cfg) else None,
+        "judge": judge_config(cfg) if cfg.judged else None,
         "analysis": asdict(cfg.analysis),
     }
 

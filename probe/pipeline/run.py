@@ -46,9 +46,9 @@ from probe.pipeline.judging import (
     verdict_config,
 )
 from probe.pipeline.intervention import patching_pass, prepare_intervention
-from probe.pipeline.provenance import bench_judged, provenance, run_key
+from probe.pipeline.provenance import provenance, run_key
 from probe.pipeline.shard import output_checksums, shard_prompts
-from probe.pipeline.spec import BenchRef, RunConfig
+from probe.pipeline.spec import RunConfig
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.report.summary import run_summary
@@ -71,22 +71,12 @@ def run(cfg: RunConfig) -> Path:
 
 
 def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
-    ref = cfg.bench
-    assert isinstance(ref, BenchRef)
-    out = cfg.out_dir
-    generate = ref.task.answers == "open" or cfg.backend.mode == "generate"
+    ref, out, generate = cfg.bench, cfg.out_dir, cfg.generates  # the config's own checks ran as it was built
     with os_errors(f"bench {ref.spec.name!r}", "bench.path must be a readable file, and $PROBE_CACHE a writable "
                    "directory (downloads are cached there)"):
         bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
     log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
-    if bench_judged(cfg) and cfg.judge.name not in ref.task.judges:
-        raise ProbeInputError(f"judge={cfg.judge.name} cannot judge {ref.task.title} (its judges: "
-                              f"{list(ref.task.judges)}); choose one with judge=<name>")
     mech = cfg.analysis.mech
-    if mech.active and (generate or cfg.backend.name != "hf"):
-        raise ProbeInputError("analysis.logit_lens / capture_layers need backend=hf and letter scoring")
-    if cfg.intervention.name != "none" and (generate or cfg.backend.name != "hf" or ref.shard is not None):
-        raise ProbeInputError(f"intervention={cfg.intervention.name} needs backend=hf and letter scoring, unsharded")
     if generate and cfg.backend.mode != "generate":  # open answers: always generated
         cfg = replace(cfg, backend=replace(cfg.backend, mode="generate"))
     with os_errors(f"run directory {out}", "choose a shorter path, or one where you can write (hydra.run.dir=…)"):
@@ -175,12 +165,8 @@ def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: b
     """Every prompt, or with `bench.shard=i/n` the shard's: whole units of the backend's plan
     over all prompts, whole items (`probe.pipeline.shard`)."""
     ref = cfg.bench
-    assert isinstance(ref, BenchRef)
     if ref.shard is None:
         return list(rendered)
-    if not getattr(cfg.backend, "prefix_reuse", True):
-        raise ProbeInputError("bench.shard needs backend.prefix_reuse=true: plain batches sort prompts by length "
-                              "across items, so no slice of whole items is a set of whole batches")
     units = work_units(cfg.backend, rendered, generate)
     own = sorted(shard_prompts(units, ref.shard), key=lambda r: r.prompt.prompt_id)
     log.info("shard %s: %d of %d prompts (%d items)", ref.shard, len(own), len(rendered),
@@ -198,7 +184,6 @@ def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequ
     """`prompts.parquet` of the prompts this run scores; columns computed over all prompts, so a
     shard's rows are the unsharded run's rows."""
     ref = cfg.bench
-    assert isinstance(ref, BenchRef)
     ids = {r.prompt.prompt_id for r in own}
     rows = ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered))
     write_prompts(cfg.out_dir, [row for row in rows if row["prompt_id"] in ids], ref.task.prompts_schema)
@@ -207,7 +192,7 @@ def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequ
 def _finish_shard(cfg: RunConfig, held: Any) -> Path:
     """A shard ends without metrics (a slice of a bench is no benchmark): `DONE`, parts removed."""
     ref = cfg.bench
-    assert isinstance(ref, BenchRef) and ref.shard is not None
+    assert ref.shard is not None
     write_text(cfg.out_dir / "DONE", "complete\n")
     for parts in ("scores.parts", "generations.parts", "judgements.parts", "patching.parts"):
         shutil.rmtree(cfg.out_dir / parts, ignore_errors=True)
@@ -221,7 +206,6 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
              own: Sequence[RenderedPrompt], letter_ids: LetterIds | None) -> Path:
     """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
     ref = cfg.bench
-    assert isinstance(ref, BenchRef)
     out = cfg.out_dir
     if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts.parquet is the run's, not ours
         raise ProbeInputError(f"{out} is not empty; a dry run writes into a new or empty directory (hydra.run.dir=…)")
@@ -255,7 +239,7 @@ def _check_finished(cfg: RunConfig, generate: bool, intervention: dict[str, Any]
     mech, patched = cfg.analysis.mech, intervention is not None and intervention["name"] == "patch"
     names = ["manifest.json", "prompts.parquet",
              *(["generations.parquet"] if generate else ["scores.parquet", "scores.safetensors"]),
-             *(["judgements.parquet"] if bench_judged(cfg) else []),
+             *(["judgements.parquet"] if cfg.judged else []),
              *(["lens.safetensors"] if mech.logit_lens else []),
              *(["activations.safetensors"] if mech.capture_layers else []),
              *(["patching.safetensors", "patching.parquet"] if patched else [])]
@@ -287,7 +271,6 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     """Decode the run's own prompts (planned with all of them), parse each text as the task says,
     store; then let the judge read them. Returns what the manifest notes about the judging
     (`verdict_cache_rejected`: cached verdicts not used, by reason; only when there were any)."""
-    assert isinstance(cfg.bench, BenchRef)
     task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
     store = PartStore(cfg.out_dir / "generations.parts", task.generations_schema)
     others = set(by_id) - {r.prompt.prompt_id for r in own}
@@ -301,9 +284,9 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     rows = store.read().to_pylist()
     write_generations(cfg.out_dir, rows, task.generations_schema)
     jobs = task.judge_jobs(bench, rows)
-    if bench_judged(cfg) and not jobs:  # nothing to ask (all rationales empty, an empty shard): an empty table
+    if cfg.judged and not jobs:  # nothing to ask (all rationales empty, an empty shard): an empty table
         write_judgements(cfg.out_dir, [])
-    elif jobs and bench_judged(cfg):
+    elif jobs and cfg.judged:
         shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
         local = VerdictCache(cfg.out_dir / "judgements.parts", verdict_config(cfg))
         verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)

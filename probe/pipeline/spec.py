@@ -4,7 +4,7 @@ before anything is written, and what `probe.pipeline.run` takes from plain Pytho
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -17,7 +17,7 @@ from probe.config import Ge, Gt, Le, Seed, build
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
 from probe.metrics.core import MAX_BOOT, AnalysisOptions
-from probe.models import ModelSpec
+from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.shard import Shard
 
@@ -79,8 +79,8 @@ class RunConfig:
     """Everything one run needs, typed and validated."""
 
     model: ModelSpec
-    bench: BenchRef | Mapping[str, Any]
-    """A `BenchRef`, or a bench config mapping (`{"kind": …, …}`), built strictly on entry."""
+    bench: BenchRef
+    """The bench and its task (`bench_ref` builds one from a bench config mapping)."""
     out_dir: Path
     backend: BackendSpec = field(default_factory=HFBackendSpec)
     analysis: AnalysisSpec = field(default_factory=AnalysisSpec)
@@ -103,8 +103,60 @@ class RunConfig:
     composed Hydra config), written once the directory is claimed."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.bench, BenchRef):
-            object.__setattr__(self, "bench", bench_ref(self.bench))
+        # Every check across blocks runs here, so a bad combination stops before `prepare`
+        # (which may download a dataset) and before any model loads.
+        for model in (self.model, self.judge_model):
+            if model is not None:
+                check_source(model)
+        _judge_fits(self)
+        _scoring_only(self)
+        _shardable(self)
+
+    @property
+    def generates(self) -> bool:
+        """Whether answers are generated (open answers, or `backend.mode=generate`), not letters scored."""
+        return self.bench.task.answers == "open" or self.backend.mode == "generate"
+
+    @property
+    def judged(self) -> bool:
+        """Whether a judge reads this run's answers: its task asks one, and answers are generated."""
+        return bool(self.bench.task.judges) and self.generates
+
+
+def _judge_fits(cfg: RunConfig) -> None:
+    task, judge = cfg.bench.task, cfg.judge
+    if not cfg.judged:
+        return
+    if judge.name not in task.judges:
+        raise ProbeInputError(f"judge={judge.name} cannot judge {task.title} (its judges: "
+                              f"{list(task.judges)}); choose one with judge=<name>")
+    if judge.name == "http" and not (judge.base_url and judge.model):  # else found only once all is generated
+        raise ProbeInputError("judge=http needs judge.base_url and judge.model")
+
+
+def _scoring_only(cfg: RunConfig) -> None:
+    """The forward-pass taps and interventions live in the HF scorer's letter scoring pass."""
+    letters_on_hf = not cfg.generates and cfg.backend.name == "hf"
+    if cfg.analysis.mech.active and not letters_on_hf:
+        raise ProbeInputError("analysis.logit_lens / capture_layers need backend=hf and letter scoring")
+    if cfg.intervention.name != "none" and not (letters_on_hf and cfg.bench.shard is None):
+        raise ProbeInputError(f"intervention={cfg.intervention.name} needs backend=hf and letter scoring, unsharded")
+
+
+def _shardable(cfg: RunConfig) -> None:
+    if cfg.bench.shard is not None and not getattr(cfg.backend, "prefix_reuse", True):
+        raise ProbeInputError("bench.shard needs backend.prefix_reuse=true: plain batches sort prompts by length "
+                              "across items, so no slice of whole items is a set of whole batches")
+
+
+def _no_judge_options_without_a_judge(cfg: RunConfig, overrides: Sequence[str]) -> None:
+    """A `judge…` override on a run that judges nothing (letter scoring) would be silently ignored."""
+    if cfg.judged:
+        return
+    given = [o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] == "judge"]
+    if given:
+        raise ProbeInputError(f"{given}: this run judges nothing; judge options apply to open-answer benches "
+                              "and to backend.mode=generate on benches whose generations a judge reads")
 
 
 def bench_ref(values: Mapping[str, Any]) -> BenchRef:
@@ -140,12 +192,18 @@ TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "
              "part_seconds", "dry_run")
 
 
-def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None) -> RunConfig:
-    """The typed run config of a composed config tree (every key checked; unknown keys stop)."""
+def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None,
+               overrides: Sequence[str] = ()) -> RunConfig:
+    """The typed run config of a composed config tree (every key checked; unknown keys stop, and
+    so does any combination of values the run cannot honour).
+
+    `overrides` are the command line's `key=value` overrides: whether an option was given, not
+    only its value, decides one check — a `judge…` option on a run that judges nothing. The
+    composed tree cannot tell a given option from its default, so the entry point passes them."""
     unknown = sorted(set(values) - set(TOP_LEVEL))
     if unknown:
         raise ProbeInputError(f"config: unknown top-level key(s) {unknown}; valid keys: {sorted(TOP_LEVEL)}")
-    return build(RunConfig, {
+    config = build(RunConfig, {
         "model": build(ModelSpec, values["model"], "model"), "bench": bench_ref(values["bench"]), "out_dir": out_dir,
         "backend": backend_spec(values.get("backend") or {}),
         "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
@@ -153,3 +211,5 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
         "intervention": intervention_spec(values.get("intervention") or {}),
         **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run") if k in values},
     }, "")
+    _no_judge_options_without_a_judge(config, overrides)
+    return config
