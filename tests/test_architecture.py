@@ -165,3 +165,24 @@ def test_no_generic_module_names_a_bench_judge_task() -> None:
             found += [f"{path.relative_to(ROOT)}:{line}: {value!r}"
                       for line, value in _string_constants(ast.parse(path.read_text())) if value in owned]
     assert found == []
+
+
+PUBLISHED_JUDGEMENTS = ["prompt_id", "task", "template", "language", "dimensions", "mentioned_answers",
+                        "framing_style", "matches", "match_locale", "mentions_us_answer", "judge_error", "judge",
+                        "dropped"]
+"""The `judgements.parquet` columns of CCD and LocQA runs (the README's results contract)."""
+
+
+@pytest.mark.parametrize("task", [t for t in BUILTIN if t.judges], ids=lambda t: t.kind)
+def test_a_judged_bench_declares_its_judge_tasks_columns(task: Task) -> None:
+    """Its judgements layout holds every verdict column of the judge tasks its package
+    registered, with the same type; the built-in ones keep the published layout."""
+    from probe.judges import registry
+
+    mine = [t for t in registry._TASKS.values() if _owner(t.prompt.__module__) == task.kind]
+    assert mine
+    schema = task.judgements_schema
+    for judge_task in mine:
+        for column in judge_task.columns:
+            assert schema.field(column.name).type == column.type, (judge_task.name, column.name)
+    assert schema.names == PUBLISHED_JUDGEMENTS
