@@ -87,3 +87,102 @@ def test_every_registered_task_fills_every_hook(task: Task) -> None:
     for schema in (task.prompts_schema, task.generations_schema):
         assert isinstance(schema, pa.Schema) and {"prompt_id", "text"} <= set(schema.names)
     assert "n_tokens" in task.prompts_schema.names
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
+    """`(line, imported module, imported names)` of every import in the file, function-level
+    ones included (`import a.b` imports no names)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, ()) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module, tuple(a.name for a in node.names)))
+    return out
+
+
+def _owner(module: str) -> str | None:
+    """The built-in bench whose package holds `module` (None: a generic module)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["probe", "benches"] and parts[2] in KINDS else None
+
+
+def _sources() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+KNOWN_BENCH_IMPORTS = {"probe.perf": "disco"}
+"""Known exceptions, to be removed: the scoring benchmark's helpers rebuild the demo's DiSCo
+prompts with DiSCo's loaders (repeated with fresh item ids), which no `Task` hook offers."""
+
+
+def test_no_module_outside_a_bench_imports_its_package() -> None:
+    """A bench's modules and constants are imported only inside its own package; the registry
+    imports each built-in `TASK` and nothing else of it."""
+    found = []
+    for module, path in _sources().items():
+        for line, imported, names in _imports(path):
+            owner = _owner(imported) or next((k for k in KINDS if imported == f"probe.benches.{k}"), None)
+            if owner is None or _owner(module) == owner or KNOWN_BENCH_IMPORTS.get(module) == owner:
+                continue
+            if module == "probe.benches.registry" and imported == f"probe.benches.{owner}.task" and names == ("TASK",):
+                continue
+            found.append(f"{path.relative_to(ROOT)}:{line}: imports {imported} {list(names)}")
+    assert found == []
+
+
+def test_no_generic_module_defines_a_constant_only_one_bench_uses() -> None:
+    """A constant (an upper-case module-level name) that a generic module defines and only one
+    bench's package imports is that bench's vocabulary (GLOBE's dimensions, LocQA's table
+    schemas): it belongs in that bench's package, so a new bench never edits generic code."""
+    users: dict[tuple[str, str], set[str]] = {}
+    for module, path in _sources().items():
+        for _, imported, names in _imports(path):
+            if imported.startswith("probe.") and _owner(imported) is None:
+                for name in names:
+                    if name.isupper() and module != imported:
+                        users.setdefault((imported, name), set()).add(_owner(module) or "generic")
+    found = [f"{imported}.{name} is used only by {sorted(who)[0]}" for (imported, name), who in sorted(users.items())
+             if len(who) == 1 and who != {"generic"}]
+    assert found == []
+
+
+def test_no_generic_module_names_a_bench_judge_task() -> None:
+    """Judge tasks are registered by the bench that asks them; generic code (the judges'
+    mechanism, the pipeline, results) never names one, as a string or otherwise."""
+    from probe.judges import registry
+
+    owned = {name: _owner(task.prompt.__module__) for name, task in registry._TASKS.items()}
+    assert {k for k in owned.values()} >= {"ccd", "locqa"} and None not in owned.values(), owned
+    found = []
+    for module, path in _sources().items():
+        if _owner(module) is None:
+            found += [f"{path.relative_to(ROOT)}:{line}: {value!r}"
+                      for line, value in _string_constants(ast.parse(path.read_text())) if value in owned]
+    assert found == []
+
+
+PUBLISHED_JUDGEMENTS = ["prompt_id", "task", "template", "language", "dimensions", "mentioned_answers",
+                        "framing_style", "matches", "match_locale", "mentions_us_answer", "judge_error", "judge",
+                        "dropped"]
+"""The `judgements.parquet` columns of CCD and LocQA runs (the README's results contract)."""
+
+
+@pytest.mark.parametrize("task", [t for t in BUILTIN if t.judges], ids=lambda t: t.kind)
+def test_a_judged_bench_declares_its_judge_tasks_columns(task: Task) -> None:
+    """Its judgements layout holds every verdict column of the judge tasks its package
+    registered, with the same type; the built-in ones keep the published layout."""
+    from probe.judges import registry
+
+    mine = [t for t in registry._TASKS.values() if _owner(t.prompt.__module__) == task.kind]
+    assert mine
+    schema = task.judgements_schema
+    for judge_task in mine:
+        for column in judge_task.columns:
+            assert schema.field(column.name).type == column.type, (judge_task.name, column.name)
+    assert schema.names == PUBLISHED_JUDGEMENTS

@@ -82,7 +82,7 @@ def test_items_and_cyclic_design(tmp_path: Path) -> None:
     assert gen[-4] == ("In your rationale you may invoke any of GLOBE's nine cultural dimensions: Performance "
                        "Orientation, Future Orientation, Institutional Collectivism, In-Group Collectivism, Humane "
                        "Orientation, Power Distance, Uncertainty Avoidance, Gender Egalitarianism, Assertiveness.")
-    from probe.judges.tasks import GLOBE_DIMENSIONS
+    from probe.benches.ccd.judging import GLOBE_DIMENSIONS
 
     assert len(GLOBE_DIMENSIONS) == 9 and all(d in gen[-4] for d in GLOBE_DIMENSIONS)
 

@@ -15,13 +15,14 @@ from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
 from probe.benches.ccd.metrics import pluralism
 from probe.judges import JudgeRequest, make_judge
-from probe.judges.tasks import GLOBE_DIMENSIONS, extract_json
+from probe.benches.ccd.judging import GLOBE_DIMENSIONS
+from probe.benches.ccd.task import TASK as CCD_TASK
+from probe.judges.llm import extract_json
 from probe.models import ModelSpec, load_model
 from probe.models.tiny import TinySpec
 from probe.prompts.parse import parse_answer
 from probe.prompts.render import render_prompts
 from probe.results.generations import read_judgements
-from probe.results.schemas import JUDGEMENTS_SCHEMA
 from probe.results.scores import write_table
 
 PARSE_CASES = [
@@ -94,7 +95,7 @@ def test_pluralism_from_stored_judgements(tmp_path: Path) -> None:
             {"prompt_id": 1, "task": "globe_dimensions", "dimensions": [po, fo, pd], "judge": "k"},
             {"prompt_id": 2, "task": "globe_dimensions", "dimensions": [pd], "judge": "k"},
             {"prompt_id": 3, "task": "globe_dimensions", "dimensions": None, "judge_error": "bad", "judge": "k"}]
-    write_table(tmp_path / "judgements.parquet", pa.Table.from_pylist(rows, schema=JUDGEMENTS_SCHEMA))
+    write_table(tmp_path / "judgements.parquet", pa.Table.from_pylist(rows, schema=CCD_TASK.judgements_schema))
     p = pluralism(read_judgements(tmp_path))
     assert p["rate"] == pytest.approx(2 / 3) and p["n_rationales"] == 3 and p["n_judge_errors"] == 1
     assert p["top_pairs"][0] == [po, fo, 2] and sorted(map(tuple, p["top_pairs"][1:])) == [(fo, pd, 1), (po, pd, 1)]

@@ -101,6 +101,7 @@ def test_explicit_and_three_shot_modes(tmp_path: Path) -> None:
 def test_semantic_matches_are_cached_across_runs(tmp_path: Path) -> None:
     from probe.benches.locqa.data import LocQASpec, build_prompts, load_questions
     from probe.benches.locqa.judging import judge_jobs
+    from probe.benches.locqa.task import TASK
     from probe.benches.task import PreparedBench
     from probe.judges import JudgeRequest, JudgeResult
     from probe.pipeline.judging import VerdictCache, run_jobs
@@ -128,7 +129,7 @@ def test_semantic_matches_are_cached_across_runs(tmp_path: Path) -> None:
     jobs = judge_jobs(bench, [{"prompt_id": p.prompt_id, "answer": ""} for p in prompts])
     for judge, out in ((first, tmp_path / "a"), (second, tmp_path / "b")):
         out.mkdir()
-        write_judgements(out, run_jobs(judge, jobs, cache))
+        write_judgements(out, run_jobs(judge, jobs, cache), TASK.judgements_schema)
     assert first.semantic == len(questions) == 3 and second.semantic == 0
     assert pq.read_table(tmp_path / "a" / "judgements.parquet").equals(pq.read_table(tmp_path / "b" / "judgements.parquet"))
     q = questions[0]

@@ -46,17 +46,17 @@ from probe.benches.locqa.metrics import (
     evaluate,
     locqa_sums,
 )
-from probe.errors import ProbeInputError
-from probe.judges import JudgeRequest
-from probe.judges.llm import LLMJudge
-from probe.judges.rules import (
+from probe.benches.locqa.rules import (
     RulesJudge,
     frames_us,
     mentions,
     normalize_answer,
     same_answer,
 )
-from probe.judges.tasks import TASKS
+from probe.errors import ProbeInputError
+from probe.judges import JudgeRequest
+from probe.judges.llm import LLMJudge
+from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions, bootstrap_weights
 
 T1, T2, T3, T4, T5 = ("What is the national emergency phone number?", "What is the legal drinking age?",
@@ -358,7 +358,7 @@ IMP = {"question": "q", "response": "r", "language": "French", "us_answer": "21"
 
 
 def test_semantic_match_validator() -> None:
-    v = TASKS["semantic_match"].validate
+    v = judge_task("semantic_match").validate
     # A locale name (case/whitespace-insensitive) pulls in its collisions; an answer string selects
     # every locale holding it; unknown entries are dropped and flagged.
     assert v({"matches": ["mexico"]}, SEM) == {"matches": ["Mexico", "Colombia"], "dropped": []}
@@ -370,7 +370,7 @@ def test_semantic_match_validator() -> None:
 
 
 def test_implicit_validator() -> None:
-    v = TASKS["implicit"].validate
+    v = judge_task("implicit").validate
     out = v({"mentioned_answers": ["6 ANS", "21", "7 ans"], "framing_style": "neutral", "reasoning": "…"}, IMP)
     # gold order (US first), one raw string per normalised form, unknown flagged
     assert out == {"mentioned_answers": ["21", "6 ans "], "framing_style": "NEUTRAL", "dropped": ["7 ans"]}
@@ -381,7 +381,7 @@ def test_implicit_validator() -> None:
 
 
 def test_explicit_validator() -> None:
-    v = TASKS["explicit"].validate
+    v = judge_task("explicit").validate
     assert v({"match_locale": True, "mentions_us_answer": False, "reasoning": "r"}, {}) == \
         {"match_locale": True, "mentions_us_answer": False}
     for bad in ({"match_locale": "true", "mentions_us_answer": False}, {"match_locale": True}, [True, False]):
@@ -390,10 +390,10 @@ def test_explicit_validator() -> None:
 
 
 def test_prompts_show_the_payload() -> None:
-    assert "China\n(Chinese)" in TASKS["semantic_match"].prompt(SEM) and '"Peso"' in TASKS["semantic_match"].prompt(SEM)
-    text = TASKS["implicit"].prompt(IMP)
+    assert "China\n(Chinese)" in judge_task("semantic_match").prompt(SEM) and '"Peso"' in judge_task("semantic_match").prompt(SEM)
+    text = judge_task("implicit").prompt(IMP)
     assert '- "21"' in text and '- "6 ans "' in text and text.count("6 ans") == 1  # collisions listed once
-    text = TASKS["explicit"].prompt({"response": "r", "locale": "Spain", "locale_answer": "112", "us_answer": "911"})
+    text = judge_task("explicit").prompt({"response": "r", "locale": "Spain", "locale_answer": "112", "us_answer": "911"})
     assert "Spain" in text and '"112"' in text and '"911"' in text
 
 

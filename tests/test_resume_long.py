@@ -15,7 +15,7 @@ from conftest import probe_env
 
 from probe.benches.task import JudgeJob
 from probe.judges import JudgeRequest, JudgeResult
-from probe.judges.tasks import GLOBE_DIMENSIONS
+from probe.benches.ccd.judging import GLOBE_DIMENSIONS
 from probe.pipeline.judging import VerdictCache, run_jobs
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -18,9 +18,10 @@ import pytest
 from conftest import disco_rows, write_csv
 
 from probe.api import load_run
+from probe.benches.ccd.task import TASK as CCD_TASK
 from probe.errors import ProbeInputError
 from probe.results.samples import sample_frame
-from probe.results.schemas import ARGMAX_COLUMNS, GENERATIONS_SCHEMA, JUDGEMENTS_SCHEMA
+from probe.results.schemas import ARGMAX_COLUMNS, GENERATIONS_SCHEMA
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,12 +69,12 @@ def test_generations_and_verdicts_join_by_prompt() -> None:
     gens = pa.Table.from_pylist([{"prompt_id": 0, "text": 'B"}', "parsed_letter": "B", "rationale": None},
                                  {"prompt_id": 1, "text": "no idea", "parsed_letter": None, "rationale": None}],
                                 schema=GENERATIONS_SCHEMA)
-    null = {c: None for c in JUDGEMENTS_SCHEMA.names}
+    null = {c: None for c in CCD_TASK.judgements_schema.names}
     verdicts = pa.Table.from_pylist([
         {**null, "prompt_id": 1, "task": "rationale", "dimensions": ["Power Distance"], "judge": "keyword"},
         {**null, "prompt_id": 0, "task": "rationale", "judge_error": "no JSON", "judge": "keyword"},
         {**null, "prompt_id": None, "task": "about_the_data", "matches": ["x"], "judge": "keyword"},
-    ], schema=JUDGEMENTS_SCHEMA)
+    ], schema=CCD_TASK.judgements_schema)
     frame = sample_frame(_prompts(), ["A", "B"], 1.0, generations=gens, judgements=verdicts)
     assert frame["generation"].tolist() == ['B"}', "no idea"]
     assert frame["parsed_letter"].isna().tolist() == frame["parsed_group"].isna().tolist() == [False, True]
@@ -87,9 +88,9 @@ def test_generations_and_verdicts_join_by_prompt() -> None:
 
 
 def test_two_verdicts_of_one_task_for_one_prompt_are_refused() -> None:
-    null = {c: None for c in JUDGEMENTS_SCHEMA.names}
+    null = {c: None for c in CCD_TASK.judgements_schema.names}
     twice = pa.Table.from_pylist([{**null, "prompt_id": 0, "task": "t", "framing_style": "NEUTRAL"}] * 2,
-                                 schema=JUDGEMENTS_SCHEMA)
+                                 schema=CCD_TASK.judgements_schema)
     with pytest.raises(ProbeInputError, match="task 't' has two verdicts for prompt 0"):
         sample_frame(_prompts(), ["A", "B"], 1.0, judgements=twice)
 

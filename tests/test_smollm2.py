@@ -152,7 +152,7 @@ def test_llm_judge_on_smollm2(smollm2) -> None:
     """The LLM judge on a real chat model: every request gets a validated verdict or a recorded error."""
     from probe.backends.generate import HFGenerator
     from probe.judges import JudgeRequest, make_judge
-    from probe.judges.tasks import GLOBE_DIMENSIONS
+    from probe.benches.ccd.judging import GLOBE_DIMENSIONS
 
     spec, loaded = smollm2
     chat = HFGenerator(loaded.model, loaded.tokenizer, HFBackendSpec(max_new_tokens=48))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from probe.benches.locqa.task import TASK as LOCQA
 from probe.benches.task import JudgeJob
 from probe.judges import JudgeRequest, JudgeResult
 from probe.pipeline.judging import VerdictCache, run_jobs
@@ -74,7 +75,7 @@ def test_a_wrong_typed_entry_is_asked_again_not_a_crash(cache: VerdictCache, tmp
     judge = Judge()
     rows = run_jobs(judge, JOBS, cache)
     assert rows[0]["match_locale"] is True and judge.asked == 1 and cache.rejected == {"schema": 1}
-    write_judgements(tmp_path, rows)  # the wrong type never reaches the table writer
+    write_judgements(tmp_path, rows, LOCQA.judgements_schema)  # the wrong type never reaches the table writer
     _resign(path, {**stored, "output": {**stored["output"], "dropped": 5}})
     assert cache.get(REQUEST) is None and cache.rejected == {"schema": 2}
 

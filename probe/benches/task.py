@@ -22,10 +22,11 @@ import pyarrow as pa
 
 from probe.config import build
 from probe.judges.base import JudgeRequest, JudgeResult
+from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
 from probe.prompts.render import ANSWER_CUE
 from probe.results.run import Run
-from probe.results.schemas import JUDGEMENTS_SCHEMA
+from probe.results.schemas import judgements_schema
 from probe.types import Prompt, RenderedPrompt
 from probe.viz.figures import Figure
 
@@ -128,6 +129,9 @@ class Task:
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""
+    judgements_schema: pa.Schema = judgements_schema()
+    """`judgements.parquet` (`probe.results.schemas.judgements_schema` over the columns that
+    identify its verdicts and its judge tasks' verdict columns); only a bench that judges needs one."""
     steer_columns: tuple[Column, ...] = ()
     """Metrics of the sweep's steering dose–response (`intervention=steer` runs over
     `intervention.alpha`); `{culture}` in a path stands for the steered group."""
@@ -143,13 +147,11 @@ def bench_spec(spec_type: type, values: Mapping[str, Any]) -> Any:
     return build(spec_type, {k: v for k, v in values.items() if k != "module"}, "bench")
 
 
-_VERDICT_COLUMNS = tuple(n for n in JUDGEMENTS_SCHEMA.names
-                         if n not in ("prompt_id", "task", "template", "language", "judge_error", "judge", "dropped"))
-
-
 def verdict_row(job: JudgeJob, result: JudgeResult) -> dict[str, Any]:
     """The `judgements.parquet` row of one verdict: the job's identifying columns, the verdict's
-    fields (null where the task has none, or the judge failed), the error and the judge."""
+    fields (null where the judge failed), the error and the judge; the columns of other tasks
+    are left out (null in the table)."""
     out = result.output or {}
-    row = {**job.row, **{c: out.get(c) for c in _VERDICT_COLUMNS if c not in job.row}}
+    columns = [f.name for f in judge_task(job.request.task).columns]
+    row = {**job.row, **{c: out.get(c) for c in columns if c not in job.row}}
     return {**row, "judge_error": result.error, "judge": result.judge, "dropped": out.get("dropped") or None}

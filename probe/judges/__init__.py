@@ -1,5 +1,8 @@
-"""Judges: turn free text into validated, structured verdicts (the GLOBE dimensions of a
-rationale, LocQA's answer matching), chosen by `judge.name`.
+"""Judges: turn free text into validated, structured verdicts, chosen by `judge.name`.
+
+This package is the mechanism: the interface, the LLM judge, the HTTP client and the registry.
+What a judge is asked (judge tasks) and the deterministic judges belong to the benches, which
+register them in `probe.judges.registry` when imported.
 
 A judge answers `JudgeRequest`s with `JudgeResult`s in the same order. Every result is kept:
 an output that stays invalid after the retries becomes `error` (stored as `judge_error`),
@@ -10,15 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from probe.config import Ge, Gt, Le, build
 from probe.errors import ProbeInputError
 from probe.judges.base import Judge, JudgeRequest, JudgeResult
 from probe.judges.http import HTTPChat, HTTPChatSpec
-from probe.judges.keyword import KeywordJudge
 from probe.judges.llm import LLMJudge
-from probe.judges.rules import RulesJudge
+from probe.judges.registry import deterministic_judge, judge_names
 
 __all__ = ["Judge", "JudgeRequest", "JudgeResult", "JudgeSpec", "make_judge"]
 
@@ -27,9 +29,10 @@ __all__ = ["Judge", "JudgeRequest", "JudgeResult", "JudgeSpec", "make_judge"]
 class JudgeSpec:
     """The `judge:` config block."""
 
-    name: Literal["keyword", "rules", "llm", "http"] = "keyword"
-    """keyword: GLOBE cue words, offline; rules: LocQA string/number matching, offline; llm: a
-    model judges; http: an OpenAI-compatible endpoint judges."""
+    name: str = "keyword"
+    """llm: a model judges; http: an OpenAI-compatible endpoint judges; any other name: a
+    deterministic judge a bench registered (keyword: CCD's GLOBE cue words; rules: LocQA's
+    string/number matching; both offline)."""
     model: str | None = None
     """LLM judge: a model config name, hub id or local directory (None = the run's own model);
     HTTP judge: the API's model."""
@@ -56,15 +59,11 @@ class JudgeSpec:
 
 
 def make_judge(cfg: JudgeSpec | Mapping[str, Any], chat: Any = None) -> Judge:
-    """`judge.name`: `keyword` (GLOBE dimensions, offline), `rules` (LocQA tasks, offline) or
-    `llm` (needs `chat`, a generator
-    with `.chat(messages) -> texts`, e.g. `probe.backends.generate.HFGenerator`)."""
+    """`judge.name`: `llm` (needs `chat`, a generator with `.chat(messages) -> texts`, e.g.
+    `probe.backends.generate.HFGenerator`), `http`, or a deterministic judge a bench registered
+    (its module must have been imported)."""
     spec = cfg if isinstance(cfg, JudgeSpec) else build(JudgeSpec, cfg, "judge")
     name = spec.name
-    if name == "keyword":
-        return KeywordJudge()
-    if name == "rules":
-        return RulesJudge()
     if name == "http":
         if not spec.base_url or not spec.model:
             raise ProbeInputError("judge=http needs judge.base_url and judge.model")
@@ -78,4 +77,7 @@ def make_judge(cfg: JudgeSpec | Mapping[str, Any], chat: Any = None) -> Judge:
         if chat is None:
             raise ProbeInputError("judge=llm needs a model to run on (judge.model or the run's model)")
         return LLMJudge(chat, retries=spec.retries)
-    raise ProbeInputError(f"judge.name: unknown judge {name!r}; available: ['http', 'keyword', 'llm', 'rules']")
+    judge = deterministic_judge(name)
+    if judge is None:
+        raise ProbeInputError(f"judge.name: unknown judge {name!r}; available: {list(judge_names())}")
+    return judge

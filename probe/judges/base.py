@@ -14,7 +14,7 @@ from typing import Any, Protocol
 @dataclass(frozen=True)
 class JudgeRequest:
     task: str
-    """A task name from `probe.judges.tasks.TASKS`."""
+    """A judge task registered in `probe.judges.registry` (by the bench that asks it)."""
     payload: Mapping[str, Any]
 
 

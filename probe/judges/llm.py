@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from probe.judges.base import JudgeRequest, JudgeResult
-from probe.judges.tasks import TASKS, extract_json
+from probe.judges.registry import judge_task
 
 
 class LLMJudge:
@@ -30,12 +32,12 @@ class LLMJudge:
             prompts = []
             for i in pending:
                 r = requests[i]
-                text = TASKS[r.task].prompt(r.payload)
+                text = judge_task(r.task).prompt(r.payload)
                 prompts.append(text if errors[i] is None else f"{text}\n\nYour previous reply was invalid: {errors[i]}")
             still = []
             for i, reply in zip(pending, self.chat.chat(prompts)):
                 try:
-                    results[i] = JudgeResult(TASKS[requests[i].task].validate(extract_json(reply), requests[i].payload),
+                    results[i] = JudgeResult(judge_task(requests[i].task).validate(extract_json(reply), requests[i].payload),
                                              None, self.name)
                 except ValueError as e:
                     errors[i] = f"{e}; reply was {reply[:200]!r}"
@@ -44,3 +46,14 @@ class LLMJudge:
         for i in pending:
             results[i] = JudgeResult(None, f"invalid after {self.retries + 1} attempts: {errors[i]}", self.name)
         return [r for r in results if r is not None]
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON object in a judge's text (models wrap JSON in prose or code fences)."""
+    for match in re.finditer(r"\{", text):
+        try:
+            obj, _ = json.JSONDecoder().raw_decode(text[match.start():])
+        except json.JSONDecodeError:
+            continue
+        return obj
+    raise ValueError("no JSON object in the output")

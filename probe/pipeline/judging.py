@@ -18,7 +18,7 @@ from probe.backends.specs import HFBackendSpec
 from probe.benches.task import JudgeJob, verdict_row
 from probe.errors import ProbeInputError
 from probe.judges import Judge, JudgeRequest, JudgeResult, make_judge
-from probe.judges.tasks import TASKS
+from probe.judges.registry import has_task, judge_task
 from probe.models import LoadedModel, load_model
 from probe.pipeline.spec import RunConfig
 
@@ -95,10 +95,9 @@ def _schema_problem(request: JudgeRequest, output: Any, judge: Any) -> str | Non
     dropped = output.get("dropped", [])
     if not isinstance(dropped, list) or not all(isinstance(d, str) for d in dropped):
         return f"'dropped': expected a list of strings, got {dropped!r}"
-    task = TASKS.get(request.task)
     try:
-        if task is not None:
-            task.validate(output, request.payload)
+        if has_task(request.task):
+            judge_task(request.task).validate(output, request.payload)
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         return f"not a valid {request.task} verdict ({e})"
     return None

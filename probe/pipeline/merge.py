@@ -258,7 +258,9 @@ def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray, prese
     if "generations.parquet" in present:
         write_table(out / "generations.parquet", tables["generations.parquet"])
     if "judgements.parquet" in present:
-        write_judgements(out, [row for s in shards for row in read_judgements(s.path)])
+        # The shards' own schema (they were written by one task), so the merge needs no task.
+        schema = pq.read_schema(shards[0].path / "judgements.parquet")
+        write_judgements(out, [row for s in shards for row in read_judgements(s.path)], schema)
 
 
 def _tensors(path: Path, names: Sequence[str]) -> dict[str, np.ndarray]:

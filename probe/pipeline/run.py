@@ -285,12 +285,12 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     write_generations(cfg.out_dir, rows, task.generations_schema)
     jobs = task.judge_jobs(bench, rows)
     if cfg.judged and not jobs:  # nothing to ask (all rationales empty, an empty shard): an empty table
-        write_judgements(cfg.out_dir, [])
+        write_judgements(cfg.out_dir, [], task.judgements_schema)
     elif jobs and cfg.judged:
         shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
         local = VerdictCache(cfg.out_dir / "judgements.parts", verdict_config(cfg))
         verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)
-        write_judgements(cfg.out_dir, verdicts)
+        write_judgements(cfg.out_dir, verdicts, task.judgements_schema)
         check_error_rate(verdicts, cfg.judge.max_error_rate)
         rejected = shared.rejected + local.rejected
         if rejected:

@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
-from probe.results.schemas import JUDGEMENTS_SCHEMA
 from probe.results.scores import ScoreTable, read_prompts, write_table
 
 
@@ -27,18 +26,20 @@ def write_generations(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.
     write_table(run_dir / "generations.parquet", pa.Table.from_pylist(ordered, schema=schema))
 
 
-def write_judgements(run_dir: Path, rows: Sequence[dict[str, Any]]) -> None:
-    """`judgements.parquet`: one row per verdict; columns a task does not use stay null. Rows in
-    a canonical order (per-question verdicts first, then by prompt id), so merged shards write
-    the unsharded run's file."""
-    write_table(run_dir / "judgements.parquet", pa.Table.from_pylist(sorted(rows, key=_judgement_order),
-                                                                     schema=JUDGEMENTS_SCHEMA))
+def write_judgements(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
+    """`judgements.parquet` in the bench's `schema`: one row per verdict; columns a task does not
+    use stay null. Rows in a canonical order (per-question verdicts first, then by prompt id,
+    task and the other columns in schema order), so merged shards write the unsharded run's file."""
+    rest = [n for n in schema.names if n not in ("prompt_id", "task")]
 
+    def order(row: dict[str, Any]) -> tuple[Any, ...]:
+        pid = row.get("prompt_id")
+        # A bench's identifying columns follow `task`, so they break ties before any verdict
+        # column; str() because verdict columns may hold lists or booleans.
+        return (pid is not None, -1 if pid is None else pid, row.get("task") or "",
+                *(str(row.get(n) or "") for n in rest))
 
-def _judgement_order(row: dict[str, Any]) -> tuple[Any, ...]:
-    pid = row.get("prompt_id")
-    return (pid is not None, -1 if pid is None else pid, row.get("task") or "", row.get("template") or "",
-            row.get("language") or "")
+    write_table(run_dir / "judgements.parquet", pa.Table.from_pylist(sorted(rows, key=order), schema=schema))
 
 
 def read_judgements(run_dir: Path) -> list[dict[str, Any]]:

@@ -1,11 +1,14 @@
 """Every table schema of a run directory, in one place (the results contract, SPEC §6).
 
-Forced-choice runs (letter or generation mode) share `PROMPTS_SCHEMA`; open-answer runs whose
-questions are templates asked in several languages (LocQA) use `OPEN_PROMPTS_SCHEMA`. A bench
-names its prompts schema on its task; every other file has one schema whatever the bench.
+Forced-choice runs (letter or generation mode) share `PROMPTS_SCHEMA`. A bench whose prompts or
+verdicts have columns of their own declares those schemas on its task (`prompts_schema`,
+`generations_schema`, `judgements_schema`, built with `judgements_schema()`); every other file has
+one schema whatever the bench.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pyarrow as pa
 
@@ -26,13 +29,6 @@ PROMPTS_SCHEMA = pa.schema([
 ])
 """`prompts.parquet` of a forced-choice run: one row per (item, condition, ordering). `token_ids`
 are the exact ids every backend received (follow-up studies feed these, not a re-tokenised text)."""
-
-OPEN_PROMPTS_SCHEMA = pa.schema([
-    ("prompt_id", pa.int64()), ("template", pa.string()), ("category", pa.string()), ("language", pa.string()),
-    ("mode", pa.string()), ("locale", pa.string()), ("n_tokens", pa.int64()), ("text", pa.string()),
-    ("token_ids", pa.list_(pa.int32())),
-])
-"""`prompts.parquet` of an open-answer run: one row per question (× locale in explicit mode)."""
 
 SCORES_SCHEMA = pa.schema([
     ("prompt_id", pa.int64()),
@@ -58,15 +54,29 @@ GENERATIONS_SCHEMA = pa.schema([
 """`generations.parquet` of a forced-choice run in generation mode: raw text after the cue, the
 parsed letter (null = invalid) and the rationale (null = none)."""
 
-OPEN_GENERATIONS_SCHEMA = pa.schema([("prompt_id", pa.int64()), ("text", pa.string()), ("answer", pa.string())])
-"""`generations.parquet` of an open-answer run: raw text and the answer (thinking removed)."""
+JUDGEMENT_HEAD: tuple[pa.Field, ...] = (pa.field("prompt_id", pa.int64()), pa.field("task", pa.string()))
+"""The first columns of every `judgements.parquet`: the prompt judged (null for a verdict about
+the data rather than a prompt) and the judge task."""
+JUDGEMENT_TAIL: tuple[pa.Field, ...] = (
+    pa.field("judge_error", pa.string()), pa.field("judge", pa.string()), pa.field("dropped", pa.list_(pa.string())))
+"""The last columns of every `judgements.parquet`: why the verdict failed (null when it did
+not), the judge, and the entries its validator dropped."""
 
-JUDGEMENTS_SCHEMA = pa.schema([
-    ("prompt_id", pa.int64()), ("task", pa.string()), ("template", pa.string()), ("language", pa.string()),
-    ("dimensions", pa.list_(pa.string())), ("mentioned_answers", pa.list_(pa.string())),
-    ("framing_style", pa.string()), ("matches", pa.list_(pa.string())), ("match_locale", pa.bool_()),
-    ("mentions_us_answer", pa.bool_()), ("judge_error", pa.string()), ("judge", pa.string()),
-    ("dropped", pa.list_(pa.string())),
-])
-"""`judgements.parquet`: one row per judge verdict, failures kept as `judge_error`; a task fills
-the columns it uses and leaves the others null."""
+
+def judgements_schema(columns: Sequence[pa.Field] = ()) -> pa.Schema:
+    """`judgements.parquet` of a bench: `JUDGEMENT_HEAD`, the bench's own columns (identifying
+    ones, then its judge tasks' verdict columns), `JUDGEMENT_TAIL`. One row per verdict; a task
+    fills the columns it uses and leaves the others null."""
+    return pa.schema([*JUDGEMENT_HEAD, *columns, *JUDGEMENT_TAIL])
+
+
+SHARED_JUDGEMENT_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("template", pa.string()), pa.field("language", pa.string()),
+    pa.field("dimensions", pa.list_(pa.string())), pa.field("mentioned_answers", pa.list_(pa.string())),
+    pa.field("framing_style", pa.string()), pa.field("matches", pa.list_(pa.string())),
+    pa.field("match_locale", pa.bool_()), pa.field("mentions_us_answer", pa.bool_()),
+)
+"""The bench columns of the one `judgements.parquet` layout that runs of the built-in judged
+benches have always written (the results contract in the README): a frozen record of those
+files, kept so that they stay byte-for-byte what they were. Generic code never reads it; a new
+bench declares `judgements_schema(<its own columns>)` instead."""

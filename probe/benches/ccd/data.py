@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from probe.benches.ccd.judging import GLOBE_DIMENSIONS
 from probe.benches.designs import latin_square_orders
 from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge, Seed
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
-from probe.judges.tasks import GLOBE_DIMENSIONS
 from probe.types import LETTERS, Item, Option, Prompt
 
 CLUSTERS: tuple[str, ...] = (

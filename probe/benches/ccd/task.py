@@ -18,6 +18,7 @@ from probe.benches.ccd.data import (
     load_items,
     resolve_source,
 )
+from probe.benches.ccd.judging import DIMENSIONS, KeywordJudge
 from probe.benches.ccd.metrics import compute, pluralism
 from probe.benches.designs import balance_score
 from probe.benches.task import Column, JudgeJob, PreparedBench, Task
@@ -27,6 +28,7 @@ from probe.metrics.core import AnalysisOptions
 from probe.prompts.render import ANSWER_CUE
 from probe.results.generations import read_judgements
 from probe.results.run import Run
+from probe.results.schemas import SHARED_JUDGEMENT_COLUMNS, judgements_schema
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS
 
@@ -65,8 +67,8 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
 
 def rationale_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
     """One GLOBE-dimensions verdict per generated rationale (the pluralism metric's input)."""
-    return [JudgeJob(JudgeRequest("globe_dimensions", {"rationale": g["rationale"]}),
-                     {"prompt_id": g["prompt_id"], "task": "globe_dimensions"})
+    return [JudgeJob(JudgeRequest(DIMENSIONS.name, {"rationale": g["rationale"]}),
+                     {"prompt_id": g["prompt_id"], "task": DIMENSIONS.name})
             for g in generations if g["rationale"]]
 
 
@@ -102,5 +104,6 @@ TASK = Task(
     generations_schema=forced.GENERATIONS_SCHEMA,
     parse_generation=forced.parse_letter,
     judge_jobs=rationale_jobs,
-    judges=("keyword", "llm", "http"),
+    judges=(KeywordJudge.name, "llm", "http"),
+    judgements_schema=judgements_schema(SHARED_JUDGEMENT_COLUMNS),
 )

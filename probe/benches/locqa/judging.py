@@ -12,6 +12,7 @@ from typing import Any
 
 from probe.benches.locqa.data import LocQAQuestion
 from probe.benches.task import JudgeJob, PreparedBench
+from probe.benches.locqa.judge_tasks import EXPLICIT, IMPLICIT, SEMANTIC_MATCH
 from probe.judges.base import JudgeRequest
 
 
@@ -24,9 +25,9 @@ def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -
     prompts = [p for p in bench.prompts if p.prompt_id in answers]
     asked = {(p.extra_value("template"), p.extra_value("language")) for p in prompts}
     questions: Sequence[LocQAQuestion] = [q for q in bench.items if (q.template, q.language) in asked]
-    jobs = [JudgeJob(JudgeRequest("semantic_match", {"question": q.question, "us_answer": q.us_answer,
+    jobs = [JudgeJob(JudgeRequest(SEMANTIC_MATCH.name, {"question": q.question, "us_answer": q.us_answer,
                                                       "answers": {a.locale: a.answer for a in q.answers}}),
-                     {"prompt_id": None, "task": "semantic_match", "template": q.template, "language": q.language},
+                     {"prompt_id": None, "task": SEMANTIC_MATCH.name, "template": q.template, "language": q.language},
                      cacheable=True) for q in questions]
     by_key = {(q.template, q.language): q for q in questions}
     for p in prompts:
@@ -35,12 +36,12 @@ def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -
         row = {"prompt_id": p.prompt_id, "template": template, "language": language}
         if mode == "explicit":
             local = next(a.answer for a in q.answers if a.locale == locale)
-            jobs.append(JudgeJob(JudgeRequest("explicit", {
+            jobs.append(JudgeJob(JudgeRequest(EXPLICIT.name, {
                 "question": q.question, "response": response, "language": q.language, "locale": locale,
                 "locale_answer": local,
-                "us_answer": q.us_answer}), {**row, "task": "explicit"}))
+                "us_answer": q.us_answer}), {**row, "task": EXPLICIT.name}))
         else:
-            jobs.append(JudgeJob(JudgeRequest("implicit", {
+            jobs.append(JudgeJob(JudgeRequest(IMPLICIT.name, {
                 "question": q.question, "response": response, "language": q.language, "us_answer": q.us_answer,
-                "gold_answers": [a.answer for a in q.answers]}), {**row, "task": "implicit"}))
+                "gold_answers": [a.answer for a in q.answers]}), {**row, "task": IMPLICIT.name}))
     return jobs

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from probe.benches.locqa import figures, judging, report
+from probe.benches.locqa.rules import RulesJudge
 from probe.benches.locqa.data import (
     LocQASpec,
     build_prompts,
@@ -25,8 +27,19 @@ from probe.metrics.core import AnalysisOptions
 from probe.prompts.parse import strip_thinking
 from probe.results.generations import read_judgements
 from probe.results.run import Run
-from probe.results.schemas import OPEN_GENERATIONS_SCHEMA, OPEN_PROMPTS_SCHEMA
+from probe.results.schemas import SHARED_JUDGEMENT_COLUMNS, judgements_schema
 from probe.types import RenderedPrompt
+
+
+OPEN_PROMPTS_SCHEMA = pa.schema([
+    ("prompt_id", pa.int64()), ("template", pa.string()), ("category", pa.string()), ("language", pa.string()),
+    ("mode", pa.string()), ("locale", pa.string()), ("n_tokens", pa.int64()), ("text", pa.string()),
+    ("token_ids", pa.list_(pa.int32())),
+])
+"""`prompts.parquet` of a LocQA run: one row per question (× locale in explicit mode)."""
+
+OPEN_GENERATIONS_SCHEMA = pa.schema([("prompt_id", pa.int64()), ("text", pa.string()), ("answer", pa.string())])
+"""`generations.parquet` of a LocQA run: raw text and the answer (thinking removed)."""
 
 
 def prepare(spec: LocQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
@@ -99,5 +112,6 @@ TASK = Task(
     generations_schema=OPEN_GENERATIONS_SCHEMA,
     parse_generation=parse_generation,
     judge_jobs=judging.judge_jobs,
-    judges=("rules", "llm", "http"),
+    judges=(RulesJudge.name, "llm", "http"),
+    judgements_schema=judgements_schema(SHARED_JUDGEMENT_COLUMNS),
 )

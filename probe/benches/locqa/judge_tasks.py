@@ -1,49 +1,18 @@
-"""Judge tasks: the prompt an LLM judge sees and the validator every judge's output must pass."""
+"""LocQA's three judge tasks (SPEC §4): prompts, validators and verdict columns, registered on
+import. The payloads and verdicts they exchange are documented in `probe.benches.locqa.rules`.
+"""
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
+from probe.judges.registry import JudgeTask, register_task
 from probe.prompts.parse import normalize_answer
 
-GLOBE_DIMENSIONS: tuple[str, ...] = (
-    "Performance Orientation", "Future Orientation", "Institutional Collectivism", "In-Group Collectivism",
-    "Humane Orientation", "Power Distance", "Uncertainty Avoidance", "Gender Egalitarianism", "Assertiveness",
-)
-
-
 FRAMINGS: tuple[str, ...] = ("US_COMPARISON", "NEUTRAL")
-
-
-@dataclass(frozen=True)
-class JudgeTask:
-    prompt: Callable[[Mapping[str, Any]], str]
-    validate: Callable[[Any, Mapping[str, Any]], dict[str, Any]]
-    """Returns the cleaned verdict or raises ValueError saying what is wrong."""
-
-
-def _dimensions_prompt(payload: Mapping[str, Any]) -> str:
-    names = "\n".join(f"- {d}" for d in GLOBE_DIMENSIONS)
-    return (
-        "Which of these GLOBE cultural dimensions does the rationale below appeal to?\n"
-        f"{names}\n\nRationale: {payload['rationale']}\n\n"
-        'Reply with JSON only: {"dimensions": [<names from the list, possibly none>]}'
-    )
-
-
-def _dimensions_validate(obj: Any, payload: Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(obj, dict) or not isinstance(obj.get("dimensions"), list):
-        raise ValueError('expected {"dimensions": [...]}')
-    canonical = {d.casefold(): d for d in GLOBE_DIMENSIONS}
-    unknown = [d for d in obj["dimensions"] if not isinstance(d, str) or d.strip().casefold() not in canonical]
-    if unknown:
-        raise ValueError(f"unknown dimension(s) {unknown}; expected names from {list(GLOBE_DIMENSIONS)}")
-    found = {canonical[d.strip().casefold()] for d in obj["dimensions"]}
-    return {"dimensions": [d for d in GLOBE_DIMENSIONS if d in found]}
 
 
 # --- LocQA's three judge tasks (SPEC §4): prompts and validators ---------------------------
@@ -176,21 +145,9 @@ def explicit_validate(obj: Any, payload: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-TASKS: dict[str, JudgeTask] = {
-    "globe_dimensions": JudgeTask(prompt=_dimensions_prompt, validate=_dimensions_validate),
-    # LocQA (SPEC §4): semantic matching, implicit and explicit evaluation.
-    "semantic_match": JudgeTask(prompt=semantic_match_prompt, validate=semantic_match_validate),
-    "implicit": JudgeTask(prompt=implicit_prompt, validate=implicit_validate),
-    "explicit": JudgeTask(prompt=explicit_prompt, validate=explicit_validate),
-}
-
-
-def extract_json(text: str) -> Any:
-    """The first JSON object in a judge's text (models wrap JSON in prose or code fences)."""
-    for match in re.finditer(r"\{", text):
-        try:
-            obj, _ = json.JSONDecoder().raw_decode(text[match.start():])
-        except json.JSONDecodeError:
-            continue
-        return obj
-    raise ValueError("no JSON object in the output")
+SEMANTIC_MATCH = register_task(JudgeTask("semantic_match", semantic_match_prompt, semantic_match_validate,
+                                         (pa.field("matches", pa.list_(pa.string())),)))
+IMPLICIT = register_task(JudgeTask("implicit", implicit_prompt, implicit_validate, (
+    pa.field("mentioned_answers", pa.list_(pa.string())), pa.field("framing_style", pa.string()))))
+EXPLICIT = register_task(JudgeTask("explicit", explicit_prompt, explicit_validate, (
+    pa.field("match_locale", pa.bool_()), pa.field("mentions_us_answer", pa.bool_()))))

@@ -1,6 +1,7 @@
-"""LocQA judging (SPEC §4): the three judge tasks and the deterministic `rules` judge.
+"""LocQA judging (SPEC §4): the three judge tasks and the deterministic `rules` judge
+(registered on import).
 
-Tasks (prompts and validators in `probe.judges.tasks.TASKS`; every judge's output passes the
+Tasks (prompts and validators in `probe.benches.locqa.judge_tasks`; every judge's output passes the
 validator):
 
 - `semantic_match`, once per template × language. Payload `{"question"?, "us_answer",
@@ -34,8 +35,9 @@ import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from probe.benches.locqa.judge_tasks import gold_answers
 from probe.judges.base import JudgeRequest, JudgeResult
-from probe.judges.tasks import TASKS, gold_answers
+from probe.judges.registry import judge_task, register_judge
 from probe.prompts.parse import normalize_answer
 
 NA_FORMS: frozenset[str] = frozenset({"n/a"})
@@ -228,7 +230,7 @@ class RulesJudge:
             except KeyError as e:
                 out.append(JudgeResult(None, f"task {r.task!r}: payload lacks field {e}", self.name))
                 continue
-            out.append(JudgeResult(TASKS[r.task].validate(raw, r.payload), None, self.name))
+            out.append(JudgeResult(judge_task(r.task).validate(raw, r.payload), None, self.name))
         return out
 
 
@@ -248,3 +250,5 @@ def _rule_explicit(p: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _RULES = {"semantic_match": _rule_semantic, "implicit": _rule_implicit, "explicit": _rule_explicit}
+
+register_judge(RulesJudge.name, RulesJudge)

@@ -1,0 +1,149 @@
+"""A toy *judged* benchmark defined outside probe: open answers read by a judge task of its own
+(its prompt, validator and verdict columns) and a deterministic judge of its own, all in this
+one module, plus one bench config (`conf/bench/judgedtoy.yaml`). Nothing under `probe/` names it.
+
+Each question is asked once; the `toy_shape` judge task records how long an answer is and
+whether it holds a digit; the metrics are the digit rate and the mean length, with
+item-bootstrap CIs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from probe.benches.registry import register
+from probe.benches.task import Column, JudgeJob, PreparedBench, Task
+from probe.judges.base import JudgeRequest, JudgeResult
+from probe.judges.registry import JudgeTask, register_judge, register_task
+from probe.metrics.core import AnalysisOptions, bootstrap_weights
+from probe.results.generations import read_judgements
+from probe.results.run import Run
+from probe.results.schemas import judgements_schema
+from probe.types import Prompt, RenderedPrompt
+from probe.viz.figures import Figure
+
+QUESTIONS = ("How many legs does a spider have?", "Name a colour.", "What year is it?", "Say hello.")
+
+
+def _shape_prompt(payload: Mapping[str, Any]) -> str:
+    return (f"Answer: {payload['answer']}\n\nReply with JSON only: "
+            '{"n_chars": <characters in the answer>, "has_digit": true | false}')
+
+
+def _shape_validate(obj: Any, payload: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(obj, dict) or not isinstance(obj.get("n_chars"), int) or not isinstance(obj.get("has_digit"), bool):
+        raise ValueError('expected {"n_chars": <int>, "has_digit": <bool>}')
+    if obj["n_chars"] < 0:
+        raise ValueError(f"'n_chars': expected ≥ 0, got {obj['n_chars']}")
+    return {"n_chars": obj["n_chars"], "has_digit": obj["has_digit"]}
+
+
+SHAPE = register_task(JudgeTask("toy_shape", _shape_prompt, _shape_validate,
+                                (pa.field("n_chars", pa.int64()), pa.field("has_digit", pa.bool_()))))
+
+
+class ShapeJudge:
+    """Deterministic: counts the answer's characters and looks for a digit."""
+
+    name = "toyshape"
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
+        """One verdict per request, through the task's own validator."""
+        out = []
+        for r in requests:
+            answer = str(r.payload["answer"])
+            raw = {"n_chars": len(answer), "has_digit": any(c.isdigit() for c in answer)}
+            out.append(JudgeResult(SHAPE.validate(raw, r.payload), None, self.name))
+        return out
+
+
+register_judge(ShapeJudge.name, ShapeJudge)
+
+
+@dataclass(frozen=True)
+class JudgedToySpec:
+    """The `bench:` block of the judged toy bench."""
+
+    name: str = "judgedtoy"
+    """Run label."""
+    kind: str = "judgedtoy"
+    """The registered bench kind."""
+    n_items: int = len(QUESTIONS)
+    """How many of the built-in questions to ask."""
+
+
+PROMPTS = pa.schema([("prompt_id", pa.int64()), ("item_id", pa.string()), ("n_tokens", pa.int64()),
+                     ("text", pa.string()), ("token_ids", pa.list_(pa.int32()))])
+GENERATIONS = pa.schema([("prompt_id", pa.int64()), ("text", pa.string()), ("answer", pa.string())])
+JUDGEMENTS = judgements_schema((pa.field("item_id", pa.string()), *SHAPE.columns))
+
+
+def prepare(spec: JudgedToySpec, generate: bool, cache_dir: Path) -> PreparedBench:
+    prompts = [Prompt(prompt_id=i, item_id=f"q{i}", condition="open", target=None, rotation=0, ctx_rotation=None,
+                      order=(), groups=(), message=q, prefix_key=f"q{i}")
+               for i, q in enumerate(QUESTIONS[: spec.n_items])]
+    return PreparedBench(name=spec.name, kind=spec.kind, letters=(), items=list(QUESTIONS[: spec.n_items]),
+                         prompts=prompts, source={"items": len(prompts)}, cue=None)
+
+
+def prompt_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
+    return [{"prompt_id": r.prompt.prompt_id, "item_id": r.prompt.item_id, "n_tokens": len(r.token_ids),
+             "text": r.text, "token_ids": r.token_ids} for r in rendered]
+
+
+def parse_generation(rendered: RenderedPrompt, text: str, bench: PreparedBench) -> dict[str, Any]:
+    return {"answer": text.strip()}
+
+
+def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
+    items = {p.prompt_id: p.item_id for p in bench.prompts}
+    return [JudgeJob(JudgeRequest(SHAPE.name, {"answer": g["answer"]}),
+                     {"prompt_id": g["prompt_id"], "task": SHAPE.name, "item_id": items[g["prompt_id"]]})
+            for g in generations]
+
+
+def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+    """Digit rate and mean answer length over the judged answers; 95% CIs from item-bootstrap
+    weights (one verdict per item)."""
+    keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
+    rows = [r for r in read_judgements(run.path) if keep is None or r["prompt_id"] in keep]
+    ok = [r for r in rows if r["judge_error"] is None]
+    digit = np.array([float(r["has_digit"]) for r in ok])
+    chars = np.array([float(r["n_chars"]) for r in ok])
+    w = bootstrap_weights(len(ok), opts.n_boot, opts.seed)  # [boot, item]
+
+    def ci(x: np.ndarray) -> list[float]:
+        boots = (w @ x) / w.sum(axis=1)
+        return [float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))]
+
+    return {"n_items": len(rows), "n_prompts": len(rows), "n_judge_errors": len(rows) - len(ok),
+            "metrics": {"digit_rate": float(digit.mean()), "mean_chars": float(chars.mean())},
+            "ci95": {"digit_rate": ci(digit), "mean_chars": ci(chars)}}
+
+
+def report(m: Mapping[str, Any], run: Run) -> str:
+    v = m["metrics"]
+    return (f"# Judged toy bench — {m['model']}\n\ndigit rate {v['digit_rate']:.3f}, "
+            f"mean length {v['mean_chars']:.1f} characters\n")
+
+
+def no_figures(*args: Any) -> list[Figure]:
+    return []
+
+
+TASK = register(Task(
+    kind="judgedtoy", title="Judged toy bench", spec_type=JudgedToySpec, answers="open", prepare=prepare,
+    metrics=metrics, headline=lambda m: (m.get("metrics"), m.get("ci95")), report=report, figures=no_figures,
+    sweep_columns=(Column("digit rate", "digit_rate"), Column("mean length", "mean_chars")),
+    pair_columns=(Column("digit rate", "digit_rate"),), curve_metrics=(), sweep_figures=no_figures,
+    sweep_note="Judged open answers, 95% CIs over items.",
+    prompts_schema=PROMPTS, prompt_rows=prompt_rows, generations_schema=GENERATIONS,
+    parse_generation=parse_generation, judge_jobs=judge_jobs, judges=(ShapeJudge.name, "llm", "http"),
+    judgements_schema=JUDGEMENTS,
+))
