@@ -72,11 +72,12 @@ def test_no_generic_module_names_a_benchmark() -> None:
 @pytest.mark.parametrize("task", BUILTIN, ids=lambda t: t.kind)
 def test_every_registered_task_fills_every_hook(task: Task) -> None:
     assert task in tasks()
-    for f in dataclasses.fields(Task):
-        value = getattr(task, f.name)
-        assert value is not None, f.name
-        if "Callable" in str(f.type):
-            assert callable(value), f.name
+    for record in (task, task.presentation, task.tables, task.judging):  # the hooks and their sub-records
+        for f in dataclasses.fields(record):
+            value = getattr(record, f.name)
+            assert value is not None, f.name
+            if "Callable" in str(f.type):
+                assert callable(value), f.name
     assert task.answers in ("letters", "open") and task.title and task.presentation.sweep_note
     spec = task.spec_type()
     assert dataclasses.is_dataclass(spec) and spec.kind == task.kind == spec.name
