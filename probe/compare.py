@@ -53,7 +53,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None
     overrides = {k: v for k, v in (("n_boot", n_boot), ("seed", seed), ("temperature", temperature)) if v is not None}
     if metrics is None:  # the headline columns this run has (a DiSCo run may skip conditions)
         tree = task.headline(a.metrics or {})[0]
-        metrics = [c.path for c in task.sweep_columns
+        metrics = [c.path for c in task.presentation.sweep_columns
                    if c.cell is None and isinstance(get_path(tree, c.path), (int, float))]
     return compare(a, b, metrics, run_options(a, overrides), flavour)
 

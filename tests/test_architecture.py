@@ -72,21 +72,22 @@ def test_no_generic_module_names_a_benchmark() -> None:
 @pytest.mark.parametrize("task", BUILTIN, ids=lambda t: t.kind)
 def test_every_registered_task_fills_every_hook(task: Task) -> None:
     assert task in tasks()
-    for f in dataclasses.fields(Task):
-        value = getattr(task, f.name)
-        assert value is not None, f.name
-        if "Callable" in str(f.type):
-            assert callable(value), f.name
-    assert task.answers in ("letters", "open") and task.title and task.sweep_note
+    for record in (task, task.presentation, task.tables, task.judging):  # the hooks and their sub-records
+        for f in dataclasses.fields(record):
+            value = getattr(record, f.name)
+            assert value is not None, f.name
+            if "Callable" in str(f.type):
+                assert callable(value), f.name
+    assert task.answers in ("letters", "open") and task.title and task.presentation.sweep_note
     spec = task.spec_type()
     assert dataclasses.is_dataclass(spec) and spec.kind == task.kind == spec.name
-    for columns in (task.sweep_columns, task.pair_columns):
+    for columns in (task.presentation.sweep_columns, task.presentation.pair_columns):
         assert columns and all(isinstance(c, Column) and c.label and c.path for c in columns)
     # the temperature curve re-reads letter log-probs: every letter bench has one, open answers none
-    assert bool(task.curve_metrics) == (task.answers == "letters")
-    for schema in (task.prompts_schema, task.generations_schema):
+    assert bool(task.presentation.curve_metrics) == (task.answers == "letters")
+    for schema in (task.tables.prompts_schema, task.tables.generations_schema):
         assert isinstance(schema, pa.Schema) and {"prompt_id", "text"} <= set(schema.names)
-    assert "n_tokens" in task.prompts_schema.names
+    assert "n_tokens" in task.tables.prompts_schema.names
 
 
 def _module_name(path: Path) -> str:
@@ -173,7 +174,7 @@ PUBLISHED_JUDGEMENTS = ["prompt_id", "task", "template", "language", "dimensions
 """The `judgements.parquet` columns of CCD and LocQA runs (the README's results contract)."""
 
 
-@pytest.mark.parametrize("task", [t for t in BUILTIN if t.judges], ids=lambda t: t.kind)
+@pytest.mark.parametrize("task", [t for t in BUILTIN if t.judging.judges], ids=lambda t: t.kind)
 def test_a_judged_bench_declares_its_judge_tasks_columns(task: Task) -> None:
     """Its judgements layout holds every verdict column of the judge tasks its package
     registered, with the same type; the built-in ones keep the published layout."""
@@ -181,7 +182,7 @@ def test_a_judged_bench_declares_its_judge_tasks_columns(task: Task) -> None:
 
     mine = [t for t in registry._TASKS.values() if _owner(t.prompt.__module__) == task.kind]
     assert mine
-    schema = task.judgements_schema
+    schema = task.judging.schema
     for judge_task in mine:
         for column in judge_task.columns:
             assert schema.field(column.name).type == column.type, (judge_task.name, column.name)

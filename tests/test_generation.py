@@ -95,7 +95,7 @@ def test_pluralism_from_stored_judgements(tmp_path: Path) -> None:
             {"prompt_id": 1, "task": "globe_dimensions", "dimensions": [po, fo, pd], "judge": "k"},
             {"prompt_id": 2, "task": "globe_dimensions", "dimensions": [pd], "judge": "k"},
             {"prompt_id": 3, "task": "globe_dimensions", "dimensions": None, "judge_error": "bad", "judge": "k"}]
-    write_table(tmp_path / "judgements.parquet", pa.Table.from_pylist(rows, schema=CCD_TASK.judgements_schema))
+    write_table(tmp_path / "judgements.parquet", pa.Table.from_pylist(rows, schema=CCD_TASK.judging.schema))
     p = pluralism(read_judgements(tmp_path))
     assert p["rate"] == pytest.approx(2 / 3) and p["n_rationales"] == 3 and p["n_judge_errors"] == 1
     assert p["top_pairs"][0] == [po, fo, 2] and sorted(map(tuple, p["top_pairs"][1:])) == [(fo, pd, 1), (po, pd, 1)]

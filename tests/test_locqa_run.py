@@ -129,7 +129,7 @@ def test_semantic_matches_are_cached_across_runs(tmp_path: Path) -> None:
     jobs = judge_jobs(bench, [{"prompt_id": p.prompt_id, "answer": ""} for p in prompts])
     for judge, out in ((first, tmp_path / "a"), (second, tmp_path / "b")):
         out.mkdir()
-        write_judgements(out, run_jobs(judge, jobs, cache), TASK.judgements_schema)
+        write_judgements(out, run_jobs(judge, jobs, cache), TASK.judging.schema)
     assert first.semantic == len(questions) == 3 and second.semantic == 0
     assert pq.read_table(tmp_path / "a" / "judgements.parquet").equals(pq.read_table(tmp_path / "b" / "judgements.parquet"))
     q = questions[0]

@@ -90,8 +90,8 @@ def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge:
     values = OmegaConf.to_container(cfg, resolve=False)
     values.pop("hydra", None)
     task = get_task(values["bench"]["kind"])
-    judged = bool(task.judges) and (task.answers == "open" or values["backend"].get("mode") == "generate")
-    if judged and judge not in task.judges:
+    judged = bool(task.judging.judges) and (task.answers == "open" or values["backend"].get("mode") == "generate")
+    if judged and judge not in task.judging.judges:
         with pytest.raises(ProbeInputError, match=f"judge={judge} cannot judge {task.title} "):
             run_config(values, tmp_path)
         return

@@ -69,12 +69,12 @@ def test_generations_and_verdicts_join_by_prompt() -> None:
     gens = pa.Table.from_pylist([{"prompt_id": 0, "text": 'B"}', "parsed_letter": "B", "rationale": None},
                                  {"prompt_id": 1, "text": "no idea", "parsed_letter": None, "rationale": None}],
                                 schema=GENERATIONS_SCHEMA)
-    null = {c: None for c in CCD_TASK.judgements_schema.names}
+    null = {c: None for c in CCD_TASK.judging.schema.names}
     verdicts = pa.Table.from_pylist([
         {**null, "prompt_id": 1, "task": "rationale", "dimensions": ["Power Distance"], "judge": "keyword"},
         {**null, "prompt_id": 0, "task": "rationale", "judge_error": "no JSON", "judge": "keyword"},
         {**null, "prompt_id": None, "task": "about_the_data", "matches": ["x"], "judge": "keyword"},
-    ], schema=CCD_TASK.judgements_schema)
+    ], schema=CCD_TASK.judging.schema)
     frame = sample_frame(_prompts(), ["A", "B"], 1.0, generations=gens, judgements=verdicts)
     assert frame["generation"].tolist() == ['B"}', "no idea"]
     assert frame["parsed_letter"].isna().tolist() == frame["parsed_group"].isna().tolist() == [False, True]
@@ -88,9 +88,9 @@ def test_generations_and_verdicts_join_by_prompt() -> None:
 
 
 def test_two_verdicts_of_one_task_for_one_prompt_are_refused() -> None:
-    null = {c: None for c in CCD_TASK.judgements_schema.names}
+    null = {c: None for c in CCD_TASK.judging.schema.names}
     twice = pa.Table.from_pylist([{**null, "prompt_id": 0, "task": "t", "framing_style": "NEUTRAL"}] * 2,
-                                 schema=CCD_TASK.judgements_schema)
+                                 schema=CCD_TASK.judging.schema)
     with pytest.raises(ProbeInputError, match="task 't' has two verdicts for prompt 0"):
         sample_frame(_prompts(), ["A", "B"], 1.0, judgements=twice)
 

@@ -75,7 +75,7 @@ def test_a_wrong_typed_entry_is_asked_again_not_a_crash(cache: VerdictCache, tmp
     judge = Judge()
     rows = run_jobs(judge, JOBS, cache)
     assert rows[0]["match_locale"] is True and judge.asked == 1 and cache.rejected == {"schema": 1}
-    write_judgements(tmp_path, rows, LOCQA.judgements_schema)  # the wrong type never reaches the table writer
+    write_judgements(tmp_path, rows, LOCQA.judging.schema)  # the wrong type never reaches the table writer
     _resign(path, {**stored, "output": {**stored["output"], "dropped": 5}})
     assert cache.get(REQUEST) is None and cache.rejected == {"schema": 2}
 

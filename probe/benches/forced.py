@@ -1,20 +1,22 @@
-"""Ready-made hooks for forced-choice benchmarks (DiSCo, CCD-Bench, a new K-option bench).
+"""Forced-choice benchmarks (DiSCo, CCD-Bench, a new K-option bench): the builder and its hooks.
 
-A forced-choice task supplies only what is its own — loading, design, the metric formulas,
-the report text, figures, table columns — and takes the rest from here: the prompts table,
-parsing generated answers to letters, the metric header (letter mass, invalid generations,
-temperature, bootstrap), the headline blocks and the invalid-generation listing.
+A forced-choice task states only what is its own — loading, design, the metric formulas, the
+report text, figures, table columns (`ForcedChoice`, `Presentation`) — and `forced_choice_task`
+adds the rest: the prompts and generations tables, parsing generated answers to letters, the
+metric header (letter mass, invalid generations, temperature, bootstrap), the letter-prior
+blocks, the headline and the letter-prior and invalid-generation sections of the report.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from probe.benches.task import Column, JudgeJob, PreparedBench, bench_spec
+from probe.benches.task import Column, Judging, PreparedBench, Presentation, Tables, Task, bench_spec, no_figures
 from probe.metrics.core import AnalysisOptions, capture_replicates, record_replicates
 from probe.metrics.letters import LetterOptions, analyse
 from probe.prompts.parse import parse_answer
@@ -23,11 +25,12 @@ from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
 from probe.results.scores import ScoreTable, forced_choice_rows
 from probe.types import RenderedPrompt
+from probe.viz.figures import Figure
 from probe.viz.letters import letter_section, warnings_block
 from probe.viz.markdown import invalid_section, value_ci
 
-__all__ = ["GENERATIONS_SCHEMA", "PROMPTS_SCHEMA", "forced_choice_rows", "headline", "letter_columns", "letter_metrics",
-           "letter_report", "no_judging", "parse_letter"]
+__all__ = ["LETTER_TABLES", "ForcedChoice", "forced_choice_task", "headline", "letter_columns", "letter_metrics",
+           "letter_report", "parse_letter"]
 
 Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
 """`(table, options, bench spec) → {"expected", "greedy", "ci95", …}` of one bench."""
@@ -167,6 +170,53 @@ def parse_letter(rendered: RenderedPrompt, text: str, bench: PreparedBench) -> d
     return {"parsed_letter": parsed.letter, "rationale": parsed.rationale}
 
 
-def no_judging(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
-    """Nothing for a judge to read."""
-    return []
+LETTER_TABLES = Tables(prompts_schema=PROMPTS_SCHEMA, prompt_rows=forced_choice_rows,
+                       generations_schema=GENERATIONS_SCHEMA, parse_generation=parse_letter)
+"""Every forced-choice bench's tables: one row per prompt with its option order and groups; a
+generated answer's parsed letter and rationale."""
+
+Extra = Callable[[Run, np.ndarray | None], dict[str, Any]]
+"""`(run, prompt mask or None) → metrics.json` entries read from other tables, after the letter
+metrics (CCD: the pluralism of judged rationales)."""
+
+
+@dataclass(frozen=True)
+class ForcedChoice:
+    """What a forced-choice bench states of its own; `forced_choice_task` adds the rest."""
+
+    kind: str
+    """Registry name; a bench config selects it with `kind:`."""
+    title: str
+    """Display name in reports."""
+    spec_type: type
+    """Frozen dataclass of the `bench:` config block (with `name` and `kind` fields)."""
+    prepare: Callable[[Any, bool, Path], PreparedBench]
+    """`(bench spec, generation mode?, data cache dir) → PreparedBench` (items, prompts, letters)."""
+    compute: Compute
+    """Its metric formulas on a score table: `{"expected", "greedy", "ci95", …}`."""
+    report: Callable[[Mapping[str, Any]], str]
+    """Its own `report.md` body from `metrics.json` (the letter-prior sections are added)."""
+    figures: Callable[[Run, Path], list[Figure]] = no_figures
+    """A run's figures, written into the given directory."""
+    extra_metrics: Extra | None = None
+    """Metrics beyond the letter ones, appended to `metrics.json` (None: none)."""
+
+
+def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging: Judging = Judging()) -> Task:
+    """The `Task` of a forced-choice bench: letter answers, the letter tables and metric header,
+    the letter-prior blocks around its own `compute`, the expected tree as headline, its report
+    body inside the letter report; `judging` only for a bench that judges generated rationales."""
+    metrics = letter_metrics(bench.compute, bench.spec_type)
+    if bench.extra_metrics is not None:
+        metrics = _with_extra(metrics, bench.extra_metrics)
+    return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers="letters",
+                prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report),
+                presentation=presentation, tables=LETTER_TABLES, figures=bench.figures, judging=judging)
+
+
+def _with_extra(metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], dict[str, Any]],
+                extra: Extra) -> Callable[[Run, np.ndarray | None, AnalysisOptions], dict[str, Any]]:
+    def both(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+        return {**metrics(run, mask, opts), **extra(run, mask)}
+
+    return both

@@ -6,8 +6,10 @@ answers are read (`answers`: letter log-probs with a generation fallback, or ope
 a judge reads), how to store its prompts and generations, what to ask the judge, its metrics,
 its report, its figures, and which metrics its sweep tables, base-vs-instruct tables and
 temperature curve show. A task is a frozen record of plain functions and values — no base
-class to inherit from; forced-choice benchmarks share ready-made hooks from
-`probe.benches.forced`. Register one with `probe.benches.registry.register`.
+class to inherit from — with three small records for what many benches share: `Presentation`
+(the sweep tables' columns, the curve, sweep figures), `Tables` (prompts and generations
+tables) and `Judging` (default: no judge). A forced-choice bench states only its own parts to
+`probe.benches.forced.forced_choice_task`. Register one with `probe.benches.registry.register`.
 """
 
 from __future__ import annotations
@@ -77,6 +79,64 @@ class JudgeJob:
 Answers = Literal["letters", "open"]
 
 
+def no_figures(*args: Any) -> list[Figure]:
+    """No figures (a bench that draws none, of a run or of a sweep)."""
+    return []
+
+
+def no_judging(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
+    """Nothing for a judge to read."""
+    return []
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """How the reports show a bench beyond its own `report.md`: the columns of the sweep, paired,
+    steering tables and the temperature curve, and the figures comparing runs."""
+
+    sweep_columns: tuple[Column, ...]
+    """Headline columns of the sweep table (one row per run)."""
+    sweep_note: str
+    """One sentence under the sweep table saying what its numbers are."""
+    pair_columns: tuple[Column, ...] = ()
+    """Metrics of the base-vs-instruct table (both runs and their difference); empty: no table."""
+    curve_metrics: tuple[Column, ...] = ()
+    """Metrics the temperature curve recomputes at each T (empty: no curve)."""
+    sweep_figures: Callable[[Sequence[Run], Sequence[str], Path], list[Figure]] = no_figures
+    """Figures comparing runs (one label per run)."""
+    steer_columns: tuple[Column, ...] = ()
+    """Metrics of the sweep's steering dose–response (`intervention=steer` runs over
+    `intervention.alpha`); `{culture}` in a path stands for the steered group."""
+
+
+@dataclass(frozen=True)
+class Tables:
+    """How a run's prompts and generations are stored (forced choice: `probe.benches.forced.LETTER_TABLES`)."""
+
+    prompts_schema: pa.Schema
+    prompt_rows: Callable[[Sequence[RenderedPrompt], Sequence[int]], list[dict[str, Any]]]
+    """`(rendered prompts, shared-prefix lengths) → prompts.parquet rows` in `prompts_schema`."""
+    generations_schema: pa.Schema
+    parse_generation: Callable[[RenderedPrompt, str, PreparedBench], dict[str, Any]]
+    """`(prompt, generated text, bench) → generations.parquet columns` besides `prompt_id` and
+    `text` (a parsed letter, an answer with thinking removed, …)."""
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What a bench asks a judge (the default: nothing)."""
+
+    jobs: Callable[[PreparedBench, Sequence[Mapping[str, Any]]], list[JudgeJob]] = no_judging
+    """`(bench, generations rows) → what to ask the judge` (empty: nothing to judge); each
+    verdict becomes a `judgements.parquet` row (`verdict_row`)."""
+    judges: tuple[str, ...] = ()
+    """The judges (`judge.name`) that can answer its judge jobs; empty: it never asks one. A run
+    that will judge with another is refused before the model loads."""
+    schema: pa.Schema = judgements_schema()
+    """`judgements.parquet` (`probe.results.schemas.judgements_schema` over the columns that
+    identify its verdicts and its judge tasks' verdict columns); only a bench that judges needs one."""
+
+
 @dataclass(frozen=True)
 class Task:
     """Everything one benchmark declares. Every field is a hook generic code calls."""
@@ -101,40 +161,17 @@ class Task:
     report: Callable[[Mapping[str, Any], Run], str]
     """`(metrics.json, run) → report.md` (markdown; the run's tables for listings such as
     invalid generations)."""
-    figures: Callable[[Run, Path], list[Figure]]
+    presentation: Presentation
+    """Its columns and figures in the sweep reports and the temperature curve."""
+    tables: Tables
+    """Its `prompts.parquet` and `generations.parquet`."""
+    figures: Callable[[Run, Path], list[Figure]] = no_figures
     """A run's figures, written into the given directory."""
-    sweep_columns: tuple[Column, ...]
-    """Headline columns of the sweep table (one row per run)."""
-    pair_columns: tuple[Column, ...]
-    """Metrics of the base-vs-instruct table (both runs and their difference)."""
-    curve_metrics: tuple[Column, ...]
-    """Metrics the temperature curve recomputes at each T (empty: no curve)."""
-    sweep_figures: Callable[[Sequence[Run], Sequence[str], Path], list[Figure]]
-    """Figures comparing runs (one label per run)."""
-    sweep_note: str
-    """One sentence under the sweep table saying what its numbers are."""
-    prompts_schema: pa.Schema
-    prompt_rows: Callable[[Sequence[RenderedPrompt], Sequence[int]], list[dict[str, Any]]]
-    """`(rendered prompts, shared-prefix lengths) → prompts.parquet rows` in `prompts_schema`."""
-    generations_schema: pa.Schema
-    parse_generation: Callable[[RenderedPrompt, str, PreparedBench], dict[str, Any]]
-    """`(prompt, generated text, bench) → generations.parquet columns` besides `prompt_id` and
-    `text` (a parsed letter, an answer with thinking removed, …)."""
-    judge_jobs: Callable[[PreparedBench, Sequence[Mapping[str, Any]]], list[JudgeJob]]
-    """`(bench, generations rows) → what to ask the judge` (empty: nothing to judge); each
-    verdict becomes a `judgements.parquet` row (`verdict_row`)."""
-    judges: tuple[str, ...] = ()
-    """The judges (`judge.name`) that can answer its judge jobs; empty: it never asks one. A run
-    that will judge with another is refused before the model loads."""
+    judging: Judging = Judging()
+    """What it asks a judge, which judges can answer, and its `judgements.parquet`."""
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""
-    judgements_schema: pa.Schema = judgements_schema()
-    """`judgements.parquet` (`probe.results.schemas.judgements_schema` over the columns that
-    identify its verdicts and its judge tasks' verdict columns); only a bench that judges needs one."""
-    steer_columns: tuple[Column, ...] = ()
-    """Metrics of the sweep's steering dose–response (`intervention=steer` runs over
-    `intervention.alpha`); `{culture}` in a path stands for the steered group."""
 
     def spec_from(self, values: Mapping[str, Any]) -> Any:
         """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""

@@ -185,8 +185,8 @@ def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequ
     shard's rows are the unsharded run's rows."""
     ref = cfg.bench
     ids = {r.prompt.prompt_id for r in own}
-    rows = ref.task.prompt_rows(rendered, shared_prefix_lengths(rendered))
-    write_prompts(cfg.out_dir, [row for row in rows if row["prompt_id"] in ids], ref.task.prompts_schema)
+    rows = ref.task.tables.prompt_rows(rendered, shared_prefix_lengths(rendered))
+    write_prompts(cfg.out_dir, [row for row in rows if row["prompt_id"] in ids], ref.task.tables.prompts_schema)
 
 
 def _finish_shard(cfg: RunConfig, held: Any) -> Path:
@@ -272,25 +272,25 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Se
     store; then let the judge read them. Returns what the manifest notes about the judging
     (`verdict_cache_rejected`: cached verdicts not used, by reason; only when there were any)."""
     task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
-    store = PartStore(cfg.out_dir / "generations.parts", task.generations_schema)
+    store = PartStore(cfg.out_dir / "generations.parts", task.tables.generations_schema)
     others = set(by_id) - {r.prompt.prompt_id for r in own}
     with tqdm(total=len(own), unit="prompt", desc="generating", disable=not cfg.progress) as bar:
         bar.update(len(store.done))
         for batch in generator.generate(rendered, set(store.done) | others):
             rows = [{"prompt_id": g.prompt_id, "text": g.text,
-                     **task.parse_generation(by_id[g.prompt_id], g.text, bench)} for g in batch]
-            store.append(pa.Table.from_pylist(rows, schema=task.generations_schema))  # one part per batch
+                     **task.tables.parse_generation(by_id[g.prompt_id], g.text, bench)} for g in batch]
+            store.append(pa.Table.from_pylist(rows, schema=task.tables.generations_schema))  # one part per batch
             bar.update(len(batch))
     rows = store.read().to_pylist()
-    write_generations(cfg.out_dir, rows, task.generations_schema)
-    jobs = task.judge_jobs(bench, rows)
+    write_generations(cfg.out_dir, rows, task.tables.generations_schema)
+    jobs = task.judging.jobs(bench, rows)
     if cfg.judged and not jobs:  # nothing to ask (all rationales empty, an empty shard): an empty table
-        write_judgements(cfg.out_dir, [], task.judgements_schema)
+        write_judgements(cfg.out_dir, [], task.judging.schema)
     elif jobs and cfg.judged:
         shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
         local = VerdictCache(cfg.out_dir / "judgements.parts", verdict_config(cfg))
         verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)
-        write_judgements(cfg.out_dir, verdicts, task.judgements_schema)
+        write_judgements(cfg.out_dir, verdicts, task.judging.schema)
         check_error_rate(verdicts, cfg.judge.max_error_rate)
         rejected = shared.rejected + local.rejected
         if rejected:

@@ -120,16 +120,16 @@ class RunConfig:
     @property
     def judged(self) -> bool:
         """Whether a judge reads this run's answers: its task asks one, and answers are generated."""
-        return bool(self.bench.task.judges) and self.generates
+        return bool(self.bench.task.judging.judges) and self.generates
 
 
 def _judge_fits(cfg: RunConfig) -> None:
     task, judge = cfg.bench.task, cfg.judge
     if not cfg.judged:
         return
-    if judge.name not in task.judges:
+    if judge.name not in task.judging.judges:
         raise ProbeInputError(f"judge={judge.name} cannot judge {task.title} (its judges: "
-                              f"{list(task.judges)}); choose one with judge=<name>")
+                              f"{list(task.judging.judges)}); choose one with judge=<name>")
     if judge.name == "http" and not (judge.base_url and judge.model):  # else found only once all is generated
         raise ProbeInputError("judge=http needs judge.base_url and judge.model")
 

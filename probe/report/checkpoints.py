@@ -28,7 +28,7 @@ def checkpoint_series(entries: Sequence[RunEntry], task: Task) -> list[list[RunE
 
 
 def _columns(task: Task) -> list[Column]:
-    return [c for c in task.sweep_columns if c.cell is None]
+    return [c for c in task.presentation.sweep_columns if c.cell is None]
 
 
 def checkpoint_table(entries: Sequence[RunEntry], task: Task) -> str | None:

@@ -142,11 +142,11 @@ def temperature_curve(run: Run, task: Task, temperatures: Sequence[float], out_d
     temps = sorted({float(t) for t in temperatures})
     if any(t <= 0 or not np.isfinite(t) for t in temps):
         raise ValueError(f"temperature_curve: temperatures must be positive, got {list(temperatures)}")
-    if not task.curve_metrics or not temps or run.scores is None or not len(run.table().prompt_id):
+    if not task.presentation.curve_metrics or not temps or run.scores is None or not len(run.table().prompt_id):
         return None
     trees = [run.recompute_metrics(analysis={"temperature": t, "n_boot": 0}) for t in temps]
     series = []
-    for column in task.curve_metrics:
+    for column in task.presentation.curve_metrics:
         exp = np.array([num(get_path(task.headline(tr)[0], column.path)) for tr in trees])
         greedy = num(get_path(trees[0].get("greedy"), column.path))
         if np.isfinite(exp).any():

@@ -1,5 +1,5 @@
 """Steering dose–response in a sweep: `intervention=steer` runs of one model, layer and
-positions, over `intervention.alpha` (and cultures), with the task's `steer_columns` (a
+positions, over `intervention.alpha` (and cultures), with the task's `presentation.steer_columns` (a
 `{culture}` path part is the steered group). A table per series and one figure per
 (model, layer, positions): a panel per metric, a line per culture over α, 95% intervals as
 error bars. A plain run of the same model and bench joins every series at α = 0.
@@ -66,14 +66,15 @@ def _column(c: Column, culture: str) -> Column:
 def steering_table(entries: Sequence[RunEntry], task: Task) -> str | None:
     """Markdown: per series and culture, a row per α with the steer columns; None without steered runs."""
     series = _series(entries, task)
-    if not series or not task.steer_columns:
+    steer = task.presentation.steer_columns
+    if not series or not steer:
         return None
-    lines = ["| model | layer | positions | vector | culture | α | " + " | ".join(c.label for c in task.steer_columns)
-             + " |", "|---|---|---|---|---|---|" + "---|" * len(task.steer_columns)]
+    lines = ["| model | layer | positions | vector | culture | α | " + " | ".join(c.label for c in steer)
+             + " |", "|---|---|---|---|---|---|" + "---|" * len(steer)]
     for (model, _, layer, positions, source, dest, vectors), cultures in sorted(series.items()):
         for culture, runs in sorted(cultures.items()):
             for alpha, e in runs:
-                cells = [metric_cell(task, e.metrics, _column(c, culture)) for c in task.steer_columns]
+                cells = [metric_cell(task, e.metrics, _column(c, culture)) for c in steer]
                 lines.append(f"| {model} | {layer} | {positions} | {source}−{dest} of `{vectors}` | {culture} | "
                              f"{alpha:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -83,12 +84,12 @@ def steering_figures(entries: Sequence[RunEntry], out_dir: Path) -> list[Figure]
     """One figure per (model, bench, layer, positions) with steered runs: each steer column over α."""
     figures = []
     for task in {e.task.kind: e.task for e in entries}.values():
-        if not task.steer_columns:
+        if not task.presentation.steer_columns:
             continue
         for n, ((model, bench, layer, positions, source, dest, _), cultures) in enumerate(
                 sorted(_series(entries, task).items())):
             plt = pyplot()
-            columns = task.steer_columns
+            columns = task.presentation.steer_columns
             fig, axes = plt.subplots(1, len(columns), figsize=(3.4 * len(columns), 3.0), squeeze=False)
             for ax, c in zip(axes[0], columns):
                 for culture, runs in sorted(cultures.items()):

@@ -21,7 +21,7 @@ def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
     """Headline columns (the sweep table's) with 95% intervals, then any warnings."""
     lines = [f"{task.title}, {metrics.get('model')} on {metrics.get('bench')}: {metrics.get('n_items')} items, "
              f"{metrics.get('n_prompts')} prompts"]
-    for column in task.sweep_columns:
+    for column in task.presentation.sweep_columns:
         value = metric_cell(task, metrics, column)
         if value != "–":
             lines.append(f"  {column.label}: {value}")

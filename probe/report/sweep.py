@@ -71,9 +71,9 @@ def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
         n, _ = bootstrap_units(e.metrics)
         size = notes.gap(NO_COUNT) if n is None else f"{n}{SMALL_MARK if small_sample(e.metrics) else ''}"
         body.append([label, e.kind, e.bench, size, *([differ[e.path]] if differ else []),
-                     *(cell(e, c, notes) for c in task.sweep_columns)])
+                     *(cell(e, c, notes) for c in task.presentation.sweep_columns)])
     head = ["run", "kind", "bench", f"{_unit(rows)}s", *(["overrides"] if differ else []),
-            *(c.label for c in task.sweep_columns)]
+            *(c.label for c in task.presentation.sweep_columns)]
     parts = split_table(head, body, keep=4 + bool(differ))
     lines = [line for i, part in enumerate(parts) for line in ([""] if i else []) + part] + notes.lines()
     if any(small_sample(e.metrics) for e in rows):
@@ -103,11 +103,12 @@ def pair_table(entries: Sequence[RunEntry], task: Task) -> str | None:
             (b for (m, bench, _), b in by_model.items() if m == e.pair and bench == e.bench), None)
         if base is None:
             continue
-        columns = [c for c in task.pair_columns if c.cell is None and is_number(value(e, c)) and is_number(value(base, c))]
+        columns = [c for c in task.presentation.pair_columns
+                   if c.cell is None and is_number(value(e, c)) and is_number(value(base, c))]
         diffs, reason = paired_or_reason(e.path, base.path, [c.path for c in columns])
         if reason:
             notes.append(f"- {e.label} vs {base.label}: {reason}")
-        for column in task.pair_columns:
+        for column in task.presentation.pair_columns:
             a, b = value(e, column), value(base, column)
             delta = a - b if a is not None and b is not None else None
             diff = diffs.get(column.path)
@@ -137,7 +138,7 @@ def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = (),
     at the end the runs left out (unfinished, or finished but unreadable, with the reason)."""
     parts = [f"# probe sweep report — {len(entries)} runs", ""]
     for task in _present_tasks(entries):
-        parts += [f"## {task.title}", "", task.sweep_note, "", bench_table(entries, task), ""]
+        parts += [f"## {task.title}", "", task.presentation.sweep_note, "", bench_table(entries, task), ""]
         pairs = pair_table(entries, task)
         if pairs:
             parts += [f"### {task.title}: base vs instruct", "", PAIRED_NOTE, "", pairs, ""]
@@ -169,7 +170,7 @@ def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> 
     figures: list[Figure] = []
     for task in ordered:
         mine = [(r, lab) for t, r, lab in by_task if t.kind == task.kind]
-        figures += task.sweep_figures([r for r, _ in mine], [lab for _, lab in mine], Path(out_dir))
+        figures += task.presentation.sweep_figures([r for r, _ in mine], [lab for _, lab in mine], Path(out_dir))
     return figures
 
 
@@ -212,7 +213,7 @@ def sweep_headlines(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ()
     lines = []
     for task in _present_tasks(entries):
         mine = [e for e in entries if e.task.kind == task.kind]
-        columns = [c for c in task.sweep_columns if any(cell(e, c) != "–" for e in mine)]
+        columns = [c for c in task.presentation.sweep_columns if any(cell(e, c) != "–" for e in mine)]
         head = ["run", "bench"] + [c.label for c in columns]
         rows = [[f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]
                 + [cell(e, c) for c in columns] for e in mine]

@@ -1,9 +1,9 @@
 """Every table schema of a run directory, in one place (the results contract, SPEC §6).
 
 Forced-choice runs (letter or generation mode) share `PROMPTS_SCHEMA`. A bench whose prompts or
-verdicts have columns of their own declares those schemas on its task (`prompts_schema`,
-`generations_schema`, `judgements_schema`, built with `judgements_schema()`); every other file has
-one schema whatever the bench.
+verdicts have columns of their own declares those schemas on its task (`Task.tables`, and
+`Task.judging.schema` built with `judgements_schema()`); every other file has one schema whatever
+the bench.
 """
 
 from __future__ import annotations

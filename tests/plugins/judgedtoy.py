@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from probe.benches.registry import register
-from probe.benches.task import Column, JudgeJob, PreparedBench, Task
+from probe.benches.task import Column, JudgeJob, Judging, PreparedBench, Presentation, Tables, Task
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import JudgeTask, register_judge, register_task
 from probe.metrics.core import AnalysisOptions, bootstrap_weights
@@ -26,7 +26,6 @@ from probe.results.generations import read_judgements
 from probe.results.run import Run
 from probe.results.schemas import judgements_schema
 from probe.types import Prompt, RenderedPrompt
-from probe.viz.figures import Figure
 
 QUESTIONS = ("How many legs does a spider have?", "Name a colour.", "What year is it?", "Say hello.")
 
@@ -133,17 +132,13 @@ def report(m: Mapping[str, Any], run: Run) -> str:
             f"mean length {v['mean_chars']:.1f} characters\n")
 
 
-def no_figures(*args: Any) -> list[Figure]:
-    return []
-
-
 TASK = register(Task(
     kind="judgedtoy", title="Judged toy bench", spec_type=JudgedToySpec, answers="open", prepare=prepare,
-    metrics=metrics, headline=lambda m: (m.get("metrics"), m.get("ci95")), report=report, figures=no_figures,
-    sweep_columns=(Column("digit rate", "digit_rate"), Column("mean length", "mean_chars")),
-    pair_columns=(Column("digit rate", "digit_rate"),), curve_metrics=(), sweep_figures=no_figures,
-    sweep_note="Judged open answers, 95% CIs over items.",
-    prompts_schema=PROMPTS, prompt_rows=prompt_rows, generations_schema=GENERATIONS,
-    parse_generation=parse_generation, judge_jobs=judge_jobs, judges=(ShapeJudge.name, "llm", "http"),
-    judgements_schema=JUDGEMENTS,
+    metrics=metrics, headline=lambda m: (m.get("metrics"), m.get("ci95")), report=report,
+    presentation=Presentation(sweep_columns=(Column("digit rate", "digit_rate"), Column("mean length", "mean_chars")),
+                              sweep_note="Judged open answers, 95% CIs over items.",
+                              pair_columns=(Column("digit rate", "digit_rate"),)),
+    tables=Tables(prompts_schema=PROMPTS, prompt_rows=prompt_rows, generations_schema=GENERATIONS,
+                  parse_generation=parse_generation),
+    judging=Judging(jobs=judge_jobs, judges=(ShapeJudge.name, "llm", "http"), schema=JUDGEMENTS),
 ))

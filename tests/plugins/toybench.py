@@ -7,7 +7,7 @@ exposure-normalised region shares and their KL to uniform, with item-bootstrap C
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import numpy as np
 
 from probe.benches import forced
 from probe.benches.registry import register
-from probe.benches.task import Column, PreparedBench, Task
+from probe.benches.task import Column, Presentation, PreparedBench
 from probe.metrics.core import (
     AnalysisOptions,
     expected_greedy_ci,
@@ -106,17 +106,10 @@ def figures(run: Run, out_dir: Path) -> list[Figure]:
     return [save(fig, out_dir, "toy_shares.png", "Region shares with 95% CIs (dotted: uniform).")]
 
 
-def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> list[Figure]:
-    return []
-
-
-TASK = register(Task(
-    kind="toy", title="Toy bench", spec_type=ToySpec, answers="letters", prepare=prepare,
-    metrics=forced.letter_metrics(compute, ToySpec), headline=forced.headline, report=forced.letter_report(report),
-    figures=figures, sweep_columns=(Column("KL", "KL"), Column("north", "shares.north")),
-    pair_columns=(Column("KL", "KL"),), curve_metrics=(Column("KL to uniform", "KL"),),
-    sweep_figures=sweep_figures, sweep_note="Expected region shares, 95% CIs over items.",
-    prompts_schema=forced.PROMPTS_SCHEMA, prompt_rows=forced.forced_choice_rows,
-    generations_schema=forced.GENERATIONS_SCHEMA, parse_generation=forced.parse_letter,
-    judge_jobs=forced.no_judging,
+TASK = register(forced.forced_choice_task(
+    forced.ForcedChoice(kind="toy", title="Toy bench", spec_type=ToySpec, prepare=prepare, compute=compute,
+                        report=report, figures=figures),
+    Presentation(sweep_columns=(Column("KL", "KL"), Column("north", "shares.north")),
+                 sweep_note="Expected region shares, 95% CIs over items.",
+                 pair_columns=(Column("KL", "KL"),), curve_metrics=(Column("KL to uniform", "KL"),)),
 ))

@@ -21,7 +21,7 @@ from probe.benches.ccd.data import (
 from probe.benches.ccd.judging import DIMENSIONS, KeywordJudge
 from probe.benches.ccd.metrics import compute, pluralism
 from probe.benches.designs import balance_score
-from probe.benches.task import Column, JudgeJob, PreparedBench, Task
+from probe.benches.task import Column, JudgeJob, Judging, PreparedBench, Presentation
 from probe.files import sha256_file
 from probe.judges.base import JudgeRequest
 from probe.metrics.core import AnalysisOptions
@@ -53,16 +53,12 @@ def _compute(table: ScoreTable, opts: AnalysisOptions, spec: CCDSpec) -> dict[st
     return out
 
 
-_letter_metrics = forced.letter_metrics(_compute, CCDSpec)
-
-
-def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
-    """The forced-choice metrics, plus rationale pluralism when generated rationales were judged."""
-    out = _letter_metrics(run, mask, opts)
-    if forced.is_generation_run(run) and (run.path / "judgements.parquet").is_file():
-        keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
-        out["pluralism"] = pluralism([j for j in read_judgements(run.path) if keep is None or j["prompt_id"] in keep])
-    return out
+def pluralism_metrics(run: Run, mask: np.ndarray | None) -> dict[str, Any]:
+    """Rationale pluralism when generated rationales were judged (beyond the forced-choice metrics)."""
+    if not (forced.is_generation_run(run) and (run.path / "judgements.parquet").is_file()):
+        return {}
+    keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
+    return {"pluralism": pluralism([j for j in read_judgements(run.path) if keep is None or j["prompt_id"] in keep])}
 
 
 def rationale_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
@@ -79,31 +75,20 @@ def _top_clusters(metrics: Mapping[str, Any], tree: str = "expected") -> str:
 
 _HEADLINE = (Column("entropy (bits)", "entropy_bits"), Column("Gini", "gini"), Column("position V", "position_V"))
 
-TASK = Task(
-    kind="ccd",
-    title="CCD-Bench",
-    spec_type=CCDSpec,
-    answers="letters",
-    prepare=prepare,
-    metrics=metrics,
-    headline=forced.headline,
-    report=forced.letter_report(report.report),
-    figures=figures.run_figures,
-    sweep_columns=(Column("top clusters", "shares", cell=_top_clusters), *_HEADLINE,
-                   Column("top clusters, debiased", "shares", cell=lambda m: _top_clusters(m, "debiased"),
-                          undefined="no debiased shares: the run's letter prior could not be estimated (its report "
-                                    "says why)"),
-                   *forced.letter_columns()),
-    pair_columns=_HEADLINE,
-    curve_metrics=(Column("entropy of cluster shares, bits", "entropy_bits"),
-                   Column("Cramér's V, position", "position_V")),
-    sweep_figures=figures.sweep_figures,
-    sweep_note="Expected (probability-weighted) metrics with 95% bootstrap CIs over items.",
-    prompts_schema=forced.PROMPTS_SCHEMA,
-    prompt_rows=forced.forced_choice_rows,
-    generations_schema=forced.GENERATIONS_SCHEMA,
-    parse_generation=forced.parse_letter,
-    judge_jobs=rationale_jobs,
-    judges=(KeywordJudge.name, "llm", "http"),
-    judgements_schema=judgements_schema(SHARED_JUDGEMENT_COLUMNS),
+TASK = forced.forced_choice_task(
+    forced.ForcedChoice(kind="ccd", title="CCD-Bench", spec_type=CCDSpec, prepare=prepare, compute=_compute,
+                        report=report.report, figures=figures.run_figures, extra_metrics=pluralism_metrics),
+    Presentation(
+        sweep_columns=(Column("top clusters", "shares", cell=_top_clusters), *_HEADLINE,
+                       Column("top clusters, debiased", "shares", cell=lambda m: _top_clusters(m, "debiased"),
+                              undefined="no debiased shares: the run's letter prior could not be estimated (its "
+                                        "report says why)"),
+                       *forced.letter_columns()),
+        sweep_note="Expected (probability-weighted) metrics with 95% bootstrap CIs over items.",
+        pair_columns=_HEADLINE,
+        curve_metrics=(Column("entropy of cluster shares, bits", "entropy_bits"),
+                       Column("Cramér's V, position", "position_V")),
+        sweep_figures=figures.sweep_figures),
+    Judging(jobs=rationale_jobs, judges=(KeywordJudge.name, "llm", "http"),
+            schema=judgements_schema(SHARED_JUDGEMENT_COLUMNS)),
 )

@@ -17,7 +17,7 @@ from probe.benches.disco.data import (
     resolve_source,
 )
 from probe.benches.disco.metrics import DiscoAnalysis, compute
-from probe.benches.task import Column, PreparedBench, Task
+from probe.benches.task import Column, PreparedBench, Presentation
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions, get_path
 from probe.results.scores import ScoreTable
@@ -71,30 +71,19 @@ SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1
                  Column("CR(C1), debiased", "C1.CR", cell=_debiased("C1.CR"), undefined=NO_DEBIASED),
                  *forced.letter_columns("C0"))
 
-TASK = Task(
-    kind="disco",
-    title="DiSCo",
-    spec_type=DiscoSpec,
-    answers="letters",
-    prepare=prepare,
-    metrics=forced.letter_metrics(_compute, DiscoSpec),
-    headline=forced.headline,
-    report=forced.letter_report(report.report),
-    figures=figures.run_figures,
-    sweep_columns=SWEEP_COLUMNS,
-    pair_columns=(Column("KL", "C0.KL"), Column("CR(C1)", "C1.CR"), Column("CR(C2)", "C2.CR"),
-                  Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"), Column("SPD(C2)", "C2.SPD"),
-                  Column("SPD_compliance(C2)", "C2.SPD_compliance"), Column("JSD (bits)", "C3.JSD")),
-    curve_metrics=(Column("KL(CSD‖uniform), C0, nats", "C0.KL"), Column("PSI, C2", "C2.PSI")),
-    sweep_figures=figures.sweep_figures,
-    sweep_note=("Expected (probability-weighted) metrics with 95% bootstrap CIs over items; debiased = the letter "
-                "prior removed. † on CSC: the letter drives C3's answers, and a letter-locked model scores CSC = 1 "
-                "by construction."),
-    prompts_schema=forced.PROMPTS_SCHEMA,
-    prompt_rows=forced.forced_choice_rows,
-    generations_schema=forced.GENERATIONS_SCHEMA,
-    parse_generation=forced.parse_letter,
-    judge_jobs=forced.no_judging,
-    steer_columns=(Column("CSD(c), C0", "C0.CSD.{culture}"), Column("CR(c), C1", "C1.CR_by_culture.{culture}"),
-                   Column("KL(CSD‖uniform), C0, nats", "C0.KL")),
+TASK = forced.forced_choice_task(
+    forced.ForcedChoice(kind="disco", title="DiSCo", spec_type=DiscoSpec, prepare=prepare, compute=_compute,
+                        report=report.report, figures=figures.run_figures),
+    Presentation(
+        sweep_columns=SWEEP_COLUMNS,
+        sweep_note=("Expected (probability-weighted) metrics with 95% bootstrap CIs over items; debiased = the "
+                    "letter prior removed. † on CSC: the letter drives C3's answers, and a letter-locked model "
+                    "scores CSC = 1 by construction."),
+        pair_columns=(Column("KL", "C0.KL"), Column("CR(C1)", "C1.CR"), Column("CR(C2)", "C2.CR"),
+                      Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"), Column("SPD(C2)", "C2.SPD"),
+                      Column("SPD_compliance(C2)", "C2.SPD_compliance"), Column("JSD (bits)", "C3.JSD")),
+        curve_metrics=(Column("KL(CSD‖uniform), C0, nats", "C0.KL"), Column("PSI, C2", "C2.PSI")),
+        sweep_figures=figures.sweep_figures,
+        steer_columns=(Column("CSD(c), C0", "C0.CSD.{culture}"), Column("CR(c), C1", "C1.CR_by_culture.{culture}"),
+                       Column("KL(CSD‖uniform), C0, nats", "C0.KL"))),
 )

@@ -20,7 +20,7 @@ from probe.benches.locqa.data import (
     resolve_source,
 )
 from probe.benches.locqa.metrics import Judgement, PromptRef, compute
-from probe.benches.task import Column, PreparedBench, Task, bench_spec
+from probe.benches.task import Column, Judging, PreparedBench, Presentation, Tables, Task, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions
@@ -102,16 +102,11 @@ TASK = Task(
     headline=headline,
     report=lambda m, run: report.report(dict(m)),
     figures=figures.run_figures,
-    sweep_columns=(*_COLUMNS, Column("no-answer rate", "no_answer_rate")),
-    pair_columns=_COLUMNS,
-    curve_metrics=(),
-    sweep_figures=figures.sweep_figures,
-    sweep_note="Judged open answers, 95% bootstrap CIs over templates.",
-    prompts_schema=OPEN_PROMPTS_SCHEMA,
-    prompt_rows=prompt_rows,
-    generations_schema=OPEN_GENERATIONS_SCHEMA,
-    parse_generation=parse_generation,
-    judge_jobs=judging.judge_jobs,
-    judges=(RulesJudge.name, "llm", "http"),
-    judgements_schema=judgements_schema(SHARED_JUDGEMENT_COLUMNS),
+    presentation=Presentation(sweep_columns=(*_COLUMNS, Column("no-answer rate", "no_answer_rate")),
+                              sweep_note="Judged open answers, 95% bootstrap CIs over templates.",
+                              pair_columns=_COLUMNS, sweep_figures=figures.sweep_figures),
+    tables=Tables(prompts_schema=OPEN_PROMPTS_SCHEMA, prompt_rows=prompt_rows,
+                  generations_schema=OPEN_GENERATIONS_SCHEMA, parse_generation=parse_generation),
+    judging=Judging(jobs=judging.judge_jobs, judges=(RulesJudge.name, "llm", "http"),
+                    schema=judgements_schema(SHARED_JUDGEMENT_COLUMNS)),
 )
