@@ -196,6 +196,22 @@ def test_a_one_token_continuation_is_the_letter_scorers_value(tiny) -> None:
         assert np.abs(np.array(got[pid].logprobs) - np.array(scores[pid])).max() <= TOL
 
 
+def test_the_path_is_checked_once_against_the_models_forward(tiny) -> None:
+    """Before scoring, a few requests of the first chunk go through the scoring path and the
+    model's forward; a head that is not the model's (logits scaled by 1.01) stops the run."""
+    loaded, requests, _, ref = tiny
+    got, scorer = _score(loaded, requests[:9], batch_tokens=1 << 20)
+    check = scorer.stats.head_check
+    assert check is not None and 0 <= check["max_token_gap"] <= TOL and len(check["attempts"]) == 1
+    assert 2 <= len(check["prompt_ids"]) <= 3 and set(check["prompt_ids"]) <= set(got)
+    broken = HFScorer(loaded.model, HFBackendSpec(device="cpu", batch_tokens=1 << 20)).texts()
+    head = broken.head
+    broken.head = lambda h: head(h) * 1.01
+    with pytest.raises(ProbeInputError, match=r"text scoring path disagrees .* measured 2 times"):
+        next(broken.score(requests[:9]))
+    assert broken.stats.head_check["max_token_gap"] > 1e-3 and broken.stats.tokens_computed == 0
+
+
 def _r(pid: int, ids: list[int]) -> RenderedPrompt:
     return RenderedPrompt(Prompt(pid, "i", "C0", None, 0, None, (0,), ("g",), "m", "k"), "", tuple(ids))
 

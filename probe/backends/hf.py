@@ -126,7 +126,8 @@ class HFScorer:
         if self.intervention.steer or self.patch_layers:
             raise ProbeInputError("text scoring: interventions (steering, patching) apply to letter scores only; "
                                   "expected intervention=none with answer-text scoring")
-        return TextScorer(self.decoder, self._cache_kw, self._head, int(self.head_weight.shape[0]), self.spec)
+        return TextScorer(self.model, self._head, int(self.head_weight.shape[0]), self.spec,
+                          HEAD_CHECK_TOL[self.model.dtype == torch.float32])
 
     def patch_pass(self, chunk: TrieChunk, letter_ids: torch.Tensor, edits: Mapping[int, Edit] | None = None,
                    sink: ResidualSink | None = None) -> Iterator[list[LetterScore]]:
