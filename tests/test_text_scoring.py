@@ -242,6 +242,8 @@ def test_requests_without_tokens_are_refused() -> None:
         TextRequest(_r(3, [1, 2]), ([4], []))
     with pytest.raises(ProbeInputError, match="prompt 3 has no continuations"):
         TextRequest(_r(3, [1, 2]), ())
+    with pytest.raises(ProbeInputError, match=r"prompts \[3\] have more than one request"):
+        plan_texts([TextRequest(_r(3, [1, 2]), ([4],)), TextRequest(_r(3, [1, 5]), ([4],))], HFBackendSpec())
 
 
 def test_interventions_are_refused(tiny) -> None:

@@ -111,6 +111,10 @@ def plan_texts(requests: Sequence[TextRequest], spec: HFBackendSpec) -> TextPlan
     """Chunks of leaf sequences (trie chunks with `spec.prefix_reuse`, else plain right-padded
     batches, both within `spec`'s budgets) with their head sites."""
     ordered = tuple(sorted(requests, key=lambda q: q.prompt.prompt.prompt_id))
+    twice = sorted({a.prompt.prompt.prompt_id for a, b in zip(ordered, ordered[1:])
+                    if a.prompt.prompt.prompt_id == b.prompt.prompt.prompt_id})
+    if twice:  # scores are keyed by prompt id
+        raise ProbeInputError(f"text scoring: prompts {twice[:5]} have more than one request; expected one each")
     leaves = _leaves(ordered)
     sizes = [len(c) for q in ordered for c in q.continuations]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)

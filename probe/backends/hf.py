@@ -7,6 +7,9 @@ ancestors' KV cache). Without it a batch is plainly right-padded.
 Either way only each prompt's last real hidden state goes through the LM head, in float32: bf16
 logits are too coarse for letter margins, and a `[batch, seq, vocab]` tensor (262k vocab for
 Gemma 3) would dwarf the model's activations.
+
+`HFScorer.texts()` scores answer texts as continuations on the same model and head
+(`probe.backends.text`).
 """
 
 from __future__ import annotations
