@@ -7,6 +7,9 @@ ancestors' KV cache). Without it a batch is plainly right-padded.
 Either way only each prompt's last real hidden state goes through the LM head, in float32: bf16
 logits are too coarse for letter margins, and a `[batch, seq, vocab]` tensor (262k vocab for
 Gemma 3) would dwarf the model's activations.
+
+`HFScorer.texts()` scores answer texts as continuations on the same model and head
+(`probe.backends.text`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_
 from probe.backends.patching import ResidualSink, run_patching
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
+from probe.backends.text import TextScorer
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
 from probe.backends.trie import TrieChunk, build_chunk, sort_prompts, unique_tokens
 from probe.backends.units import plain_chunk, score_chunks
@@ -117,6 +121,16 @@ class HFScorer:
         """Activation patching (`probe.backends.patching`): yields `(pair indices, [pair,
         layer, letter] log-probs)` group by group; groups whose pairs are all in `done` are skipped."""
         yield from run_patching(self, prompts, letters, pairs, done)
+
+    def texts(self) -> TextScorer:
+        """A scorer of answer texts as continuations (`probe.backends.text`) on this model, with
+        this scorer's spec and float32 head. Interventions do not reach it, so it refuses them
+        rather than score the unedited model under an edited run's name."""
+        if self.intervention.steer or self.patch_layers:
+            raise ProbeInputError("text scoring: interventions (steering, patching) apply to letter scores only; "
+                                  "expected intervention=none with answer-text scoring")
+        return TextScorer(self.model, self._head, int(self.head_weight.shape[0]), self.spec,
+                          HEAD_CHECK_TOL[self.model.dtype == torch.float32])
 
     def patch_pass(self, chunk: TrieChunk, letter_ids: torch.Tensor, edits: Mapping[int, Edit] | None = None,
                    sink: ResidualSink | None = None) -> Iterator[list[LetterScore]]:
