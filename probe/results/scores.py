@@ -54,6 +54,13 @@ class ScoreTable:
     """Per-prompt item category (CCD-Bench domain), None-filled object array when absent."""
     order: np.ndarray | None = None
     """`[prompt, letter]` source-option index shown at each letter."""
+    text_logprobs: np.ndarray | None = None
+    """Answer-text reading (`backend.mode=letters+text|text`): float64 `[prompt, letter]`, the sum
+    of the log-probs of the continuation of the option shown at each letter; None without one."""
+    text_n_tokens: np.ndarray | None = None
+    """`[prompt, letter]` tokens of each option's continuation (the per-token normaliser)."""
+    text_n_bytes: np.ndarray | None = None
+    """`[prompt, letter]` UTF-8 bytes of each option's continuation text (the per-byte normaliser)."""
 
     def subset(self, mask: np.ndarray) -> ScoreTable:
         """The rows where `mask` is true."""
