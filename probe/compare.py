@@ -6,7 +6,7 @@
 prints every headline metric's difference `A − B` with its paired-bootstrap 95% interval, a
 two-sided bootstrap p-value and its Holm adjustment over the table (markdown on stdout;
 `compare.json` in DIR with `--out`). The two runs must be of one benchmark with the same items
-(LocQA: templates) and design; both are resampled identically (see `probe.report.paired`).
+(LocQA: templates) and design; both are resampled identically (see `probe.report.paired_runs`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from probe import cli
 from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.metrics.core import SMALL_N, AnalysisOptions, get_path, symmetric_kl
-from probe.pipeline.analyze import open_run
-from probe.report.paired import (
+from probe.pipeline.analysis import open_run
+from probe.report.paired_runs import (
     Comparison,
     Difference,
     comparable_units,

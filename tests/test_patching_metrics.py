@@ -163,7 +163,7 @@ def patched_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (out / "manifest.json").write_text(json.dumps(manifest))
     rows, logprobs = _pairs(out)
     _write_patching(out, logprobs, rows)
-    from probe.pipeline.analyze import analyze_run
+    from probe.pipeline.analysis import analyze_run
 
     analyze_run(out)
     return out
