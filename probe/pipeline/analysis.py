@@ -18,6 +18,7 @@ from probe.config import build
 from probe.errors import ProbeInputError
 from probe.files import refuse_links_inside, write_json, write_text
 from probe.metrics.core import AnalysisOptions
+from probe.pipeline.analysis_outputs import run_analyses
 from probe.pipeline.spec import AnalysisSpec
 from probe.report.run import write_run_report
 from probe.results.run import Run, load_run
@@ -49,8 +50,8 @@ def open_run(path: Path) -> tuple[Run, Task]:
 
 
 def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Compute metrics from the stored tables, write `metrics.json`, `report.md` and
-    `report.html`, return metrics.
+    """Compute metrics from the stored tables, write `metrics.json`, the lens and patching
+    tables and the figures (`analysis_outputs`), then `report.md` and `report.html`; return metrics.
 
     `analysis` overrides the analysis options recorded in the manifest (e.g. a temperature);
     the results then go to `metrics-<key>=<value>.json`, `report-….md` and `report-….html`
@@ -73,7 +74,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
         write_html(run_dir / f"report{suffix}.html", f"{metrics['bench']} — {metrics['model']} ({label})", report,
                    task.figures(run, run_dir / "figures" / label))
         return metrics
-    write_run_report(run, task, report)
+    write_run_report(run, report, run_analyses(run, task, opts))
     manifest = dict(run.manifest)
     manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
     write_json(run_dir / "manifest.json", manifest)
