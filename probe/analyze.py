@@ -17,7 +17,7 @@ from probe import cli
 from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
-from probe.pipeline.analyze import analyze_run, suffix_of
+from probe.pipeline.analysis import analyze_run, suffix_of
 from probe.report.summary import run_summary
 
 USAGE = f"{__doc__}\nOptions (defaults: the values recorded in the run's manifest):\n" \

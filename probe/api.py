@@ -10,7 +10,7 @@ from pathlib import Path
 
 from probe.metrics.patching import patching_table, restored_share
 from probe.metrics.steering import steering_vectors
-from probe.pipeline.analyze import open_run
+from probe.pipeline.stored_run import open_run
 from probe.results.run import Run
 
 __all__ = ["Run", "load_run", "patching_table", "restored_share", "steering_vectors"]

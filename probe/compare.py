@@ -6,12 +6,11 @@
 prints every headline metric's difference `A − B` with its paired-bootstrap 95% interval, a
 two-sided bootstrap p-value and its Holm adjustment over the table (markdown on stdout;
 `compare.json` in DIR with `--out`). The two runs must be of one benchmark with the same items
-(LocQA: templates) and design; both are resampled identically (see `probe.report.paired`).
+(LocQA: templates) and design; both are resampled identically (see `probe.metrics.paired`).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -19,17 +18,12 @@ from pathlib import Path
 from probe import cli
 from probe.errors import ProbeInputError
 from probe.files import write_json
-from probe.metrics.core import SMALL_N, AnalysisOptions, get_path, symmetric_kl
-from probe.pipeline.analyze import open_run
-from probe.report.paired import (
-    Comparison,
-    Difference,
-    comparable_units,
-    compare,
-    run_options,
-)
+from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
+from probe.metrics.paired import Comparison, Difference
+from probe.pipeline.stored_run import open_run
+from probe.report.paired_runs import comparable_units, compare, run_options
 
-__all__ = ["Comparison", "Difference", "compare_runs", "paired_difference", "sym_kl_between_runs"]
+__all__ = ["Comparison", "Difference", "compare_runs", "paired_difference"]
 
 
 def paired_difference(run_a: str | Path, run_b: str | Path, metric: str, flavour: str | None = None,
@@ -77,26 +71,6 @@ def comparison_markdown(c: Comparison) -> str:
         lines.append(f"| {d.block}.{d.metric} | {d.a:.4f} | {d.b:.4f} | {d.delta:+.4f} | "
                      f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}] | {_p(d.p_value, c.n_boot)} | {_p(d.p_holm, c.n_boot)} |")
     return "\n".join(lines) + "\n"
-
-
-def run_shares(run_dir: Path, flavour: str = "expected") -> dict[str, float]:
-    """A CCD run's cluster shares from its `metrics.json`."""
-    path = Path(run_dir) / "metrics.json"
-    if not path.is_file():
-        raise ProbeInputError(f"{run_dir}: no metrics.json; is this a finished probe run?")
-    metrics = json.loads(path.read_text())
-    block = metrics.get(flavour) or {}
-    if "shares" not in block:
-        why = "its letter prior could not be estimated (see `letter_prior_estimator` in metrics.json)" if (
-            flavour == "debiased" and "debiased" in metrics and metrics["debiased"] is None) else "not a CCD-Bench run?"
-        raise ProbeInputError(f"{path}: no `{flavour}.shares` ({why})")
-    return block["shares"]
-
-
-def sym_kl_between_runs(run_a: Path, run_b: Path, flavour: str = "expected", eps: float = 1e-10) -> float:
-    """Symmetrized KL (paper eq. 5: ½[KL(p‖q) + KL(q‖p)], ε added) between two runs' cluster
-    distributions; the distance behind the sweep's average-linkage dendrogram."""
-    return symmetric_kl(run_shares(run_a, flavour), run_shares(run_b, flavour), eps)
 
 
 USAGE = f"{__doc__}\nOptions (defaults: run A's recorded values):\n{cli.options_help(AnalysisOptions, 'analysis.')}"

@@ -107,7 +107,7 @@ defaults:
 analysis:
 """
 BENCH_SHARD = """
-bench:                            # every bench, built-in or plugin, takes `shard` (probe.pipeline.shard)
+bench:                            # every bench, built-in or plugin, takes `shard` (probe.pipeline.shard_plan)
   shard: null                     # i/n: score one of n slices of whole items into this run dir; merge: python -m probe.merge
 """
 CONFIG_TAIL = """

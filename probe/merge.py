@@ -19,7 +19,7 @@ from pathlib import Path
 
 from probe import cli
 from probe.errors import ProbeInputError
-from probe.pipeline.merge import merge_shards
+from probe.pipeline.shard_merge import merge_shards
 
 __all__ = ["merge_shards"]
 

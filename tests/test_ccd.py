@@ -173,7 +173,7 @@ def test_cli_generate_run(ccd_json: Path, tmp_path: Path) -> None:
 
 
 def test_sym_kl_between_runs(tmp_path: Path) -> None:
-    from probe.compare import sym_kl_between_runs
+    from probe.benches.ccd.metrics import sym_kl_between_runs
 
     for name, shares in (("a", {"anglo": 0.5, "nordic_europe": 0.5}), ("b", {"anglo": 0.9, "nordic_europe": 0.1})):
         (tmp_path / name).mkdir()

@@ -15,7 +15,7 @@ import pytest
 import torch
 from conftest import disco_rows, write_csv
 
-from probe.pipeline.analyze import analyze_run
+from probe.pipeline.analysis import analyze_run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 N_ITEMS = 3

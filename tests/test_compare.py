@@ -17,8 +17,10 @@ import pytest
 
 from probe.compare import compare_runs, main, paired_difference
 from probe.errors import ProbeInputError
-from probe.pipeline.analyze import analyze_run, open_run
-from probe.report.paired import compare, holm, run_options
+from probe.metrics.paired import holm
+from probe.pipeline.analysis import analyze_run
+from probe.pipeline.stored_run import open_run
+from probe.report.paired_runs import compare, run_options
 from probe.report.sweep import load_entries, sweep_markdown, write_sweep_report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -147,7 +149,7 @@ def test_small_samples_and_p_values_below_the_resolution_are_said() -> None:
     """Two items and every replicate on one side: p reads `< 1/B`, not 0.0000, and the table warns
     that two units cannot carry an interval."""
     from probe.compare import comparison_markdown
-    from probe.report.paired import Comparison, Difference
+    from probe.metrics.paired import Comparison, Difference
 
     d = Difference("C0.KL", "expected", 0.2, 0.1, 0.1, (0.05, 0.15), 0.0, 0.0)
     small = Comparison("a", "b", "item_id", 2, 200, 0, 1.0, True, (d,))

@@ -21,7 +21,7 @@ from probe.benches.ccd.figures import CAPTIONS as CCD_CAPTIONS
 from probe.benches.ccd.figures import position_cluster_rates
 from probe.benches.disco.figures import CAPTIONS as DISCO_CAPTIONS
 from probe.benches.registry import task_of
-from probe.report.run import temperature_curve
+from probe.pipeline.analysis_outputs import temperature_curve
 from probe.report.sweep import sweep_figures
 from probe.viz.figures import Figure
 from probe.viz.html import markdown_to_html, write_html

@@ -231,7 +231,7 @@ def test_a_head_bias_on_one_letter_moves_expected_but_not_debiased(
 
     # Re-analysis from the stored tables: the keys are recomputed, π_T ∝ π^(1/T), the split is
     # unchanged by T.
-    from probe.pipeline.analyze import analyze_run
+    from probe.pipeline.analysis import analyze_run
 
     hot = analyze_run(plain, {"temperature": 2.0})
     p1 = np.array(list(a["letter_prior"]["C0"].values()))

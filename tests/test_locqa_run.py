@@ -15,7 +15,7 @@ from conftest import shared_dir
 
 import probe
 from probe.errors import ProbeInputError
-from probe.pipeline.analyze import analyze_run
+from probe.pipeline.analysis import analyze_run
 from probe.prompts.parse import strip_thinking
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -109,7 +109,7 @@ def test_nonfinite_scores_stop_the_run_and_a_fixed_rerun_resumes(tmp_path: Path,
 
 def test_stored_nonfinite_scores_are_refused_by_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                              disco_csv: Path) -> None:
-    from probe.pipeline.analyze import analyze_run
+    from probe.pipeline.analysis import analyze_run
     from probe.results.scores import read_table, write_scores_arrays
 
     out = _run(tmp_path / "run", monkeypatch, disco_csv, "bench.conditions=[C0]")

@@ -163,7 +163,7 @@ def patched_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (out / "manifest.json").write_text(json.dumps(manifest))
     rows, logprobs = _pairs(out)
     _write_patching(out, logprobs, rows)
-    from probe.pipeline.analyze import analyze_run
+    from probe.pipeline.analysis import analyze_run
 
     analyze_run(out)
     return out
@@ -193,6 +193,24 @@ def test_patching_table_and_report_section(patched_run: Path) -> None:
     assert (patched_run / "figures" / "patching.png").stat().st_size > 1000
     assert 'alt="patching.png"' in (patched_run / "report.html").read_text()
 
+
+def test_the_report_assembles_what_the_analysis_stored(patched_run: Path, tmp_path: Path) -> None:
+    """The run report computes, draws and writes no analysis of its own: it shows the tables and
+    figures it is handed (here a patching table altered on purpose, and no figures)."""
+    from dataclasses import replace
+
+    from probe.report.run import RunAnalyses, write_run_report
+
+    copy = tmp_path / "run"
+    shutil.copytree(patched_run, copy)
+    stored = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.suffix in (".json", ".png")}
+    run = replace(load_run(copy), metrics=json.loads((copy / "metrics.json").read_text()))
+    table = {**json.loads((copy / "patching.json").read_text()), "n_left_out": 99}
+    write_run_report(run, "# bench\n", RunAnalyses(figures=(), lens=None, patching=table))
+    assert "99 left out" in (copy / "report.md").read_text()
+    assert "<img" not in (copy / "report.html").read_text()
+    after = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.suffix in (".json", ".png")}
+    assert after == stored
 
 def test_patching_table_at_another_temperature(patched_run: Path) -> None:
     table = patching_table(load_run(patched_run), temperature=0.5, n_boot=0, seed=0)

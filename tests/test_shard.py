@@ -22,8 +22,8 @@ import pytest
 from conftest import probe_env, shared_dir
 
 from probe.errors import ProbeInputError
-from probe.pipeline.merge import merge_shards
-from probe.pipeline.shard import Shard, shard_prompts
+from probe.pipeline.shard_merge import merge_shards
+from probe.pipeline.shard_plan import Shard, shard_prompts
 from probe.types import Prompt, RenderedPrompt
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

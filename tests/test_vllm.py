@@ -137,7 +137,7 @@ def test_whole_runs_give_the_same_metrics(tmp_path: Path) -> None:
                                "analysis.n_boot=100", "progress=false"], cwd=REPO_ROOT, env=env, capture_output=True,
                               text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr[-3000:]
-    from probe.pipeline.merge import merge_shards
+    from probe.pipeline.shard_merge import merge_shards
 
     merged = load_run(merge_shards([tmp_path / "shard0", tmp_path / "shard1"], tmp_path / "merged"))
     whole = load_run(tmp_path / "vllm")

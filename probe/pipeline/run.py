@@ -36,7 +36,7 @@ from probe.models import (
     resolve_kind,
 )
 from probe.models.memory import memory_estimate
-from probe.pipeline.analyze import analyze_run
+from probe.pipeline.analysis import analyze_run
 from probe.pipeline.claim import Claim, check_ours, claim
 from probe.pipeline.judging import (
     VerdictCache,
@@ -47,7 +47,7 @@ from probe.pipeline.judging import (
 )
 from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import provenance, run_key
-from probe.pipeline.shard import output_checksums, shard_prompts
+from probe.pipeline.shard_plan import output_checksums, shard_prompts
 from probe.pipeline.spec import RunConfig
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
@@ -163,7 +163,7 @@ def _let_go(held: Claim) -> None:
 
 def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: bool) -> list[RenderedPrompt]:
     """Every prompt, or with `bench.shard=i/n` the shard's: whole units of the backend's plan
-    over all prompts, whole items (`probe.pipeline.shard`)."""
+    over all prompts, whole items (`probe.pipeline.shard_plan`)."""
     ref = cfg.bench
     if ref.shard is None:
         return list(rendered)

@@ -19,7 +19,7 @@ from probe.judges import JudgeSpec
 from probe.metrics.core import MAX_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
-from probe.pipeline.shard import Shard
+from probe.pipeline.shard_plan import Shard
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class BenchRef:
     spec: Any
     module: str | None = None
     shard: Shard | None = None
-    """`bench.shard=i/n`: this run scores one of n slices of whole items (`probe.pipeline.shard`)."""
+    """`bench.shard=i/n`: this run scores one of n slices of whole items (`probe.pipeline.shard_plan`)."""
 
     def record(self) -> dict[str, Any]:
         """The bench config as recorded in the run key and manifest (complete, with defaults; the

@@ -13,7 +13,7 @@ import numpy as np
 from probe.benches.task import Column, Task
 from probe.metrics.core import get_path
 from probe.report.entries import RunEntry, is_number, value
-from probe.report.paired import delta_cell, p_cell, paired_or_reason
+from probe.report.paired_runs import delta_cell, p_cell, paired_or_reason
 from probe.viz.figures import Figure, num, pyplot, save
 
 

@@ -30,7 +30,7 @@ from probe.report.entries import (
     unfinished_reason,
     value,
 )
-from probe.report.paired import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
+from probe.report.paired_runs import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
 from probe.report.steering import steering_figures, steering_table
 from probe.results.io import write_csv, write_table
 from probe.results.run import Run, load_run

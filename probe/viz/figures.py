@@ -113,6 +113,10 @@ def heatmap(ax: Any, fig: Any, data: np.ndarray, rows: Sequence[str], cols: Sequ
     fig.colorbar(im, ax=ax, label=label)
 
 
+LENS_CAPTION = ("Logit lens: the culture distribution and the letter-position probabilities read out after "
+                "every layer.")
+
+
 def plot_layers(table: dict[str, Any], path: Path) -> None:
     """Two panels over layers: group shares (CSD) and letter-position probabilities."""
     plt = pyplot()

@@ -10,6 +10,12 @@ import numpy as np
 from probe.metrics.patching import POOLED
 from probe.viz.figures import num, pyplot, write_png
 
+PATCHING_CAPTION = ("Activation patching: the residual stream at the answer position after each layer is copied from "
+                    "the cued (source) prompt into the uncued (destination) prompt. Share restored = (CR_patched − "
+                    "CR_dest) / (CR_source − CR_dest), CR = mean probability of the cued culture's option: 0 = the "
+                    "patch moves nothing, 1 = it carries the whole cue effect. Thin lines: one per culture; bold: "
+                    "all pairs, with its 95% item-bootstrap band.")
+
 
 def plot_patching(table: dict[str, Any], path: Path) -> None:
     """Share restored against layer: a thin line per culture, the pooled line bold with its 95%

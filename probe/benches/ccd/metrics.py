@@ -9,16 +9,18 @@ cyclic (10 rotations per item) and Latin-square (one ordering per item) runs sha
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from probe.benches.ccd.data import CLUSTERS, DOMAINS
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, expected_greedy_ci, gini, ratio, wsum
+from probe.metrics.core import AnalysisOptions, expected_greedy_ci, gini, ratio, symmetric_kl, wsum
 from probe.results.scores import ScoreTable
 
 """Display order of the published domains; other domain labels follow, sorted."""
@@ -211,3 +213,23 @@ def pluralism(judgements: Sequence[Mapping[str, Any]], top: int = 10) -> dict[st
     return {"rate": float(np.mean([len(d) >= 2 for d in judged])) if judged else float("nan"),
             "n_rationales": len(judged), "n_judge_errors": len(rows) - len(judged),
             "top_pairs": [[a, b, n] for (a, b), n in ranked]}
+
+
+def run_shares(run_dir: Path, flavour: str = "expected") -> dict[str, float]:
+    """A CCD run's cluster shares from its `metrics.json`."""
+    path = Path(run_dir) / "metrics.json"
+    if not path.is_file():
+        raise ProbeInputError(f"{run_dir}: no metrics.json; is this a finished probe run?")
+    metrics = json.loads(path.read_text())
+    block = metrics.get(flavour) or {}
+    if "shares" not in block:
+        why = "its letter prior could not be estimated (see `letter_prior_estimator` in metrics.json)" if (
+            flavour == "debiased" and "debiased" in metrics and metrics["debiased"] is None) else "not a CCD-Bench run?"
+        raise ProbeInputError(f"{path}: no `{flavour}.shares` ({why})")
+    return block["shares"]
+
+
+def sym_kl_between_runs(run_a: Path, run_b: Path, flavour: str = "expected", eps: float = 1e-10) -> float:
+    """Symmetrized KL (paper eq. 5: ½[KL(p‖q) + KL(q‖p)], ε added) between two runs' cluster
+    distributions; the distance behind the sweep's average-linkage dendrogram."""
+    return symmetric_kl(run_shares(run_a, flavour), run_shares(run_b, flavour), eps)

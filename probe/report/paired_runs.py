@@ -1,18 +1,12 @@
-"""Differences between two runs of one benchmark, with paired bootstrap intervals.
-
-Every run of a benchmark answers the same items, so the difference of a metric between two
-runs is best judged by resampling the *same* items for both: per-item variation common to
-both runs (hard items, one culture's unusual item) cancels in the difference, and the interval
-is narrower than two independent bootstraps would give, and right. The runs' own metric code
-computes the replicates (`probe.metrics.core.capture_replicates`): each bench resamples its
-units (items; LocQA's templates) in sorted-id order from one seed, so two runs with the same
-units and seed see identical resamples, and `a − b` per replicate is the paired bootstrap.
-"""
+"""Paired differences between two stored runs of one benchmark, for `python -m probe.compare` and
+the sweep and checkpoint tables: are the runs comparable (same benchmark, design, data file and
+bootstrap units), their replicates from the runs' own metric code, and the table cells. The
+statistics (intervals, p-values, Holm) are `probe.metrics.paired`'s."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,44 +16,13 @@ from probe.benches.registry import task_of
 from probe.benches.task import Task
 from probe.config import build
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, capture_replicates, get_path
+from probe.metrics.core import AnalysisOptions, capture_replicates
+from probe.metrics.paired import Comparison, Difference, difference, holm
 from probe.results.run import Run, load_run
 
 PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on the same items (LocQA: "
                "templates) with the first run's recorded seed and resample count; p two-sided, Holm-adjusted over "
                "the metrics of each comparison.")
-
-
-@dataclass(frozen=True)
-class Difference:
-    """`a − b` of one metric, its 95% bootstrap interval and two-sided bootstrap p-value."""
-
-    metric: str
-    block: str
-    """The metrics.json block the metric is read from (`expected`, `greedy`, `metrics`)."""
-    a: float
-    b: float
-    delta: float
-    ci95: tuple[float, float]
-    p_value: float
-    """`min(1, 2 · min(P*(Δ ≤ 0), P*(Δ ≥ 0)))` over the replicates (NaN replicates left out)."""
-    p_holm: float = float("nan")
-    """Holm-adjusted over the metrics compared together."""
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """What was compared and how; `differences` in the order asked."""
-
-    run_a: str
-    run_b: str
-    unit: str
-    n_units: int
-    n_boot: int
-    seed: int
-    temperature: float
-    paired: bool
-    differences: tuple[Difference, ...]
 
 
 def run_options(run: Run, overrides: Mapping[str, Any] | None = None) -> AnalysisOptions:
@@ -133,39 +96,11 @@ def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions,
         if block not in r:
             raise ProbeInputError(f"{run.path}: no bootstrap replicates for block {block!r}{_why_missing(m, block)}; "
                                   f"blocks: {sorted(r)}")
-    diffs = [_difference(path, block, ma, mb, ra, rb) for path in paths]
+    diffs = [difference(path, block, ma, mb, ra, rb) for path in paths]
     adjusted = holm([d.p_value for d in diffs])
     return Comparison(run_a=str(run_a.path), run_b=str(run_b.path), unit=task.unit, n_units=len(units),
                       n_boot=opts.n_boot, seed=opts.seed, temperature=opts.temperature, paired=paired,
                       differences=tuple(replace(d, p_holm=p) for d, p in zip(diffs, adjusted)))
-
-
-def _difference(path: str, block: str, ma: Mapping[str, Any], mb: Mapping[str, Any], ra: Mapping[str, Any],
-                rb: Mapping[str, Any]) -> Difference:
-    a, b = get_path(ma.get(block), path), get_path(mb.get(block), path)
-    rep_a, rep_b = get_path(ra[block], path), get_path(rb[block], path)
-    if a is None or b is None or rep_a is None or rep_b is None or isinstance(a, Mapping):
-        raise ProbeInputError(f"metric {path!r} is not a number in block {block!r} of both runs")
-    reps = np.asarray(rep_a, dtype=np.float64) - np.asarray(rep_b, dtype=np.float64)
-    reps = reps[~np.isnan(reps)]
-    if not len(reps):
-        nan = float("nan")
-        return Difference(path, block, float(a), float(b), float(a) - float(b), (nan, nan), nan)
-    lo, hi = np.percentile(reps, [2.5, 97.5])
-    p = min(1.0, 2.0 * min(float((reps <= 0).mean()), float((reps >= 0).mean())))
-    return Difference(path, block, float(a), float(b), float(a) - float(b), (float(lo), float(hi)), p)
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjustment (family-wise error over the metrics compared together);
-    NaN p-values stay NaN and do not count."""
-    order = sorted((p, i) for i, p in enumerate(pvalues) if not np.isnan(p))
-    out = [float("nan")] * len(pvalues)
-    running, m = 0.0, len(order)
-    for rank, (p, i) in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p))
-        out[i] = running
-    return out
 
 
 def paired_or_reason(path_a: Path, path_b: Path, paths: Sequence[str]) -> tuple[dict[str, Difference], str | None]:

@@ -1,56 +1,25 @@
-"""Recompute `metrics.json`, `report.md` and `report.html` of a run directory from its stored
-tables (no model): the bench's task says how."""
+"""The analysis step of a run, a shard merge and `python -m probe.analyze`: `metrics.json`,
+what the report shows and the report itself, recomputed from the stored tables (no model); the
+bench's task says how."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from probe.benches.registry import task_of
-from probe.benches.task import Task
-from probe.config import build
-from probe.errors import ProbeInputError
 from probe.files import refuse_links_inside, write_json, write_text
-from probe.metrics.core import AnalysisOptions
-from probe.pipeline.spec import AnalysisSpec
+from probe.pipeline.analysis_outputs import run_analyses
+from probe.pipeline.stored_run import analysis_spec, open_run
 from probe.report.run import write_run_report
-from probe.results.run import Run, load_run
 from probe.viz.html import write_html
 
 
-def analysis_spec(manifest: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> AnalysisSpec:
-    """The run's recorded analysis options, updated by metric-option `overrides` (checked like the
-    config; options that change the forward pass need a new run)."""
-    metric_options = {f.name for f in fields(AnalysisOptions)}
-    fixed = sorted(set(overrides or {}) - metric_options)
-    if fixed and set(fixed) <= {f.name for f in fields(AnalysisSpec)}:
-        raise ProbeInputError(f"analysis: {fixed} change what the model's forward pass records, so a stored run "
-                              f"cannot be re-analysed with them; re-analysis takes {sorted(metric_options)}")
-    return build(AnalysisSpec, {**manifest.get("analysis", {}), **dict(overrides or {})}, "analysis")
-
-
-def open_run(path: Path) -> tuple[Run, Task]:
-    """A stored run with its bench's metrics attached (`run.recompute_metrics` works)."""
-    manifest_path = Path(path) / "manifest.json"
-    if not manifest_path.is_file():
-        raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
-    task = task_of(json.loads(manifest_path.read_text()))
-
-    def metrics(run: Run, mask: np.ndarray | None, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-        return task.metrics(run, mask, analysis_spec(run.manifest, overrides).options)
-
-    return load_run(path, metrics_fn=metrics), task
-
-
 def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Compute metrics from the stored tables, write `metrics.json`, `report.md` and
-    `report.html`, return metrics.
+    """Compute metrics from the stored tables, write `metrics.json`, the lens and patching
+    tables and the figures (`analysis_outputs`), then `report.md` and `report.html`; return metrics.
 
     `analysis` overrides the analysis options recorded in the manifest (e.g. a temperature);
     the results then go to `metrics-<key>=<value>.json`, `report-….md` and `report-….html`
@@ -73,7 +42,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
         write_html(run_dir / f"report{suffix}.html", f"{metrics['bench']} — {metrics['model']} ({label})", report,
                    task.figures(run, run_dir / "figures" / label))
         return metrics
-    write_run_report(run, task, report)
+    write_run_report(run, report, run_analyses(run, task, opts))
     manifest = dict(run.manifest)
     manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
     write_json(run_dir / "manifest.json", manifest)

@@ -27,9 +27,9 @@ from probe.backends.trie import unique_token_count
 from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
 from probe.files import write_json, write_text
-from probe.pipeline.analyze import analyze_run
+from probe.pipeline.analysis import analyze_run
 from probe.pipeline.claim import claim
-from probe.pipeline.shard import check_outputs
+from probe.pipeline.shard_plan import check_outputs
 from probe.report.summary import run_summary
 from probe.results.generations import read_judgements, write_judgements
 from probe.results.io import write_table
