@@ -3,7 +3,6 @@ tables (no model): the bench's task says how."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import fields, replace
@@ -20,11 +19,12 @@ from probe.files import refuse_links_inside, write_json, write_text
 from probe.metrics.core import AnalysisOptions
 from probe.pipeline.spec import AnalysisSpec
 from probe.report.run import write_run_report
+from probe.results.manifest import Manifest, read_manifest, write_manifest
 from probe.results.run import Run, load_run
 from probe.viz.html import write_html
 
 
-def analysis_spec(manifest: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> AnalysisSpec:
+def analysis_spec(manifest: Manifest, overrides: Mapping[str, Any] | None = None) -> AnalysisSpec:
     """The run's recorded analysis options, updated by metric-option `overrides` (checked like the
     config; options that change the forward pass need a new run)."""
     metric_options = {f.name for f in fields(AnalysisOptions)}
@@ -32,15 +32,14 @@ def analysis_spec(manifest: Mapping[str, Any], overrides: Mapping[str, Any] | No
     if fixed and set(fixed) <= {f.name for f in fields(AnalysisSpec)}:
         raise ProbeInputError(f"analysis: {fixed} change what the model's forward pass records, so a stored run "
                               f"cannot be re-analysed with them; re-analysis takes {sorted(metric_options)}")
-    return build(AnalysisSpec, {**manifest.get("analysis", {}), **dict(overrides or {})}, "analysis")
+    return build(AnalysisSpec, {**(manifest.analysis or {}), **dict(overrides or {})}, "analysis")
 
 
 def open_run(path: Path) -> tuple[Run, Task]:
     """A stored run with its bench's metrics attached (`run.recompute_metrics` works)."""
-    manifest_path = Path(path) / "manifest.json"
-    if not manifest_path.is_file():
+    if not (Path(path) / "manifest.json").is_file():
         raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
-    task = task_of(json.loads(manifest_path.read_text()))
+    task = task_of(read_manifest(Path(path)))
 
     def metrics(run: Run, mask: np.ndarray | None, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
         return task.metrics(run, mask, analysis_spec(run.manifest, overrides).options)
@@ -60,7 +59,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     refuse_links_inside(Path(run_dir))  # before any file is written: a planted `figures/` link is refused here
     run, task = open_run(run_dir)
     opts = analysis_spec(run.manifest, analysis).options
-    metrics: dict[str, Any] = {"bench": run.manifest["bench"]["name"], "model": run.manifest["model"]["name"],
+    metrics: dict[str, Any] = {"bench": run.manifest.bench.name, "model": run.manifest.model.name,
                                **task.metrics(run, None, opts)}
     suffix = suffix_of(analysis)
     # Overrides are a re-analysis: written beside the run's own metrics, never over them.
@@ -74,9 +73,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
                    task.figures(run, run_dir / "figures" / label))
         return metrics
     write_run_report(run, task, report)
-    manifest = dict(run.manifest)
-    manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
-    write_json(run_dir / "manifest.json", manifest)
+    write_manifest(run_dir, run.manifest.with_timing("analysis_s", time.perf_counter() - t0))
     return metrics
 
 

@@ -98,7 +98,7 @@ def _settles(lens: dict) -> str:
 def patching_section(run: Run) -> str:
     """Per-layer share of the cue effect restored by activation patching (pooled, with CIs), with
     its table (`patching.json`) and figure (`figures/patching.png`), at the run's analysis options."""
-    analysis, default = run.manifest.get("analysis") or {}, AnalysisOptions()
+    analysis, default = run.manifest.analysis or {}, AnalysisOptions()
     n_boot = int(analysis.get("n_boot", default.n_boot))
     result = patching_table(run, float(analysis.get("temperature", default.temperature)), n_boot,
                             int(analysis.get("seed", default.seed)))
@@ -168,6 +168,6 @@ def temperature_curve(run: Run, task: Task, temperatures: Sequence[float], out_d
         ax.set(xlabel="temperature T", ylabel=label, title=label)
         ax.title.set_fontsize(9)
         ax.legend(fontsize=7)
-    fig.suptitle(f"{(run.metrics or {}).get('model', run.manifest['model']['name'])}: metrics vs temperature",
+    fig.suptitle(f"{(run.metrics or {}).get('model', run.manifest.model.name)}: metrics vs temperature",
                  fontsize=10)
     return save(fig, Path(out_dir), "temperature_curve.png", CURVE_CAPTION)
