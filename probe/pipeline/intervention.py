@@ -159,8 +159,9 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
     other = manifest.model
     # a local directory is compared by path (and whatever revision it records), not by its weights
     for k in ("hub_id", "revision", "commit", "gguf_sha256", "tiny"):
-        if getattr(other, k) != model_record.get(k):
-            raise ProbeInputError(f"intervention.vectors={path}: made with another model ({k}: {getattr(other, k)!r}, this "
+        theirs = getattr(other, k)
+        if theirs != model_record.get(k):
+            raise ProbeInputError(f"intervention.vectors={path}: made with another model ({k}: {theirs!r}, this "
                                   f"run: {model_record.get(k)!r}); steering vectors belong to one model")
     vectors = steering_vectors(path, layer, spec.source, spec.dest)
     if spec.culture not in vectors:

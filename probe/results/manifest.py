@@ -298,7 +298,8 @@ def merge_manifests(shards: Sequence[ShardSource], n_prompts: int, unique_tokens
 
 def _summed_timings(shards: Sequence[ShardSource], n_prompts: int, resumed: int | None) -> dict[str, Any]:
     t = [s.manifest.timings for s in shards]
-    timings: dict[str, Any] = {"load_s": sum(x.load_s or 0.0 for x in t), "scoring_s": sum(x.scoring_s or 0.0 for x in t),
+    timings: dict[str, Any] = {"load_s": sum(x.load_s or 0.0 for x in t),
+                               "scoring_s": sum(x.scoring_s or 0.0 for x in t),
                                "scoring_wall_s": sum(x.scoring_wall_s or 0.0 for x in t)}
     wall = timings["scoring_wall_s"]
     timings["prompts_per_s"] = (n_prompts - (resumed or 0)) / wall if wall else None
