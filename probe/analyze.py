@@ -10,7 +10,6 @@ are printed.
 
 from __future__ import annotations
 
-import json
 import sys
 
 from probe import cli
@@ -19,6 +18,7 @@ from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
 from probe.pipeline.analysis import analyze_run, suffix_of
 from probe.report.summary import run_summary
+from probe.results.manifest import read_manifest
 
 USAGE = f"{__doc__}\nOptions (defaults: the values recorded in the run's manifest):\n" \
         f"{cli.options_help(AnalysisOptions, 'analysis.')}"
@@ -30,7 +30,7 @@ def _body(argv: list[str]) -> int:
         raise ProbeInputError(f"expected one run directory, got {[str(p) for p in command.paths]}")
     run_dir = command.paths[0]
     metrics = analyze_run(run_dir, command.overrides)
-    task = task_of(json.loads((run_dir / "manifest.json").read_text()))
+    task = task_of(read_manifest(run_dir))
     options = "".join(f", analysis.{k}={v}" for k, v in sorted(command.overrides.items()))
     suffix = suffix_of(command.overrides)
     print(f"probe.analyze: {metrics['n_prompts']} prompts of {run_dir}{options}\n{run_summary(task, metrics)}\n"

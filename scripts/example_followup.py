@@ -33,7 +33,7 @@ def main() -> None:
     culture = first_layer_within(table, args.bits)
     letters = first_layer_within(table, args.bits, "letter_jsd_to_final")
     n_layers = len(table["csd"])
-    print(f"{run.manifest['model']['name']} on {run.manifest['bench']['name']}: {n_layers} layers")
+    print(f"{run.manifest.model.name} on {run.manifest.bench.name}: {n_layers} layers")
     print(f"the {condition or 'overall'} culture distribution is within {args.bits} bits (JSD) of the final "
           f"layer's from layer {culture} on; the letter distribution (per prompt, averaged) from layer {letters} on")
     final = table["csd"][-1]

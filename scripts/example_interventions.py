@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.patched:
         run = probe.load_run(args.patched)
-        table = patching_table(run, temperature=run.manifest["analysis"]["temperature"], n_boot=200, seed=0)
+        table = patching_table(run, temperature=run.manifest.temperature, n_boot=200, seed=0)
         print(f"activation patching {table['source']} → {table['dest']}, {table['n_pairs']['all']} pairs")
         for layer, share, ci in zip(table["layers"], table["restored"]["all"], table["ci95"]["all"]):
             print(f"  layer {layer:3d}: restored {_num(share)}  [{_num(ci[0])}, {_num(ci[1])}]")

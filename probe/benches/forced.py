@@ -38,7 +38,7 @@ Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
 
 def is_generation_run(run: Run) -> bool:
     """Whether the run decoded text (`backend.mode=generate`) instead of reading letter log-probs."""
-    return run.manifest["backend"].get("mode") == "generate"
+    return run.manifest.backend.mode == "generate"
 
 
 def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarray | None, AnalysisOptions],
@@ -50,7 +50,7 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
     report the letter mass and how often the full-vocabulary argmax is a letter.
     """
     def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
-        spec = bench_spec(spec_type, run.manifest["bench"]["config"])
+        spec = bench_spec(spec_type, run.manifest.bench.config)
         out: dict[str, Any] = {}
         if is_generation_run(run):
             table, invalid = read_generation_table(run.path, run.letters)

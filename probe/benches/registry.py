@@ -8,14 +8,13 @@ plus one bench config naming its `kind` (and, when the module is not part of pro
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import Any
 
 from probe.benches.ccd.task import TASK as _CCD
 from probe.benches.disco.task import TASK as _DISCO
 from probe.benches.locqa.task import TASK as _LOCQA
 from probe.benches.task import Task
 from probe.errors import ProbeInputError
+from probe.results.manifest import Manifest
 
 BUILTIN: tuple[Task, ...] = (_DISCO, _CCD, _LOCQA)
 """The benches shipped with probe (their configs are generated into `probe/conf/bench/`)."""
@@ -44,11 +43,10 @@ def get_task(kind: str, module: str | None = None) -> Task:
     return _TASKS[kind]
 
 
-def task_of(manifest: Mapping[str, Any]) -> Task:
+def task_of(manifest: Manifest) -> Task:
     """The task a stored run was made with, from its manifest's bench record (importing the
     module that registered a bench defined outside probe)."""
-    bench = manifest["bench"]
-    return get_task(bench["kind"], (bench.get("config") or {}).get("module"))
+    return get_task(str(manifest.bench.kind), manifest.bench.module)
 
 
 def tasks() -> tuple[Task, ...]:

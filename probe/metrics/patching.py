@@ -159,7 +159,7 @@ def patching_table(run: Run, temperature: float, n_boot: int, seed: int) -> dict
     p_source = choice_probs(table.logprobs[src], temperature)[rows, j]
     p_patched = choice_probs(logprobs, temperature)[rows, :, j]  # [pair, layer]
     share = restored_share(p_dest[keep], p_source[keep], p_patched[keep], target[keep], item_id[keep], n_boot, seed)
-    intervention = run.manifest.get("intervention") or {}
+    intervention = run.manifest.intervention or {}
     return {"source": intervention.get("source"), "dest": intervention.get("dest"), "layers": layers.tolist(),
             "temperature": float(temperature), "bootstrap": {"n_boot": int(n_boot), "seed": int(seed), "unit": "item"},
             "n_left_out": int((~keep).sum()), **share}

@@ -14,6 +14,7 @@ from probe.files import refuse_links_inside, write_json, write_text
 from probe.pipeline.analysis_outputs import run_analyses
 from probe.pipeline.stored_run import analysis_spec, open_run
 from probe.report.run import write_run_report
+from probe.results.manifest import write_manifest
 from probe.viz.html import write_html
 
 
@@ -29,7 +30,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
     refuse_links_inside(Path(run_dir))  # before any file is written: a planted `figures/` link is refused here
     run, task = open_run(run_dir)
     opts = analysis_spec(run.manifest, analysis).options
-    metrics: dict[str, Any] = {"bench": run.manifest["bench"]["name"], "model": run.manifest["model"]["name"],
+    metrics: dict[str, Any] = {"bench": run.manifest.bench.name, "model": run.manifest.model.name,
                                **task.metrics(run, None, opts)}
     suffix = suffix_of(analysis)
     # Overrides are a re-analysis: written beside the run's own metrics, never over them.
@@ -43,9 +44,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None) -> dic
                    task.figures(run, run_dir / "figures" / label))
         return metrics
     write_run_report(run, report, run_analyses(run, task, opts))
-    manifest = dict(run.manifest)
-    manifest.setdefault("timings", {})["analysis_s"] = time.perf_counter() - t0
-    write_json(run_dir / "manifest.json", manifest)
+    write_manifest(run_dir, run.manifest.with_timing("analysis_s", time.perf_counter() - t0))
     return metrics
 
 

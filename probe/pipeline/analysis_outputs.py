@@ -84,5 +84,5 @@ def temperature_curve(run: Run, task: Task, temperatures: Sequence[float], out_d
             series.append(CurveSeries(column.label, expected, greedy))
     if not series:
         return None
-    model = (run.metrics or {}).get("model", run.manifest["model"]["name"])
+    model = (run.metrics or {}).get("model", run.manifest.model.name)
     return plot_temperature_curve(temps, series, model, out_dir)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from probe.backends.base import Patcher
 from probe.errors import ProbeInputError
+from probe.results.manifest import read_manifest
 from probe.types import LetterIds, RenderedPrompt
 
 if TYPE_CHECKING:  # torch only when a steered run is built: configs and confgen stay light
@@ -152,15 +152,16 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
     path = Path(spec.vectors)
     if not (path / "DONE").is_file() or not (path / "manifest.json").is_file():
         raise ProbeInputError(f"intervention.vectors={path}: not a finished probe run (no DONE / manifest.json)")
-    manifest = json.loads((path / "manifest.json").read_text())
-    if manifest.get("intervention"):
+    manifest = read_manifest(path)
+    if manifest.intervention:
         raise ProbeInputError(f"intervention.vectors={path}: that run was itself made with "
-                              f"intervention={manifest['intervention'].get('name')}; vectors come from a plain run")
-    other = manifest.get("model", {})
+                              f"intervention={manifest.intervention.get('name')}; vectors come from a plain run")
+    other = manifest.model
     # a local directory is compared by path (and whatever revision it records), not by its weights
     for k in ("hub_id", "revision", "commit", "gguf_sha256", "tiny"):
-        if other.get(k) != model_record.get(k):
-            raise ProbeInputError(f"intervention.vectors={path}: made with another model ({k}: {other.get(k)!r}, this "
+        theirs = getattr(other, k)
+        if theirs != model_record.get(k):
+            raise ProbeInputError(f"intervention.vectors={path}: made with another model ({k}: {theirs!r}, this "
                                   f"run: {model_record.get(k)!r}); steering vectors belong to one model")
     vectors = steering_vectors(path, layer, spec.source, spec.dest)
     if spec.culture not in vectors:

@@ -27,7 +27,7 @@ from probe.backends.trie import unique_tokens
 from probe.backends.units import work_units
 from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError, os_errors
-from probe.files import make_dirs, write_json, write_text
+from probe.files import make_dirs, write_text
 from probe.models import (
     LoadedModel,
     cache_root,
@@ -53,6 +53,7 @@ from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.report.summary import run_summary
 from probe.results.generations import write_generations, write_judgements
+from probe.results.manifest import ShardRecord, new_manifest, read_manifest, write_manifest
 from probe.results.mech import ActivationWriter
 from probe.results.parts import PartStore
 from probe.results.scores import ScoreWriter, write_prompts
@@ -123,29 +124,25 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
 
     stats = backend.stats
-    manifest = {
-        **provenance(cfg, loaded, settings, letter_ids, bench),
-        "backend": {**asdict(cfg.backend), "n_batches": stats.n_batches,
-                    "batch_sizes": {str(k): v for k, v in sorted(stats.batch_sizes.items())},
-                    "oom_splits": stats.oom_splits, "head_check": stats.head_check,
-                    "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
-                    "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
-                    "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
-                    "resumed_prompts": resumed,
-                    **_prefix_cache(backend, cfg.backend.name == "vllm")},
-        "timings": {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
-                    "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
-                    **patching},
-        **notes,
-    }
-    if prepared.record is not None:
-        manifest["intervention"] = prepared.record
-    if ref.shard is not None:
-        manifest["shard"] = {"index": ref.shard.index, "count": ref.shard.count, "n_prompts": len(own),
-                             "n_items": len({r.prompt.item_id for r in own}), "sha256": output_checksums(out)}
-        write_json(out / "manifest.json", manifest)
+    work = {**asdict(cfg.backend), "n_batches": stats.n_batches,
+            "batch_sizes": {str(k): v for k, v in sorted(stats.batch_sizes.items())},
+            "oom_splits": stats.oom_splits, "head_check": stats.head_check,
+            "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
+            "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
+            "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
+            "resumed_prompts": resumed,
+            **_prefix_cache(backend, cfg.backend.name == "vllm")}
+    timings = {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
+               "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
+               **patching}
+    shard = None if ref.shard is None else ShardRecord(
+        index=ref.shard.index, count=ref.shard.count, n_prompts=len(own),
+        n_items=len({r.prompt.item_id for r in own}), sha256=output_checksums(out))
+    manifest = new_manifest(provenance(cfg, loaded, settings, letter_ids, bench), work, timings, notes,
+                            prepared.record, shard)
+    write_manifest(out, manifest)
+    if shard is not None:
         return _finish_shard(cfg, held)
-    write_json(out / "manifest.json", manifest)
     metrics = analyze_run(out)
     write_text(out / "DONE", "complete\n")  # written last: its presence means every file is final
     for parts in ("scores.parts", "generations.parts", "judgements.parts", "patching.parts"):  # kept until DONE: a kill in
@@ -254,15 +251,14 @@ def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
     """A finished run asked for with other analysis options, or whose metrics are missing, is
     re-analysed from its stored tables (the scores do not depend on them); with the same
     options and its metrics in place there is nothing to do."""
-    manifest = json.loads((cfg.out_dir / "manifest.json").read_text())
-    same = manifest.get("analysis") == json.loads(json.dumps(asdict(cfg.analysis)))  # tuples as stored: lists
+    manifest = read_manifest(cfg.out_dir)
+    same = manifest.analysis == json.loads(json.dumps(asdict(cfg.analysis)))  # tuples as stored: lists
     if same and (cfg.out_dir / "metrics.json").is_file():
         log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
         return
     log.info("%s is complete; re-analysing its stored tables %s", cfg.out_dir,
              "(metrics.json was missing)" if same else "with the new analysis options")
-    manifest["analysis"] = asdict(cfg.analysis)
-    write_json(cfg.out_dir / "manifest.json", manifest)
+    write_manifest(cfg.out_dir, manifest.with_analysis(asdict(cfg.analysis)))
     analyze_run(cfg.out_dir)
 
 

@@ -14,7 +14,6 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,34 +25,31 @@ from safetensors import safe_open
 from probe.backends.trie import unique_token_count
 from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
-from probe.files import write_json, write_text
+from probe.files import write_text
 from probe.pipeline.analysis import analyze_run
 from probe.pipeline.claim import claim
 from probe.pipeline.shard_plan import check_outputs
 from probe.report.summary import run_summary
 from probe.results.generations import read_judgements, write_judgements
 from probe.results.io import write_table
+from probe.results.manifest import Manifest, ShardSource, merge_manifests, read_manifest, write_manifest
 from probe.results.mech import ActivationWriter, write_lens
 from probe.results.scores import argmax_columns, write_scores_arrays
 
 log = logging.getLogger(__name__)
-
-COUNTERS = ("n_batches", "oom_splits", "tokens_computed", "padded_tokens", "resumed_prompts", "prompt_tokens")
-SAME_EVERYWHERE = ("git_commit", "packages", "python", "device", "probe_version", "analysis")
-"""Provenance that shards should share for bitwise-equal scores; differences become warnings."""
-
 
 @dataclass(frozen=True)
 class ShardDir:
     """A finished shard's directory and what it recorded."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     key: dict[str, Any]
 
     @property
     def index(self) -> int:
-        return int(self.manifest["shard"]["index"])
+        assert self.manifest.shard is not None, "read as a shard"
+        return int(self.manifest.shard.index)
 
 
 def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
@@ -70,7 +66,7 @@ def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
         raise ProbeInputError("no shard directories given")
     key = _unsharded_key(shards)
     _check_set(shards)
-    n_prompts = int(shards[0].manifest["bench"]["n_prompts"])
+    n_prompts = int(shards[0].manifest.bench.n_prompts or 0)
     prompts = _concat(shards, "prompts.parquet")
     ids = prompts.column("prompt_id").to_numpy()
     if not np.array_equal(ids, np.arange(n_prompts)):
@@ -85,7 +81,7 @@ def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
     write_table(out / "prompts.parquet", prompts)
     _merge_outputs(shards, out, ids, present, tables)
     manifest = _manifest(shards, prompts)
-    write_json(out / "manifest.json", manifest)
+    write_manifest(out, manifest)
     metrics = analyze_run(out)
     write_text(out / "DONE", "complete\n")
     held.release()
@@ -134,22 +130,22 @@ def _read(path: Path) -> ShardDir:
             raise ProbeInputError(f"{path}: shard {shard} is not finished (no DONE); rerun it with the same "
                                   "command to resume it")
         raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
-    manifest = json.loads(manifest_path.read_text())
-    if "shard" not in manifest:
+    manifest = read_manifest(path)
+    if manifest.shard is None:
         raise ProbeInputError(f"{path}: not a shard (its run was not started with bench.shard=i/n)")
-    shard = f"shard {manifest['shard']['index']}/{manifest['shard']['count']}"
+    shard = f"shard {manifest.shard.index}/{manifest.shard.count}"
     if not (path / "DONE").is_file():
         raise ProbeInputError(f"{path}: {shard} is not finished (no DONE); rerun it with the same command to resume it")
     check_outputs(path, manifest)
-    answers = "generations.parquet" if manifest["backend"].get("mode") == "generate" else "scores.parquet"
+    answers = "generations.parquet" if manifest.backend.mode == "generate" else "scores.parquet"
     if not (path / answers).is_file():  # its checksums say it never had them: a manifest edited or not probe's
-        raise ProbeInputError(f"{path}: {shard} holds no {answers}, which a {manifest['backend'].get('mode')} run "
+        raise ProbeInputError(f"{path}: {shard} holds no {answers}, which a {manifest.backend.mode} run "
                               "writes; score the shard again (remove its directory and rerun its command)")
     return ShardDir(path, manifest, json.loads(key_path.read_text()))
 
 
 def _check_set(shards: Sequence[ShardDir]) -> None:
-    counts = sorted({int(s.manifest["shard"]["count"]) for s in shards})
+    counts = sorted({int(s.manifest.shard.count) for s in shards if s.manifest.shard is not None})
     if len(counts) > 1:
         raise ProbeInputError(f"the shards split the run in different ways (n = {counts})")
     n = counts[0]
@@ -242,7 +238,7 @@ def _header(path: Path) -> dict[str, Any]:
 def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray, present: set[str],
                    tables: dict[str, pa.Table]) -> None:
     """Scores (with lens and activations) or generations (with verdicts), rows in prompt-id order."""
-    letters = shards[0].manifest["letters"]
+    letters = list(shards[0].manifest.letters)
     if "scores.parquet" in present:
         scores = tables["scores.parquet"]
         lp = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(len(ids), -1)
@@ -284,45 +280,11 @@ def _merge_activations(shards: Sequence[ShardDir], out: Path, ids: np.ndarray) -
     writer.close()
 
 
-def _manifest(shards: Sequence[ShardDir], prompts: pa.Table) -> dict[str, Any]:
-    """Shard 0's manifest without the shard; counters and timings summed, each shard's kept."""
-    manifest = copy.deepcopy(shards[0].manifest)
-    manifest.pop("shard")
-    manifest["bench"]["config"].pop("shard", None)
-    backend = manifest["backend"]
-    for name in COUNTERS:
-        values = [s.manifest["backend"].get(name) for s in shards]
-        backend[name] = None if any(v is None for v in values) else sum(values)
-    sizes: dict[str, int] = {}
-    for s in shards:
-        for k, v in s.manifest["backend"].get("batch_sizes", {}).items():
-            sizes[k] = sizes.get(k, 0) + v
-    backend["batch_sizes"] = dict(sorted(sizes.items(), key=lambda kv: int(kv[0])))
-    backend["unique_tokens"] = unique_token_count([np.asarray(t) for t in prompts.column("token_ids").to_pylist()])
-    timings = {name: sum(s.manifest["timings"].get(name) or 0.0 for s in shards)
-               for name in ("load_s", "scoring_s", "scoring_wall_s")}
-    wall = timings["scoring_wall_s"]
-    timings["prompts_per_s"] = (prompts.num_rows - (backend["resumed_prompts"] or 0)) / wall if wall else None
-    manifest["timings"] = timings
-    manifest["merged"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    manifest["merged_from"] = [{"path": str(s.path.resolve()), "shard": f"{s.index}/{len(shards)}",
-                                **{k: s.manifest.get(k) for k in ("created", *SAME_EVERYWHERE)},
-                                "n_prompts": s.manifest["shard"]["n_prompts"], "timings": s.manifest["timings"],
-                                "backend": {k: s.manifest["backend"].get(k) for k in COUNTERS}} for s in shards]
-    warnings = [f"shards differ in {k}: " + ", ".join(f"{s.index}: {s.manifest.get(k)}" for s in shards)
-                for k in SAME_EVERYWHERE if any(s.manifest.get(k) != shards[0].manifest.get(k) for s in shards)]
-    devices = {s.key["backend"].get("device") for s in shards}
-    if len(devices) > 1:
-        warnings.append(f"shards ran with backend.device {sorted(map(str, devices))}")
-    split = [s.index for s in shards if s.manifest["backend"].get("oom_splits")]
-    if split:
-        warnings.append(f"shards {split} halved passes after running out of memory: their batches differ from "
-                        "the plan, so their scores may differ from an unsharded run's in the last bits")
-    for name in ("prefix_cache_hit_rate", "prefix_cache_limit"):  # vLLM: weighted by each shard's prompt tokens
-        values = [(s.manifest["backend"].get(name), s.manifest["backend"].get("prompt_tokens") or 0) for s in shards]
-        if all(v is not None for v, _ in values) and sum(w for _, w in values):
-            backend[name] = sum(v * w for v, w in values) / sum(w for _, w in values)
-    for w in warnings:
+def _manifest(shards: Sequence[ShardDir], prompts: pa.Table) -> Manifest:
+    """The merged run's manifest (`merge_manifests`), its warnings logged."""
+    unique = unique_token_count([np.asarray(t) for t in prompts.column("token_ids").to_pylist()])
+    manifest = merge_manifests([ShardSource(s.path, s.manifest, s.key["backend"].get("device")) for s in shards],
+                               prompts.num_rows, unique)
+    for w in manifest.merge_warnings or ():
         log.warning("%s (scores are bitwise those of one run only where these agree)", w)
-    manifest["merge_warnings"] = warnings
     return manifest

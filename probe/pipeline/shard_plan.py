@@ -13,15 +13,15 @@ before `DONE`; the merge reads a shard only when its files are exactly those, un
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
+from probe.results.manifest import Manifest
 from probe.types import RenderedPrompt
 
 _FORM = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
@@ -96,13 +96,14 @@ def output_checksums(run_dir: Path) -> dict[str, str]:
     return {name: sha256_file(run_dir / name) for name in SHARD_FILES if (run_dir / name).is_file()}
 
 
-def check_outputs(run_dir: Path, manifest: Mapping[str, Any]) -> None:
+def check_outputs(run_dir: Path, manifest: Manifest) -> None:
     """Raise `ProbeInputError` naming the shard and the file unless the shard's output files are
     exactly those its manifest recorded at `DONE`, byte for byte."""
-    shard = manifest["shard"]
-    name = f"{run_dir}: shard {shard['index']}/{shard['count']}"
+    shard = manifest.shard
+    assert shard is not None, "only a shard's manifest records its outputs"
+    name = f"{run_dir}: shard {shard.index}/{shard.count}"
     again = "score the shard again (remove its directory and rerun its command)"
-    recorded = shard.get("sha256")
+    recorded = shard.sha256
     if not isinstance(recorded, dict):
         raise ProbeInputError(f"{name} records no checksums of its outputs (finished by an older probe); {again}")
     for file in SHARD_FILES:

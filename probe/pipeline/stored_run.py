@@ -4,7 +4,6 @@ with (`analysis_spec`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -18,10 +17,11 @@ from probe.config import build
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
 from probe.pipeline.spec import AnalysisSpec
+from probe.results.manifest import Manifest, read_manifest
 from probe.results.run import Run, load_run
 
 
-def analysis_spec(manifest: Mapping[str, Any], overrides: Mapping[str, Any] | None = None) -> AnalysisSpec:
+def analysis_spec(manifest: Manifest, overrides: Mapping[str, Any] | None = None) -> AnalysisSpec:
     """The run's recorded analysis options, updated by metric-option `overrides` (checked like the
     config; options that change the forward pass need a new run)."""
     metric_options = {f.name for f in fields(AnalysisOptions)}
@@ -29,15 +29,14 @@ def analysis_spec(manifest: Mapping[str, Any], overrides: Mapping[str, Any] | No
     if fixed and set(fixed) <= {f.name for f in fields(AnalysisSpec)}:
         raise ProbeInputError(f"analysis: {fixed} change what the model's forward pass records, so a stored run "
                               f"cannot be re-analysed with them; re-analysis takes {sorted(metric_options)}")
-    return build(AnalysisSpec, {**manifest.get("analysis", {}), **dict(overrides or {})}, "analysis")
+    return build(AnalysisSpec, {**(manifest.analysis or {}), **dict(overrides or {})}, "analysis")
 
 
 def open_run(path: Path) -> tuple[Run, Task]:
     """A stored run with its bench's metrics attached (`run.recompute_metrics` works)."""
-    manifest_path = Path(path) / "manifest.json"
-    if not manifest_path.is_file():
+    if not (Path(path) / "manifest.json").is_file():
         raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
-    task = task_of(json.loads(manifest_path.read_text()))
+    task = task_of(read_manifest(Path(path)))
 
     def metrics(run: Run, mask: np.ndarray | None, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
         return task.metrics(run, mask, analysis_spec(run.manifest, overrides).options)

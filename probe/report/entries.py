@@ -17,6 +17,7 @@ from probe.benches.registry import task_of
 from probe.benches.task import Column, Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import get_path
+from probe.results.manifest import Manifest, read_manifest
 from probe.viz.markdown import Footnotes
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class RunEntry:
     metrics: dict[str, Any]
     intervention: dict[str, Any] | None = None
     """The manifest's `intervention` (None: the model as it is)."""
-    manifest: Mapping[str, Any] = field(default_factory=dict)
+    manifest: Manifest = field(default_factory=lambda: Manifest.from_json({}))
     tag: str | None = None
     """What tells this run apart from another with the same label (its directory), else None."""
 
@@ -101,11 +102,11 @@ def unfinished_reason(run: Path) -> str:
         return ("stopped while scoring or generating (no manifest.json); run its command again with "
                 f"hydra.run.dir={run} to resume from its checkpoints")
     try:
-        shard = json.loads((run / "manifest.json").read_text(encoding="utf-8")).get("shard")
-    except (OSError, ValueError, AttributeError):
+        shard = read_manifest(run).shard
+    except (OSError, ValueError, ProbeInputError):
         shard = None
     if shard:
-        return (f"shard {shard.get('index')}/{shard.get('count')} (bench.shard): a slice has no metrics; merge "
+        return (f"shard {shard.index}/{shard.count} (bench.shard): a slice has no metrics; merge "
                 "the shards with python -m probe.merge")
     if not (run / "metrics.json").is_file():
         return f"stopped during analysis (no metrics.json); finish it with python -m probe.analyze {run}"
@@ -196,15 +197,16 @@ def _tagged(entries: list[RunEntry]) -> list[RunEntry]:
 
 
 def _entry(run: Path) -> RunEntry:
-    manifest, metrics = _json_object(run / "manifest.json"), _json_object(run / "metrics.json")
-    try:
-        model, bench = manifest["model"], manifest["bench"]
-        task = task_of(manifest)
-        entry = RunEntry(path=run, model=str(model["name"]), revision=model.get("revision"), kind=str(model["kind"]),
-                         pair=model.get("pair"), bench=str(bench["name"]), task=task, metrics=metrics,
-                         intervention=manifest.get("intervention"), manifest=manifest)
-    except (KeyError, TypeError, AttributeError) as e:
-        raise ProbeInputError(f"manifest.json: a field is missing or of the wrong type ({type(e).__name__}: {e})") from None
+    manifest, metrics = Manifest.from_json(_json_object(run / "manifest.json")), _json_object(run / "metrics.json")
+    model, bench = manifest.model, manifest.bench
+    missing = [name for name, v in (("model.name", model.name), ("model.kind", model.kind), ("bench.name", bench.name),
+                                    ("bench.kind", bench.kind)) if v is None]
+    if missing:
+        raise ProbeInputError(f"manifest.json: a field is missing or of the wrong type ({', '.join(missing)})")
+    task = task_of(manifest)
+    entry = RunEntry(path=run, model=str(model.name), revision=model.revision, kind=str(model.kind), pair=model.pair,
+                     bench=str(bench.name), task=task, metrics=metrics,
+                     intervention=manifest.intervention, manifest=manifest)
     if not isinstance(task.headline(metrics)[0], Mapping) or not task.headline(metrics)[0]:
         raise ProbeInputError(f"metrics.json has no {task.title} headline metrics (an empty or partial file)")
     return entry

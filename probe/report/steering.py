@@ -31,7 +31,7 @@ def _same_run_otherwise(a: RunEntry, b: RunEntry) -> bool:
         return {k: v for k, v in stored.items() if k not in ("intervention", "mech")}
 
     def options(e: RunEntry) -> tuple:
-        analysis = e.manifest.get("analysis") or {}
+        analysis = e.manifest.analysis or {}
         return tuple(analysis.get(k) for k in ("temperature", "n_boot", "seed"))
 
     return options(a) == options(b) and key(a) == key(b) != {}

@@ -149,7 +149,7 @@ def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = (),
         if steps:
             parts += [f"### {task.title}: checkpoint to checkpoint", "", PAIRED_NOTE, "", steps, ""]
     parts += ["## Runs", ""] + [f"- {e.label} ({e.bench}): `{e.path}` — "
-                                 f"{weights_line(e.manifest.get('model') or {}).removeprefix('Weights: ')}"
+                                 f"{weights_line(e.manifest.model).removeprefix('Weights: ')}"
                                  for e in entries]
     if unfinished:
         parts += ["", f"## Skipped: {len(unfinished)} unfinished run(s) (no DONE) or unmerged shard(s)", ""]

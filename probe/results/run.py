@@ -25,6 +25,7 @@ from probe.errors import ProbeInputError
 from probe.probs import choice_probs, greedy_onehot
 from probe.results.generations import read_generation_table
 from probe.results.io import open_tensors
+from probe.results.manifest import Manifest, read_manifest
 from probe.results.scores import ScoreTable, read_table
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ class Run:
     lazily on first use; every per-prompt array is in `prompt_id` order (row i = prompt i)."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
+    """How the run was made (`probe.results.manifest`); reads like the stored JSON object too."""
     metrics: dict[str, Any] | None
     prompts: pa.Table
     scores: pa.Table | None
@@ -52,11 +54,11 @@ class Run:
 
     @property
     def bench_kind(self) -> str:
-        return str(self.manifest["bench"]["kind"])
+        return str(self.manifest.bench.kind)
 
     @property
     def letters(self) -> list[str]:
-        return list(self.manifest["letters"])
+        return list(self.manifest.letters)
 
     def table(self) -> ScoreTable:
         """The joined prompts + scores arrays the metrics use (generation runs: one-hot of the
@@ -135,12 +137,12 @@ class Run:
         stored it); generation runs: `generation` and its parsed columns (`parsed_group`); judged
         runs: every verdict as `<task>.<field>` (`probe.results.samples`)."""
         if temperature is None:
-            temperature = float((self.manifest.get("analysis") or {}).get("temperature", 1.0))
+            temperature = self.manifest.temperature
         if not temperature > 0:
             raise ProbeInputError(f"samples: temperature must be > 0, got {temperature}")
         from probe.results.samples import sample_frame  # pandas loads on first use: `import probe` stays light
 
-        return sample_frame(self.prompts, list(self.manifest.get("letters") or []), temperature, self.scores,
+        return sample_frame(self.prompts, list(self.manifest.letters), temperature, self.scores,
                             self.generations, self.judgements)
 
     def choice_probs(self, temperature: float = 1.0, greedy: bool = False) -> np.ndarray:
@@ -187,10 +189,10 @@ def load_run(path: str | Path, metrics_fn: MetricsFn | None = None) -> Run:
     def table(name: str) -> pa.Table | None:
         return pq.read_table(path / name).sort_by("prompt_id") if (path / name).is_file() else None
 
-    manifest = json.loads((path / "manifest.json").read_text())
-    if "shard" in manifest:
-        shard = manifest["shard"]
-        raise ProbeInputError(f"{path} is shard {shard['index']}/{shard['count']} of a run, not a run: merge the "
+    manifest = read_manifest(path)
+    shard = manifest.shard
+    if shard is not None:
+        raise ProbeInputError(f"{path} is shard {shard.index}/{shard.count} of a run, not a run: merge the "
                               "shards first (python -m probe.merge --out <dir> <shard dirs…>)")
     prompts = table("prompts.parquet")
     if prompts is None:

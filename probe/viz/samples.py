@@ -69,9 +69,9 @@ def sample_set(run: Run, label: str) -> SampleSet:
     """A run's samples at its analysis temperature, named `label`."""
     facets = tuple(f.name for f in run.prompts.schema if f.type == pa.string()
                    and f.name not in ("text", "condition", "target"))
-    temperature = float((run.manifest.get("analysis") or {}).get("temperature", 1.0))
-    return SampleSet(label=label, bench=str(run.manifest["bench"]["name"]), model=str(run.manifest["model"]["name"]),
-                     letters=tuple(run.manifest.get("letters") or ()), frame=run.samples(temperature),
+    temperature = run.manifest.temperature
+    return SampleSet(label=label, bench=str(run.manifest.bench.name), model=str(run.manifest.model.name),
+                     letters=run.manifest.letters, frame=run.samples(temperature),
                      temperature=temperature, facets=facets)
 
 

@@ -65,11 +65,11 @@ def parse_generation(rendered: RenderedPrompt, text: str, bench: PreparedBench) 
 def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
     """B_US, B_R, the taxonomy and the rest (SPEC §4) from the stored prompts and judgements and
     the checksum-verified data file; a mask keeps the chosen prompts (semantic matches stay)."""
-    bench = run.manifest["bench"]
-    path = Path(bench["path"])
-    if not path.is_file() or sha256_file(path) != bench["sha256"]:
+    bench = run.manifest.bench
+    path = Path(str(bench.path))
+    if not path.is_file() or sha256_file(path) != bench.sha256:
         raise ProbeInputError(f"{run.path}: the LocQA data file {path} is missing or changed (sha256 in manifest.json)")
-    spec = bench_spec(LocQASpec, bench["config"])
+    spec = bench_spec(LocQASpec, bench.config)
     questions = first_templates(load_questions(path, spec.languages, spec.categories), spec.limit)
     rows = pq.read_table(run.path / "prompts.parquet").to_pylist()
     keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
@@ -78,7 +78,7 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
     judgements = [Judgement.from_record(r) for r in read_judgements(run.path)
                   if keep is None or r["prompt_id"] is None or r["prompt_id"] in keep]
     n_templates = len({q.template for q in questions})  # what the bootstrap resamples (`locqa_sums`)
-    return {"n_items": bench["n_items"], "n_prompts": len(prompts), "mode": bench["mode"],
+    return {"n_items": bench.n_items, "n_prompts": len(prompts), "mode": bench.source["mode"],
             "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "template", "n_units": n_templates},
             **compute(questions, prompts, judgements, opts)}
 

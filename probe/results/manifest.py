@@ -1,0 +1,344 @@
+"""`manifest.json`, typed: how a run was made (code, environment, model, tokenizer, bench, backend
+work, timings; a shard's slice; a merge's shards). Read in one place (`read_manifest`), written
+in one place (`write_manifest`), and merged from shards by `merge_manifests`.
+
+The record keeps the JSON it was read from (`raw`): the writer writes it back key for key, in
+its order, so a manifest read and written again is the same file, and entries this code does
+not type (a bench's own `source` entries, an intervention record, judge notes such as
+`verdict_cache_rejected`, keys of a newer probe) survive. Older manifests that lack newer
+fields load with None there. For users of `probe.load_run`, a `Manifest` also reads like the
+JSON object (`run.manifest["model"]`, `.get`): read-only copies of the stored values; probe's
+own code reads the typed attributes only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TypeVar
+
+from probe.errors import ProbeInputError
+from probe.files import write_json
+
+FILE = "manifest.json"
+COUNTERS = ("n_batches", "oom_splits", "tokens_computed", "padded_tokens", "resumed_prompts", "prompt_tokens")
+"""Backend work counters: a merged run's are the sums of its shards'."""
+SAME_EVERYWHERE = ("git_commit", "packages", "python", "device", "probe_version", "analysis")
+"""Provenance that shards should share for bitwise-equal scores; differences become warnings."""
+
+_R = TypeVar("_R")
+
+
+def _pick(cls: type[_R], raw: Any, where: str) -> _R:
+    """A record of the typed fields of `cls` found in the JSON object `raw` (absent: None)."""
+    if not isinstance(raw, dict):
+        raise ProbeInputError(f"{FILE}: `{where}` must be a JSON object, got {type(raw).__name__}")
+    return cls(**{f.name: raw.get(f.name) for f in fields(cls)})  # type: ignore[call-arg]
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """The model as the run loaded it: the config's identity plus the loader's provenance."""
+
+    name: str | None
+    kind: str | None
+    pair: str | None
+    hub_id: str | None
+    revision: str | None
+    commit: str | None
+    source: str | None
+    """`hub`, `gguf`, `path` or `tiny`."""
+    path: str | None
+    tiny: Any
+    dtype: str | None
+    quantization: str | None
+    gguf: dict[str, Any] | None
+    gguf_file: str | None
+    gguf_package: str | None
+    gguf_sha256: str | None
+    gguf_dequantised_to: str | None
+
+
+@dataclass(frozen=True)
+class BenchRecord:
+    """The bench: its name and kind, the data file's provenance, sizes and its full config."""
+
+    name: str | None
+    kind: str | None
+    path: str | None
+    """The data file read (where the bench's source records one)."""
+    sha256: str | None
+    n_items: int | None
+    n_prompts: int | None
+    config: dict[str, Any]
+    """The bench config as recorded (complete, with defaults; `{}` where none was); parsed by
+    the bench's spec."""
+    source: dict[str, Any] = field(default_factory=dict)
+    """The data's provenance as the bench recorded it (`PreparedBench.source`: `path`, `sha256`
+    and the bench's own entries, read by that bench only)."""
+
+    @property
+    def module(self) -> str | None:
+        """The module that registered a bench defined outside probe (None: a built-in)."""
+        return self.config.get("module")
+
+    @property
+    def design(self) -> str | None:
+        """The bench's design, where it has a choice of one (None: it has not)."""
+        return self.config.get("design")
+
+
+@dataclass(frozen=True)
+class BackendRecord:
+    """The backend's settings and what its pass did (counters are None in older runs)."""
+
+    name: str | None
+    mode: str | None
+    """`letters` or `generate`."""
+    device: str | None
+    n_batches: int | None
+    batch_sizes: dict[str, int] | None
+    oom_splits: int | None
+    prompt_tokens: int | None
+    unique_tokens: int | None
+    tokens_computed: int | None
+    padded_tokens: int | None
+    resumed_prompts: int | None
+    prefix_cache_hit_rate: float | None
+    prefix_cache_limit: float | None
+
+    def counters(self) -> dict[str, int | None]:
+        """The work counters (`COUNTERS`) by name."""
+        return {name: getattr(self, name) for name in COUNTERS}
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds: loading, forward passes only (`scoring_s`), the pass's wall time, analysis."""
+
+    load_s: float | None
+    scoring_s: float | None
+    scoring_wall_s: float | None
+    prompts_per_s: float | None
+    analysis_s: float | None
+
+
+@dataclass(frozen=True)
+class ShardRecord:
+    """A shard's slice (`bench.shard=index/count`) and its outputs' sha256 at its `DONE`."""
+
+    index: int
+    count: int
+    n_prompts: int | None
+    n_items: int | None
+    sha256: dict[str, str] | None
+    """None in shards finished by an older probe, which recorded no checksums."""
+
+
+@dataclass(frozen=True, eq=False)
+class Manifest(Mapping[str, Any]):
+    """A run's `manifest.json`. Free-form parts (package versions, tokenizer, judge config,
+    analysis options, intervention record) stay JSON objects; `raw` is the JSON as stored."""
+
+    probe_version: str | None
+    created: str | None
+    git_commit: str | None
+    packages: dict[str, str | None] | None
+    python: str | None
+    platform: str | None
+    device: str | None
+    model: ModelRecord
+    tokenizer: dict[str, Any] | None
+    letters: tuple[str, ...]
+    letter_token_ids: tuple[int, ...] | None
+    bench: BenchRecord
+    judge: dict[str, Any] | None
+    analysis: dict[str, Any] | None
+    """The analysis options the metrics were computed with (`AnalysisSpec` parses them)."""
+    backend: BackendRecord
+    timings: Timings
+    intervention: dict[str, Any] | None
+    shard: ShardRecord | None
+    merged: str | None
+    """When the shards were merged (None: not a merged run)."""
+    merged_from: tuple[dict[str, Any], ...] | None
+    merge_warnings: tuple[str, ...] | None
+    raw: dict[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Manifest:
+        """The record of a manifest's JSON object; a missing block or field reads as None."""
+        if not isinstance(raw, dict):
+            raise ProbeInputError(f"{FILE}: expected a JSON object, got {type(raw).__name__}")
+        raw = copy.deepcopy(raw)
+        shard, ids = raw.get("shard"), raw.get("letter_token_ids")
+        return cls(**{k: raw.get(k) for k in _PLAIN}, raw=raw,
+                   model=_pick(ModelRecord, raw.get("model") or {}, "model"),
+                   bench=_bench(raw.get("bench") or {}),
+                   backend=_pick(BackendRecord, raw.get("backend") or {}, "backend"),
+                   timings=_pick(Timings, raw.get("timings") or {}, "timings"),
+                   letters=tuple(raw.get("letters") or ()), letter_token_ids=None if ids is None else tuple(ids),
+                   shard=None if not shard else _pick(ShardRecord, shard, "shard"),
+                   merged_from=_tuple(raw.get("merged_from")), merge_warnings=_tuple(raw.get("merge_warnings")))
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object to store: the keys as read or built, in their order."""
+        return copy.deepcopy(self.raw)
+
+    @property
+    def temperature(self) -> float:
+        """The analysis temperature (1.0 where the run recorded none)."""
+        return float((self.analysis or {}).get("temperature", 1.0))
+
+    def with_analysis(self, options: Mapping[str, Any]) -> Manifest:
+        """This manifest with other analysis options (stored as JSON stores them: tuples as lists)."""
+        return Manifest.from_json({**self.raw, "analysis": json.loads(json.dumps(dict(options)))})
+
+    def with_timing(self, name: str, seconds: float) -> Manifest:
+        """This manifest with one timing set (e.g. `analysis_s`), the others kept."""
+        raw = copy.deepcopy(self.raw)
+        raw.setdefault("timings", {})[name] = seconds
+        return Manifest.from_json(raw)
+
+    # Read-only mapping over the stored JSON, for users of `probe.load_run` (see the module docstring).
+    def __getitem__(self, key: str) -> Any:
+        return copy.deepcopy(self.raw[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
+_PLAIN = ("probe_version", "created", "git_commit", "packages", "python", "platform", "device", "tokenizer",
+          "judge", "analysis", "intervention", "merged")
+
+
+def _bench(raw: Any) -> BenchRecord:
+    bench = _pick(BenchRecord, raw, "bench")
+    source = {k: v for k, v in raw.items() if k not in ("name", "kind", "n_items", "n_prompts", "config")}
+    return replace(bench, config=bench.config if bench.config is not None else {}, source=source)
+
+
+def _tuple(value: Any) -> tuple[Any, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def read_manifest(run_dir: Path) -> Manifest:
+    """The manifest of the run directory `run_dir` (its file must exist)."""
+    return Manifest.from_json(json.loads((Path(run_dir) / FILE).read_text()))
+
+
+def write_manifest(run_dir: Path, manifest: Manifest) -> None:
+    """Write `manifest.json` into `run_dir` (atomically)."""
+    write_json(Path(run_dir) / FILE, manifest.to_json())
+
+
+def new_manifest(provenance: Mapping[str, Any], backend: Mapping[str, Any], timings: Mapping[str, Any],
+                 notes: Mapping[str, Any], intervention: Mapping[str, Any] | None,
+                 shard: ShardRecord | None) -> Manifest:
+    """A fresh run's manifest, in the stored order: provenance, backend, timings, the judging's
+    notes, then the intervention and the shard where there are any."""
+    raw: dict[str, Any] = {**provenance, "backend": dict(backend), "timings": dict(timings), **notes}
+    if intervention is not None:
+        raw["intervention"] = dict(intervention)
+    if shard is not None:
+        raw["shard"] = {"index": shard.index, "count": shard.count, "n_prompts": shard.n_prompts,
+                        "n_items": shard.n_items, "sha256": shard.sha256}
+    return Manifest.from_json(json.loads(json.dumps(raw)))  # as it will read back: tuples as lists
+
+
+@dataclass(frozen=True)
+class ShardSource:
+    """A finished shard for `merge_manifests`: its directory, manifest and the device its key names."""
+
+    path: Path
+    manifest: Manifest
+    device: Any
+
+    @property
+    def index(self) -> int:
+        assert self.manifest.shard is not None
+        return self.manifest.shard.index
+
+
+def merge_manifests(shards: Sequence[ShardSource], n_prompts: int, unique_tokens: int) -> Manifest:
+    """The manifest of the run merged from `shards` (in index order; `n_prompts` rows in all,
+    `unique_tokens` in their prompt trie): shard 0's, without the shard; the work counters,
+    batch sizes and timings summed (None where a shard lacks a counter), vLLM's prefix-cache
+    figures weighted by each shard's prompt tokens; `merged_from` keeps each shard's own, and
+    `merge_warnings` names every provenance (`SAME_EVERYWHERE`), device or out-of-memory
+    difference under which scores may differ from an unsharded run's in the last bits."""
+    first = shards[0].manifest
+    raw = copy.deepcopy(first.raw)
+    raw.pop("shard")
+    raw["bench"]["config"].pop("shard", None)
+    backend = raw["backend"]
+    for name in COUNTERS:
+        values = [s.manifest.backend.counters()[name] for s in shards]
+        backend[name] = None if any(v is None for v in values) else sum(v for v in values if v is not None)
+    sizes: dict[str, int] = {}
+    for s in shards:
+        for k, v in (s.manifest.backend.batch_sizes or {}).items():
+            sizes[k] = sizes.get(k, 0) + v
+    backend["batch_sizes"] = dict(sorted(sizes.items(), key=lambda kv: int(kv[0])))
+    backend["unique_tokens"] = unique_tokens
+    _weighted_prefix_cache(shards, backend)
+    raw["timings"] = _summed_timings(shards, n_prompts, backend["resumed_prompts"])
+    raw["merged"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    raw["merged_from"] = [_merged_from(s, len(shards)) for s in shards]
+    raw["merge_warnings"] = _merge_warnings(shards)
+    return Manifest.from_json(raw)
+
+
+def _summed_timings(shards: Sequence[ShardSource], n_prompts: int, resumed: int | None) -> dict[str, Any]:
+    t = [s.manifest.timings for s in shards]
+    timings: dict[str, Any] = {"load_s": sum(x.load_s or 0.0 for x in t),
+                               "scoring_s": sum(x.scoring_s or 0.0 for x in t),
+                               "scoring_wall_s": sum(x.scoring_wall_s or 0.0 for x in t)}
+    wall = timings["scoring_wall_s"]
+    timings["prompts_per_s"] = (n_prompts - (resumed or 0)) / wall if wall else None
+    return timings
+
+
+def _weighted_prefix_cache(shards: Sequence[ShardSource], backend: dict[str, Any]) -> None:
+    """vLLM's prefix-cache figures, weighted by each shard's prompt tokens (left as shard 0's
+    where a shard lacks one)."""
+    weights = [s.manifest.backend.prompt_tokens or 0 for s in shards]
+    for name, values in (("prefix_cache_hit_rate", [s.manifest.backend.prefix_cache_hit_rate for s in shards]),
+                         ("prefix_cache_limit", [s.manifest.backend.prefix_cache_limit for s in shards])):
+        if all(v is not None for v in values) and sum(weights):
+            backend[name] = sum(v * w for v, w in zip(values, weights) if v is not None) / sum(weights)
+
+
+def _provenance(m: Manifest) -> dict[str, Any]:
+    """`created` and the `SAME_EVERYWHERE` provenance, as stored."""
+    return {"created": m.created, "git_commit": m.git_commit, "packages": m.packages, "python": m.python,
+            "device": m.device, "probe_version": m.probe_version, "analysis": m.analysis}
+
+
+def _merged_from(s: ShardSource, count: int) -> dict[str, Any]:
+    m = s.manifest
+    assert m.shard is not None
+    return {"path": str(s.path.resolve()), "shard": f"{s.index}/{count}", **copy.deepcopy(_provenance(m)),
+            "n_prompts": m.shard.n_prompts, "timings": copy.deepcopy(m.raw["timings"]),
+            "backend": m.backend.counters()}
+
+
+def _merge_warnings(shards: Sequence[ShardSource]) -> list[str]:
+    seen = [_provenance(s.manifest) for s in shards]
+    warnings = [f"shards differ in {k}: " + ", ".join(f"{s.index}: {p[k]}" for s, p in zip(shards, seen))
+                for k in SAME_EVERYWHERE if any(p[k] != seen[0][k] for p in seen)]
+    devices = {s.device for s in shards}
+    if len(devices) > 1:
+        warnings.append(f"shards ran with backend.device {sorted(map(str, devices))}")
+    split = [s.index for s in shards if s.manifest.backend.oom_splits]
+    if split:
+        warnings.append(f"shards {split} halved passes after running out of memory: their batches differ from "
+                        "the plan, so their scores may differ from an unsharded run's in the last bits")
+    return warnings

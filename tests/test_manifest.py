@@ -1,0 +1,115 @@
+"""`manifest.json` through its typed record: read and written again it is the same file (a tiny
+run's, and an older run's that lacks newer fields and holds entries probe does not type); the
+shard-merge rule sums the work and records what differs."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import probe_env
+
+from probe.files import write_json
+from probe.results.manifest import Manifest, ShardSource, merge_manifests, read_manifest, write_manifest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("manifest")
+    out = tmp / "run"
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.limit=2",
+                           "analysis.n_boot=10", "progress=false", f"hydra.run.dir={out}"], cwd=REPO_ROOT,
+                          env=probe_env(tmp / "cache"), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return out
+
+
+def _round_trip(run_dir: Path, tmp: Path) -> tuple[Manifest, bytes]:
+    manifest = read_manifest(run_dir)
+    write_manifest(tmp, manifest)
+    return manifest, (tmp / "manifest.json").read_bytes()
+
+
+def test_a_runs_manifest_reads_typed_and_writes_back_byte_for_byte(tiny_run: Path, tmp_path: Path) -> None:
+    manifest, written = _round_trip(tiny_run, tmp_path)
+    assert written == (tiny_run / "manifest.json").read_bytes()
+    raw = json.loads(written)
+    assert (manifest.bench.name, manifest.bench.kind, manifest.bench.n_prompts) == ("demo", "disco",
+                                                                                     raw["bench"]["n_prompts"])
+    assert manifest.letters == ("A", "B", "C", "D") and manifest.model.source == "tiny"
+    assert manifest.backend.mode == "letters" and manifest.backend.counters()["prompt_tokens"] > 0
+    assert manifest.timings.analysis_s is not None and manifest.timings.analysis_s > 0
+    assert manifest.analysis == raw["analysis"] and manifest.temperature == 1.0
+    assert manifest.shard is None and manifest.merged is None and manifest.intervention is None
+
+
+def test_an_older_manifest_loads_with_none_and_keeps_what_probe_does_not_type(tiny_run: Path,
+                                                                              tmp_path: Path) -> None:
+    raw = json.loads((tiny_run / "manifest.json").read_text())
+    for key in ("judge", "template_sha256"):
+        del raw[key]
+    for key in ("resumed_prompts", "unique_tokens", "mode"):
+        del raw["backend"][key]
+    del raw["timings"]["scoring_wall_s"], raw["bench"]["config"]
+    raw["bench"]["source_url"] = "https://example.org/items.csv"  # a bench's own source entry
+    raw["verdict_cache_rejected"] = {"checksum": 2}               # a judging note
+    old = tmp_path / "old"
+    old.mkdir()
+    write_json(old / "manifest.json", raw)
+    manifest, written = _round_trip(old, tmp_path)
+    assert written == (old / "manifest.json").read_bytes()
+    assert manifest.judge is None and manifest.backend.resumed_prompts is None and manifest.backend.mode is None
+    assert manifest.timings.scoring_wall_s is None and manifest.bench.config == {} and manifest.bench.module is None
+    assert manifest.bench.source["source_url"] == "https://example.org/items.csv"
+    assert "judge" not in json.loads(written) and "config" not in json.loads(written)["bench"]
+
+
+def test_the_manifest_reads_like_its_json_for_users(tiny_run: Path) -> None:
+    manifest = read_manifest(tiny_run)
+    raw = json.loads((tiny_run / "manifest.json").read_text())
+    assert manifest["model"] == raw["model"] and manifest.get("shard") is None and dict(manifest) == raw
+    manifest["model"]["name"] = "changed"  # a copy: the record stays as stored
+    assert manifest.model.name == raw["model"]["name"] == manifest["model"]["name"]
+
+
+def _shard(base: dict, index: int, **changes: object) -> ShardSource:
+    raw = copy.deepcopy(base)
+    raw["bench"]["config"]["shard"] = f"{index}/2"
+    raw["shard"] = {"index": index, "count": 2, "n_prompts": 3 + index, "n_items": 1, "sha256": {}}
+    for path, value in changes.items():  # `block__key`, or a top-level key
+        block, _, key = path.partition("__")
+        if key:
+            raw[block][key] = value
+        else:
+            raw[block] = value
+    return ShardSource(Path(f"/runs/s{index}"), Manifest.from_json(raw), raw["backend"]["device"])
+
+
+def test_merging_shards_sums_their_work_and_records_what_differs(tiny_run: Path) -> None:
+    base = json.loads((tiny_run / "manifest.json").read_text())
+    base["backend"].update(n_batches=2, batch_sizes={"4": 1, "1": 1}, oom_splits=0, prompt_tokens=10,
+                           resumed_prompts=1)
+    base["timings"].update(load_s=1.0, scoring_s=2.0, scoring_wall_s=3.0)
+    shards = [_shard(base, 0), _shard(base, 1, backend__n_batches=3, backend__batch_sizes={"2": 3},
+                                      backend__oom_splits=1, backend__device="cuda:1", timings__scoring_wall_s=5.0,
+                                      git_commit="other")]
+    merged = merge_manifests(shards, n_prompts=7, unique_tokens=42)
+    out = merged.to_json()
+    assert "shard" not in out and "shard" not in out["bench"]["config"] and merged.shard is None
+    assert list(out)[:-3] == [k for k in base if k != "shard"]
+    assert list(out)[-3:] == ["merged", "merged_from", "merge_warnings"]
+    assert (merged.backend.n_batches, merged.backend.oom_splits, merged.backend.resumed_prompts) == (5, 1, 2)
+    assert merged.backend.batch_sizes == {"1": 1, "2": 3, "4": 1} and merged.backend.unique_tokens == 42
+    assert (merged.timings.load_s, merged.timings.scoring_wall_s, merged.timings.prompts_per_s) == (2.0, 8.0, 5 / 8)
+    assert [(m["shard"], m["n_prompts"], m["backend"]["n_batches"]) for m in out["merged_from"]] == [
+        ("0/2", 3, 2), ("1/2", 4, 3)]
+    warnings = merged.merge_warnings or ()
+    assert len(warnings) == 3 and warnings[0] == f"shards differ in git_commit: 0: {base['git_commit']}, 1: other"
+    assert warnings[1] == f"shards ran with backend.device {sorted([base['backend']['device'], 'cuda:1'])}"
+    assert warnings[2].startswith("shards [1] halved passes after running out of memory")
