@@ -126,7 +126,8 @@ def test_cloze_cells_share_a_text_prompt_and_its_scores(runs: dict[str, Path]) -
 def test_letter_columns_are_the_letters_only_runs(runs: dict[str, Path], form: str) -> None:
     letters, both = runs["letters"], runs[form]
     assert (both / "scores.safetensors").read_bytes() == (letters / "scores.safetensors").read_bytes()
-    assert pq.read_table(both / "scores.parquet").select(LETTER_COLUMNS).equals(pq.read_table(letters / "scores.parquet"))
+    letter_table = pq.read_table(letters / "scores.parquet")
+    assert pq.read_table(both / "scores.parquet").select(LETTER_COLUMNS).equals(letter_table)
     only = pq.read_table(letters / "prompts.parquet")
     assert pq.read_table(both / "prompts.parquet").select(only.column_names).equals(only)
     assert "text_logprobs" not in pq.read_table(letters / "scores.parquet").column_names

@@ -43,7 +43,8 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "template_sha256": template_hash(loaded.tokenizer, settings),
             "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"),
-                      "config": {k: v for k, v in cfg.bench.record(cfg.text_reading).items() if k not in BENCH_TRANSPORT}},
+                      "config": {k: v for k, v in cfg.bench.record(cfg.text_reading).items()
+                                 if k not in BENCH_TRANSPORT}},
             "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
             "judge": verdict_config(cfg) if cfg.judged else None,
             **({"intervention": intervention} if intervention else {})}

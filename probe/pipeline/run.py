@@ -155,8 +155,9 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     write_json(out / "manifest.json", manifest)
     metrics = analyze_run(out)
     write_text(out / "DONE", "complete\n")  # written last: its presence means every file is final
-    for parts in ("scores.parts", "text.parts", "generations.parts", "judgements.parts", "patching.parts"):  # kept until DONE: a kill in
-        shutil.rmtree(out / parts, ignore_errors=True)                    # analysis recomputes nothing
+    # the parts are kept until DONE: a kill in analysis recomputes nothing
+    for parts in ("scores.parts", "text.parts", "generations.parts", "judgements.parts", "patching.parts"):
+        shutil.rmtree(out / parts, ignore_errors=True)
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
     return out
@@ -234,6 +235,11 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
         lines.append(f"letters {list(letter_ids.letters)} → token ids {list(letter_ids.ids)} (checked in context)")
     for r in (rendered[0], longest):
         lines += [f"--- prompt {r.prompt.prompt_id} ({len(r.token_ids)} tokens) ---", r.text]
+    if text is not None:
+        first = text.rendered[0]
+        lines += [f"text reading ({text.design.form}): {len(text.rendered)} text prompts, options tokenized in context; "
+                  f"--- text prompt 0 ({len(first.prompt.token_ids)} tokens; continuation token counts "
+                  f"{[len(c) for c in first.continuations]}) ---", first.prompt.text]
     config = loaded.info.get("config")
     if config is not None and cfg.backend.name == "hf":
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)

@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 class ScoreTable:
     """One run's prompts and scores joined by `prompt_id` (rows sorted by it).
 
-    `logprobs` is float32 `[prompt, letter]`: full-vocabulary log p of each letter.
+    `logprobs` is float32 `[prompt, letter]`: full-vocabulary log p of each letter (a `text`-mode
+    run, which has no letter reading: its float64 `text_logprobs`).
     """
 
     prompt_id: np.ndarray
