@@ -102,6 +102,7 @@ def test_stored_text_scores_equal_one_forward_per_option(runs: dict[str, Path], 
     assert manifest["backend"]["mode"] == "letters+text" and manifest["bench"]["config"]["text_form"] == form
     work = manifest["backend"]
     assert work["text_unique_tokens"] <= work["text_tokens_computed"] < work["text_leaf_tokens"]
+    assert 0 < work["text_scoring_s"] <= work["text_scoring_wall_s"] and work["text_head_check"]["max_token_gap"] <= TOL
 
 
 def test_cloze_cells_share_a_text_prompt_and_its_scores(runs: dict[str, Path]) -> None:

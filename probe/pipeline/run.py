@@ -124,8 +124,9 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
         if cfg.backend.mode != "text":
             resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
         if reading is not None:
-            scorer = backend.texts()
+            scorer, t1 = backend.texts(), time.perf_counter()
             text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
+            text_work["text_scoring_wall_s"] = time.perf_counter() - t1
     wall_s = time.perf_counter() - t0
     patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
 
