@@ -139,6 +139,12 @@ def test_letter_columns_are_the_letters_only_runs(runs: dict[str, Path], form: s
     assert table.text_logprobs is not None and np.array_equal(table.text_logprobs, stored)
     assert table.text_n_tokens is not None and table.text_n_bytes is not None and (table.text_n_bytes > 0).all()
     assert load_run(letters).table().text_logprobs is None
+    samples = load_run(both).samples(temperature=1.0)
+    p = np.exp(stored - stored.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    assert np.allclose(samples[["text_p_A", "text_p_B", "text_p_C", "text_p_D"]].to_numpy(), p, atol=1e-12)
+    assert list(samples["text_greedy_letter"]) == [LETTERS[i] for i in stored.argmax(axis=1)]
+    assert not any(c.startswith("text_") for c in load_run(letters).samples().columns)
 
 
 def test_text_mode_reads_the_text_scores(runs: dict[str, Path]) -> None:

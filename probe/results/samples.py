@@ -80,6 +80,12 @@ def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
     out["argmax_token"] = argmax.column("argmax_token").to_pylist()
     logprob = argmax.column("argmax_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
     out["argmax_prob"] = np.exp(logprob)
+    if reading == "letter_logprobs" and "text_logprobs" in scores.column_names:  # letters+text: both readings
+        text = np.asarray(scores.column("text_logprobs").to_pylist(), dtype=np.float64).reshape(len(ids), len(letters))
+        tp = choice_probs(text, temperature) if len(ids) else np.zeros_like(text)
+        for k, L in enumerate(letters):
+            out[letter_column("text_p", L)] = tp[:, k]
+        out["text_greedy_letter"] = [letters[i] for i in text.argmax(axis=1)] if len(ids) else []
     return out
 
 
