@@ -163,6 +163,22 @@ def test_text_mode_reads_the_text_scores(runs: dict[str, Path]) -> None:
     assert json.loads((out / "manifest.json").read_text())["backend"]["mode"] == "text"
 
 
+def test_base_model_cloze_continues_after_answer(runs: dict[str, Path], tiny_model: Any, tmp_path: Path) -> None:
+    """A base model's cloze prompt is the question then `Answer:`; each option follows it after a space."""
+    out = _run(tmp_path / "base", "bench.limit=1", "bench.conditions=[C0]", "model.kind=base",
+               "backend.mode=letters+text", "bench.text_form=cloze")
+    prompts = pq.read_table(out / "prompts.parquet").to_pylist()
+    scores = pq.read_table(out / "scores.parquet").to_pylist()
+    assert len({p["text_prompt_id"] for p in prompts}) == 1
+    p, s = prompts[0], scores[0]
+    assert p["text_prompt"].endswith("\nAnswer:") and "Options:" not in p["text_prompt"]
+    for i, ids in enumerate(s["text_token_ids"]):
+        option = next(line[3:] for line in p["text"].split("\n") if line.startswith(f"{LETTERS[i]}. "))
+        assert tiny_model.tokenizer.decode(p["text_prompt_token_ids"] + ids).endswith("Answer: " + option)
+        assert s["text_n_bytes"][i] == len(option.encode()) + 1
+        assert abs(_recomputed(tiny_model.model, p["text_prompt_token_ids"], ids) - s["text_logprobs"][i]) <= TOL
+
+
 def test_ccd_letters_and_text(runs: dict[str, Path], tmp_path: Path) -> None:
     path = write_json_file(tmp_path / "ccd.json", ccd_items(2))
     out = _run(tmp_path / "ccd", f"bench.path={path}", "backend.mode=letters+text", bench="ccd")
