@@ -179,6 +179,14 @@ def test_base_model_cloze_continues_after_answer(runs: dict[str, Path], tiny_mod
         assert abs(_recomputed(tiny_model.model, p["text_prompt_token_ids"], ids) - s["text_logprobs"][i]) <= TOL
 
 
+def test_a_dry_run_renders_the_text_prompts(runs: dict[str, Path], tmp_path: Path) -> None:
+    """No weights: the text prompts are rendered and their options tokenized (the prefix check
+    runs), and `prompts.parquet` holds them as the scored run's does."""
+    out = _run(tmp_path / "dry", "bench.limit=2", "backend.mode=letters+text", "dry_run=true")
+    assert not (out / "scores.parquet").exists()
+    assert pq.read_table(out / "prompts.parquet").equals(pq.read_table(runs["hybrid"] / "prompts.parquet"))
+
+
 def test_ccd_letters_and_text(runs: dict[str, Path], tmp_path: Path) -> None:
     path = write_json_file(tmp_path / "ccd.json", ccd_items(2))
     out = _run(tmp_path / "ccd", f"bench.path={path}", "backend.mode=letters+text", bench="ccd")

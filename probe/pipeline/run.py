@@ -49,7 +49,7 @@ from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import provenance, run_key
 from probe.pipeline.shard import output_checksums, shard_prompts
 from probe.pipeline.spec import RunConfig
-from probe.pipeline.text_reading import TextReading, prepare_text, prompt_columns, score_texts, text_counters
+from probe.pipeline.text_reading import TextReading, describe, prepare_text, prompt_columns, score_texts, text_counters
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.report.summary import run_summary
@@ -237,10 +237,7 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     for r in (rendered[0], longest):
         lines += [f"--- prompt {r.prompt.prompt_id} ({len(r.token_ids)} tokens) ---", r.text]
     if text is not None:
-        first = text.rendered[0]
-        lines += [f"text reading ({text.design.form}): {len(text.rendered)} text prompts, options tokenized in context; "
-                  f"--- text prompt 0 ({len(first.prompt.token_ids)} tokens; continuation token counts "
-                  f"{[len(c) for c in first.continuations]}) ---", first.prompt.text]
+        lines += describe(text)
     config = loaded.info.get("config")
     if config is not None and cfg.backend.name == "hf":
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)

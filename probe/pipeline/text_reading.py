@@ -54,6 +54,14 @@ def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Any, settings:
     return TextReading(design, tuple(render_texts(tokenizer, design, settings, cfg.model.name, max_positions)))
 
 
+def describe(reading: TextReading) -> list[str]:
+    """What a dry run prints about the text reading: its size and its first text prompt."""
+    first = reading.rendered[0]
+    return [f"text reading ({reading.design.form}): {len(reading.rendered)} text prompts, options tokenized in "
+            f"context; --- text prompt 0 ({len(first.prompt.token_ids)} tokens; continuation token counts "
+            f"{[len(c) for c in first.continuations]}) ---", first.prompt.text]
+
+
 def prompt_columns(reading: TextReading, rows: Sequence[dict[str, Any]], schema: pa.Schema,
                    ) -> tuple[list[dict[str, Any]], pa.Schema]:
     """`prompts.parquet` rows and schema with each row's text prompt (id, text, token ids)."""
