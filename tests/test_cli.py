@@ -197,6 +197,7 @@ def test_analyze_at_another_temperature_prints_its_headline_and_writes_html(run_
 
     from probe.benches.registry import task_of
     from probe.report.summary import run_summary
+    from probe.results.manifest import read_manifest
 
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
@@ -204,7 +205,7 @@ def test_analyze_at_another_temperature_prints_its_headline_and_writes_html(run_
     proc = subprocess.run([sys.executable, "-m", "probe.analyze", str(copy), "analysis.temperature=0.7"],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    task = task_of(json.loads((copy / "manifest.json").read_text()))
+    task = task_of(read_manifest(copy))
     hot = run_summary(task, json.loads((copy / "metrics-temperature=0.7.json").read_text()))
     assert hot in proc.stdout and hot != run_summary(task, json.loads((copy / "metrics.json").read_text()))
     assert f"probe.analyze: {52 * N_ITEMS} prompts of {copy}, analysis.temperature=0.7" in proc.stdout

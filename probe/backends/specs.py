@@ -7,7 +7,9 @@ from typing import Annotated, Literal
 
 from probe.config import Ge, Gt, Le, Seed
 
-Mode = Literal["letters", "generate"]
+Mode = Literal["letters", "generate", "text", "letters+text"]
+TEXT_MODES: tuple[str, ...] = ("text", "letters+text")
+"""Modes with an answer-text reading (option texts scored as continuations; HF backend only)."""
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class HFBackendSpec:
     prefix_reuse: bool = True
     """Run every unique token of the prompts' token trie once, on its ancestors' KV cache."""
     mode: Mode = "letters"
-    """letters (exact letter log-probs) | generate (decode and parse; the fallback)."""
+    """letters (exact letter log-probs) | generate (decode and parse; the fallback) | text (option texts' log-probs as continuations) | letters+text (both readings, paired)."""
     max_new_tokens: Annotated[int, Ge(1)] = 64
     """Generate mode: the longest continuation, in tokens."""
     do_sample: bool = False
@@ -44,7 +46,7 @@ class VLLMSpec:
     name: Literal["vllm"] = "vllm"
     """The backend: hf (transformers) or vllm."""
     mode: Mode = "letters"
-    """letters (exact log-probs via logprob_token_ids) | generate."""
+    """letters (exact log-probs via logprob_token_ids) | generate (text and letters+text: HF backend only)."""
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     """auto (the checkpoint's), bfloat16, float16, float32 (CPU parity runs)."""
     max_model_len: Annotated[int, Ge(1)] | None = None

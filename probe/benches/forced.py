@@ -16,10 +16,21 @@ from typing import Any
 
 import numpy as np
 
-from probe.benches.task import Column, Judging, PreparedBench, Presentation, Tables, Task, bench_spec, no_figures
+from probe.benches.task import (
+    Column,
+    Judging,
+    PreparedBench,
+    Presentation,
+    Tables,
+    Task,
+    bench_spec,
+    no_figures,
+    no_text_message,
+)
 from probe.metrics.core import AnalysisOptions, capture_replicates, record_replicates
 from probe.metrics.letters import LetterOptions, analyse
 from probe.prompts.parse import parse_answer
+from probe.prompts.text import TEXT_FORMS, TextMessage
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
@@ -200,6 +211,8 @@ class ForcedChoice:
     """A run's figures, written into the given directory."""
     extra_metrics: Extra | None = None
     """Metrics beyond the letter ones, appended to `metrics.json` (None: none)."""
+    text_message: TextMessage | None = None
+    """Its answer-text reading's user message (`probe.prompts.text`; both forms); None: none."""
 
 
 def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging: Judging = Judging()) -> Task:
@@ -211,7 +224,9 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
         metrics = _with_extra(metrics, bench.extra_metrics)
     return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers="letters",
                 prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report),
-                presentation=presentation, tables=LETTER_TABLES, figures=bench.figures, judging=judging)
+                presentation=presentation, tables=LETTER_TABLES, figures=bench.figures, judging=judging,
+                text_forms=TEXT_FORMS if bench.text_message else (),
+                text_message=bench.text_message or no_text_message)
 
 
 def _with_extra(metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], dict[str, Any]],

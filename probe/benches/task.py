@@ -27,9 +27,10 @@ from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
 from probe.prompts.render import ANSWER_CUE
+from probe.prompts.text import TextMessage
 from probe.results.run import Run
 from probe.results.schemas import judgements_schema
-from probe.types import Prompt, RenderedPrompt
+from probe.types import Item, Prompt, RenderedPrompt
 from probe.viz.figures import Figure
 
 
@@ -82,6 +83,11 @@ Answers = Literal["letters", "open"]
 def no_figures(*args: Any) -> list[Figure]:
     """No figures (a bench that draws none, of a run or of a sweep)."""
     return []
+
+
+def no_text_message(item: Item, prompt: Prompt, form: str) -> str:
+    """No text reading (a bench whose `text_forms` is empty is refused text modes before this runs)."""
+    raise AssertionError("a bench without a text reading has no text message")
 
 
 def no_judging(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
@@ -169,6 +175,12 @@ class Task:
     """A run's figures, written into the given directory."""
     judging: Judging = Judging()
     """What it asks a judge, which judges can answer, and its `judgements.parquet`."""
+    text_forms: tuple[str, ...] = ()
+    """The answer-text formulations it supports (`bench.text_form`, `probe.prompts.text`); empty:
+    no text reading, and `backend.mode=text|letters+text` is refused. A bench with some has a
+    `text_form` field in its spec."""
+    text_message: TextMessage = no_text_message
+    """`(item, letter prompt, form) → the text reading's user message` (`probe.prompts.text`)."""
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""

@@ -43,7 +43,8 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "template_sha256": template_hash(loaded.tokenizer, settings),
             "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"),
-                      "config": {k: v for k, v in cfg.bench.record().items() if k not in BENCH_TRANSPORT}},
+                      "config": {k: v for k, v in cfg.bench.record(cfg.text_reading).items()
+                                 if k not in BENCH_TRANSPORT}},
             "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
             "judge": verdict_config(cfg) if cfg.judged else None,
             **({"intervention": intervention} if intervention else {})}
@@ -68,7 +69,7 @@ def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, le
         "answer_cue": settings.cue,
         "template_sha256": template_hash(loaded.tokenizer, settings),
         "bench": {"name": bench.name, "kind": bench.kind, **bench.source, "n_items": len(bench.items),
-                  "n_prompts": len(bench.prompts), "config": cfg.bench.record()},
+                  "n_prompts": len(bench.prompts), "config": cfg.bench.record(cfg.text_reading)},
         "judge": judge_config(cfg) if cfg.judged else None,
         "analysis": asdict(cfg.analysis),
     }

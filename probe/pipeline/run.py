@@ -49,6 +49,7 @@ from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import provenance, run_key
 from probe.pipeline.shard_plan import output_checksums, shard_prompts
 from probe.pipeline.spec import RunConfig
+from probe.pipeline.text_reading import TextReading, describe, prepare_text, prompt_columns, score_texts, text_counters
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.report.summary import run_summary
@@ -92,8 +93,9 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
                                           settings, cfg.model.name, max_positions=max_positions(loaded))
     own = _own_prompts(cfg, rendered, generate)
+    reading = prepare_text(cfg, bench, loaded.tokenizer, settings, max_positions(loaded))
     if cfg.dry_run:
-        return _dry_run(cfg, loaded, rendered, own, letter_ids)
+        return _dry_run(cfg, loaded, rendered, own, letter_ids, reading)
     prepared = prepare_intervention(cfg.intervention, rendered, shared_prefix_lengths(rendered),
                                     {**asdict(cfg.model), **loaded.info}, _n_layers(loaded.model),
                                     _d_model(loaded.model))
@@ -108,18 +110,24 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     for name, text in cfg.launch_record.items():  # written only once the directory is ours
         make_dirs((out / name).parent)
         write_text(out / name, text)
-    _write_prompts(cfg, rendered, own)
+    _write_prompts(cfg, rendered, own, reading)
     t0 = time.perf_counter()
     backend = make_backend(cfg.backend, loaded, cfg.model, mech, prepared.plan)
     load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
     t0 = time.perf_counter()
     resumed = 0
     notes: dict[str, Any] = {}  # what the judging leaves in the manifest
+    text_work: dict[str, Any] = {}  # the text reading's counters (none without one)
     if generate:
         notes = _generate(cfg, bench, backend, rendered, own, loaded)
     else:
         assert letter_ids is not None
-        resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
+        if cfg.backend.mode != "text":
+            resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
+        if reading is not None:
+            scorer, t1 = backend.texts(), time.perf_counter()
+            text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
+            text_work["text_scoring_wall_s"] = time.perf_counter() - t1
     wall_s = time.perf_counter() - t0
     patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
 
@@ -130,7 +138,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
             "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
             "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
             "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
-            "resumed_prompts": resumed,
+            "resumed_prompts": resumed, **text_work,
             **_prefix_cache(backend, cfg.backend.name == "vllm")}
     timings = {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
                "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
@@ -145,8 +153,9 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
         return _finish_shard(cfg, held)
     metrics = analyze_run(out)
     write_text(out / "DONE", "complete\n")  # written last: its presence means every file is final
-    for parts in ("scores.parts", "generations.parts", "judgements.parts", "patching.parts"):  # kept until DONE: a kill in
-        shutil.rmtree(out / parts, ignore_errors=True)                    # analysis recomputes nothing
+    # the parts are kept until DONE: a kill in analysis recomputes nothing
+    for parts in ("scores.parts", "text.parts", "generations.parts", "judgements.parts", "patching.parts"):
+        shutil.rmtree(out / parts, ignore_errors=True)
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
     return out
@@ -177,13 +186,17 @@ def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: b
     return own
 
 
-def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequence[RenderedPrompt]) -> None:
+def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequence[RenderedPrompt],
+                   text: TextReading | None = None) -> None:
     """`prompts.parquet` of the prompts this run scores; columns computed over all prompts, so a
-    shard's rows are the unsharded run's rows."""
+    shard's rows are the unsharded run's rows; with a text reading, each row's text prompt too."""
     ref = cfg.bench
     ids = {r.prompt.prompt_id for r in own}
     rows = ref.task.tables.prompt_rows(rendered, shared_prefix_lengths(rendered))
-    write_prompts(cfg.out_dir, [row for row in rows if row["prompt_id"] in ids], ref.task.tables.prompts_schema)
+    rows, schema = [row for row in rows if row["prompt_id"] in ids], ref.task.tables.prompts_schema
+    if text is not None:
+        rows, schema = prompt_columns(text, rows, schema)
+    write_prompts(cfg.out_dir, rows, schema)
 
 
 def _finish_shard(cfg: RunConfig, held: Any) -> Path:
@@ -191,7 +204,7 @@ def _finish_shard(cfg: RunConfig, held: Any) -> Path:
     ref = cfg.bench
     assert ref.shard is not None
     write_text(cfg.out_dir / "DONE", "complete\n")
-    for parts in ("scores.parts", "generations.parts", "judgements.parts", "patching.parts"):
+    for parts in ("scores.parts", "text.parts", "generations.parts", "judgements.parts", "patching.parts"):
         shutil.rmtree(cfg.out_dir / parts, ignore_errors=True)
     held.release()
     log.info("shard %s done; once all %d are, merge them: python -m probe.merge --out <dir> <shard dirs…>",
@@ -200,14 +213,14 @@ def _finish_shard(cfg: RunConfig, held: Any) -> Path:
 
 
 def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPrompt],
-             own: Sequence[RenderedPrompt], letter_ids: LetterIds | None) -> Path:
+             own: Sequence[RenderedPrompt], letter_ids: LetterIds | None, text: TextReading | None) -> Path:
     """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
     ref = cfg.bench
     out = cfg.out_dir
     if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts.parquet is the run's, not ours
         raise ProbeInputError(f"{out} is not empty; a dry run writes into a new or empty directory (hydra.run.dir=…)")
     out.mkdir(parents=True, exist_ok=True)
-    _write_prompts(cfg, rendered, own)
+    _write_prompts(cfg, rendered, own, text)
     rendered = own
     if not rendered:
         log.info("dry run: shard %s holds no prompts", ref.shard)
@@ -220,6 +233,8 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
         lines.append(f"letters {list(letter_ids.letters)} → token ids {list(letter_ids.ids)} (checked in context)")
     for r in (rendered[0], longest):
         lines += [f"--- prompt {r.prompt.prompt_id} ({len(r.token_ids)} tokens) ---", r.text]
+    if text is not None:
+        lines += describe(text)
     config = loaded.info.get("config")
     if config is not None and cfg.backend.name == "hf":
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
@@ -235,7 +250,8 @@ def _check_finished(cfg: RunConfig, generate: bool, intervention: dict[str, Any]
     — metrics, report — are recomputed from the tables instead)."""
     mech, patched = cfg.analysis.mech, intervention is not None and intervention["name"] == "patch"
     names = ["manifest.json", "prompts.parquet",
-             *(["generations.parquet"] if generate else ["scores.parquet", "scores.safetensors"]),
+             *(["generations.parquet"] if generate else ["scores.parquet"]),
+             *(["scores.safetensors"] if not generate and cfg.backend.mode != "text" else []),
              *(["judgements.parquet"] if cfg.judged else []),
              *(["lens.safetensors"] if mech.logit_lens else []),
              *(["activations.safetensors"] if mech.capture_layers else []),

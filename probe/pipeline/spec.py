@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from probe.backends.specs import BACKENDS, BackendSpec, HFBackendSpec
+from probe.backends.specs import BACKENDS, TEXT_MODES, BackendSpec, HFBackendSpec
 from probe.backends.taps import MechSpec
 from probe.benches.registry import get_task
 from probe.benches.task import Task
@@ -65,10 +65,13 @@ class BenchRef:
     shard: Shard | None = None
     """`bench.shard=i/n`: this run scores one of n slices of whole items (`probe.pipeline.shard_plan`)."""
 
-    def record(self) -> dict[str, Any]:
+    def record(self, text_reading: bool = False) -> dict[str, Any]:
         """The bench config as recorded in the run key and manifest (complete, with defaults; the
-        shard only when set, so an unsharded run's key is the merged shards' key)."""
+        shard only when set, so an unsharded run's key is the merged shards' key; `text_form`
+        only with a text reading, so a letter run's key and manifest are what they always were)."""
         out = asdict(self.spec)
+        if not text_reading:
+            out.pop("text_form", None)
         if self.module:
             out["module"] = self.module
         return {**out, "shard": str(self.shard)} if self.shard else out
@@ -111,11 +114,17 @@ class RunConfig:
         _judge_fits(self)
         _scoring_only(self)
         _shardable(self)
+        _text_reading(self)
 
     @property
     def generates(self) -> bool:
         """Whether answers are generated (open answers, or `backend.mode=generate`), not letters scored."""
         return self.bench.task.answers == "open" or self.backend.mode == "generate"
+
+    @property
+    def text_reading(self) -> bool:
+        """Whether option texts are scored as continuations (`backend.mode=text|letters+text`)."""
+        return self.backend.mode in TEXT_MODES
 
     @property
     def judged(self) -> bool:
@@ -147,6 +156,25 @@ def _shardable(cfg: RunConfig) -> None:
     if cfg.bench.shard is not None and not getattr(cfg.backend, "prefix_reuse", True):
         raise ProbeInputError("bench.shard needs backend.prefix_reuse=true: plain batches sort prompts by length "
                               "across items, so no slice of whole items is a set of whole batches")
+
+
+def _text_reading(cfg: RunConfig) -> None:
+    """The text reading runs on the HF scorer, for a bench that has one, on the unedited model."""
+    mode, task = cfg.backend.mode, cfg.bench.task
+    if not cfg.text_reading:
+        return
+    if cfg.backend.name != "hf":
+        raise ProbeInputError(f"backend.mode={mode} needs backend=hf: the vLLM answer-text path is not built yet "
+                              "(its prompt log-probs turn prefix caching off); use backend=hf, or backend.mode=letters")
+    if not task.text_forms:
+        raise ProbeInputError(f"backend.mode={mode}: {task.title} has no answer-text reading (its answers are "
+                              f"{task.answers}); expected backend.mode=letters or generate")
+    if cfg.bench.shard is not None:
+        raise ProbeInputError(f"backend.mode={mode} cannot be sharded yet (bench.shard); run it unsharded")
+    if cfg.intervention.name != "none" or (mode == "text" and cfg.analysis.mech.active):
+        raise ProbeInputError(f"backend.mode={mode}: interventions and (in text mode) logit lens / captured layers "
+                              "apply to letter scores only; expected intervention=none and, for them, "
+                              "backend.mode=letters+text")
 
 
 def _no_judge_options_without_a_judge(cfg: RunConfig, overrides: Sequence[str]) -> None:

@@ -135,7 +135,9 @@ class Run:
         (`greedy_letter`, `greedy_group`, `greedy_valid`) and the full-vocabulary argmax token
         (`argmax_token_id`, `argmax_token`, `argmax_prob`; null / NaN in runs scored before probe
         stored it); generation runs: `generation` and its parsed columns (`parsed_group`); judged
-        runs: every verdict as `<task>.<field>` (`probe.results.samples`)."""
+        runs: every verdict as `<task>.<field>` (`probe.results.samples`). A `letters+text` run
+        adds the text reading's `text_p_A`, … and `text_greedy_letter`; a `text` run's `p_A`, …
+        are its text reading's (its letter columns are null)."""
         if temperature is None:
             temperature = self.manifest.temperature
         if not temperature > 0:

@@ -21,6 +21,7 @@ import pyarrow as pa
 from probe.errors import ProbeInputError
 from probe.probs import choice_probs
 from probe.results.scores import argmax_columns
+from probe.results.text import letter_reading_absent
 
 IDENTIFYING = ("prompt_id", "task", "template", "language", "judge")
 """`judgements.parquet` columns that say which verdict a row is, not what it found."""
@@ -50,7 +51,7 @@ def sample_frame(prompts: pa.Table, letters: Sequence[str], temperature: float, 
 
 
 def _prompt_columns(prompts: pa.Table, letters: Sequence[str]) -> pd.DataFrame:
-    keep = [c for c in prompts.column_names if c not in ("token_ids", "groups", "order")]
+    keep = [c for c in prompts.column_names if c not in ("token_ids", "groups", "order", "text_prompt_token_ids")]
     frame = prompts.select(keep).to_pandas().rename(columns={"text": "prompt"}).set_index("prompt_id")
     for name, prefix in (("groups", "group"), ("order", "option")):
         if name in prompts.column_names and letters:
@@ -65,10 +66,12 @@ def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
                    frame: pd.DataFrame) -> pd.DataFrame:
     ids = scores.column("prompt_id").to_numpy()
     _same_prompts(ids, frame.index, "scores.parquet")
-    lp = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float64).reshape(len(ids), len(letters))
+    # a text-mode run has no letter reading: its choice distribution is over the option texts
+    reading = "text_logprobs" if letter_reading_absent(scores) else "letter_logprobs"
+    lp = np.asarray(scores.column(reading).to_pylist(), dtype=np.float64).reshape(len(ids), len(letters))
     probs = choice_probs(lp, temperature) if len(ids) else np.zeros_like(lp)
     out = pd.DataFrame({letter_column("p", L): probs[:, k] for k, L in enumerate(letters)}, index=frame.index)
-    out["letter_mass"] = scores.column("letter_mass").to_numpy()
+    out["letter_mass"] = scores.column("letter_mass").to_numpy(zero_copy_only=False)
     out["greedy_letter"] = scores.column("greedy_letter").to_pylist()
     out["greedy_group"] = _group_at(frame, out["greedy_letter"])
     out["greedy_valid"] = scores.column("greedy_valid").to_pylist()
@@ -77,6 +80,12 @@ def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
     out["argmax_token"] = argmax.column("argmax_token").to_pylist()
     logprob = argmax.column("argmax_logprob").to_numpy(zero_copy_only=False).astype(np.float64)
     out["argmax_prob"] = np.exp(logprob)
+    if reading == "letter_logprobs" and "text_logprobs" in scores.column_names:  # letters+text: both readings
+        text = np.asarray(scores.column("text_logprobs").to_pylist(), dtype=np.float64).reshape(len(ids), len(letters))
+        tp = choice_probs(text, temperature) if len(ids) else np.zeros_like(text)
+        for k, L in enumerate(letters):
+            out[letter_column("text_p", L)] = tp[:, k]
+        out["text_greedy_letter"] = [letters[i] for i in text.argmax(axis=1)] if len(ids) else []
     return out
 
 

@@ -28,6 +28,7 @@ from probe.results.io import write_table
 from probe.results.mech import write_lens
 from probe.results.parts import PartStore
 from probe.results.schemas import ARGMAX_COLUMNS, SCORES_SCHEMA
+from probe.results.text import letter_reading_absent, text_arrays
 from probe.types import LetterScore, RenderedPrompt
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 class ScoreTable:
     """One run's prompts and scores joined by `prompt_id` (rows sorted by it).
 
-    `logprobs` is float32 `[prompt, letter]`: full-vocabulary log p of each letter.
+    `logprobs` is float32 `[prompt, letter]`: full-vocabulary log p of each letter (a `text`-mode
+    run, which has no letter reading: its float64 `text_logprobs`).
     """
 
     prompt_id: np.ndarray
@@ -228,8 +230,8 @@ class PromptTable:
     category: np.ndarray
     order: np.ndarray
 
-    def with_scores(self, logprobs: np.ndarray, greedy_valid: np.ndarray) -> ScoreTable:
-        return ScoreTable(logprobs=logprobs, greedy_valid=greedy_valid,
+    def with_scores(self, logprobs: np.ndarray, greedy_valid: np.ndarray, **text: np.ndarray) -> ScoreTable:
+        return ScoreTable(logprobs=logprobs, greedy_valid=greedy_valid, **text,
                           **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
 
 
@@ -252,13 +254,20 @@ def read_prompts(run_dir: Path) -> PromptTable:
 
 
 def read_table(run_dir: Path) -> ScoreTable:
-    """Join `prompts.parquet` and `scores.parquet`; fails if either is missing or they disagree."""
+    """Join `prompts.parquet` and `scores.parquet`; fails if either is missing or they disagree.
+
+    With a text reading the text fields are filled (`probe.results.text`); a `text`-mode run has
+    no letter reading, so its `logprobs` are the text log-probs (float64) and every metric reads
+    them, with every prompt's greedy choice valid (the argmax over option texts is an option)."""
     prompts = read_prompts(run_dir)
     if not (run_dir / "scores.parquet").is_file():
         raise ProbeInputError(f"{run_dir}: missing scores.parquet; is this a finished probe run directory?")
     scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id")
     if not np.array_equal(prompts.prompt_id, scores.column("prompt_id").to_numpy()):
         raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
+    text = text_arrays(scores)
+    if letter_reading_absent(scores):
+        return prompts.with_scores(logprobs=text["text_logprobs"], greedy_valid=np.ones(scores.num_rows, bool), **text)
     logprobs = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32)
     bad = unscorable(logprobs) if logprobs.ndim == 2 else np.zeros(len(logprobs), bool)  # 1-d: no rows
     if bad.any():  # every metric reads scores through here: none is computed from a NaN
@@ -267,4 +276,4 @@ def read_table(run_dir: Path) -> ScoreTable:
             f"(NaN or +inf, or −inf at every letter; first prompt ids {prompts.prompt_id[bad][:5].tolist()}); no "
             "metric is computed from them: score the run again with a finite model and intervention")
     return prompts.with_scores(logprobs=logprobs,
-                               greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False))
+                               greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False), **text)

@@ -20,6 +20,7 @@ from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge, Seed
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
+from probe.prompts.text import TEXT_FORMAT_LINE
 from probe.types import LETTERS, Item, Option, Prompt
 
 CLUSTERS: tuple[str, ...] = (
@@ -65,6 +66,8 @@ class CCDSpec:
     """Latin square relabelling seed (the paper's 42)."""
     limit: Annotated[int, Ge(1)] | None = None
     """Score only the first N items (smoke tests); null = all."""
+    text_form: Literal["hybrid", "cloze"] = "hybrid"
+    """Answer-text reading (backend.mode=text|letters+text): hybrid (options listed, the answer's text asked) | cloze (the question alone)."""
 
 
 def resolve_source(spec: CCDSpec, cache_dir: Path) -> Path:
@@ -146,4 +149,15 @@ def render_message(item: Item, order: Sequence[int], generate: bool) -> str:
     lines = [f"Question: {item.question}", "Options:"]
     lines += [f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(order)]
     lines.append(RATIONALE_LINES if generate else FORMAT_LINE)
+    return "\n".join(lines)
+
+
+def text_message(item: Item, prompt: Prompt, form: str) -> str:
+    """The text reading's message of a design cell: hybrid, the options under the cell's order
+    and the text format line; cloze, the dilemma alone (`probe.prompts.text`)."""
+    if form == "cloze":
+        return f"Question: {item.question}"
+    lines = [f"Question: {item.question}", "Options:"]
+    lines += [f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(prompt.order)]
+    lines.append(TEXT_FORMAT_LINE)
     return "\n".join(lines)

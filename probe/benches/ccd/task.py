@@ -17,6 +17,7 @@ from probe.benches.ccd.data import (
     build_prompts,
     load_items,
     resolve_source,
+    text_message,
 )
 from probe.benches.ccd.judging import DIMENSIONS, KeywordJudge
 from probe.benches.ccd.metrics import compute, pluralism
@@ -77,7 +78,8 @@ _HEADLINE = (Column("entropy (bits)", "entropy_bits"), Column("Gini", "gini"), C
 
 TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="ccd", title="CCD-Bench", spec_type=CCDSpec, prepare=prepare, compute=_compute,
-                        report=report.report, figures=figures.run_figures, extra_metrics=pluralism_metrics),
+                        report=report.report, figures=figures.run_figures, extra_metrics=pluralism_metrics,
+                        text_message=text_message),
     Presentation(
         sweep_columns=(Column("top clusters", "shares", cell=_top_clusters), *_HEADLINE,
                        Column("top clusters, debiased", "shares", cell=lambda m: _top_clusters(m, "debiased"),

@@ -18,6 +18,7 @@ import huggingface_hub
 from probe.config import Ge, NonEmpty
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
+from probe.prompts.text import TEXT_FORMAT_LINE
 from probe.types import LETTERS, Item, Option, Prompt
 
 K = 4
@@ -83,6 +84,8 @@ class DiscoSpec:
     """The low-resource group of SPD."""
     limit: Annotated[int, Ge(1)] | None = None
     """Score only the first N items (smoke tests); null = all."""
+    text_form: Literal["hybrid", "cloze"] = "hybrid"
+    """Answer-text reading (backend.mode=text|letters+text): hybrid (options listed, the answer's text asked) | cloze (the question alone)."""
 
 
 def resolve_source(spec: DiscoSpec) -> Path:
@@ -267,9 +270,12 @@ def _cells(item: Item, condition: str) -> list[tuple[str | None, int, int | None
 
 
 def render_message(
-    item: Item, condition: str, target: str | None, order: tuple[int, ...], ctx_rotation: int | None
+    item: Item, condition: str, target: str | None, order: tuple[int, ...], ctx_rotation: int | None,
+    form: str = "letters",
 ) -> str:
-    """The user-turn text of one DiSCo prompt (SPEC §2 line order; absent parts omitted)."""
+    """The user-turn text of one DiSCo prompt (SPEC §2 line order; absent parts omitted); `form`
+    `hybrid` asks for the answer's text instead of its letter, `cloze` ends before the
+    instruction line (no options to choose from)."""
     lines = [f"Question: {item.question}"]
     if condition in ("C1", "C2"):
         assert target is not None
@@ -283,8 +289,15 @@ def render_message(
         for s in range(K):
             fact = item.options[order[(s + ctx_rotation) % K]].context
             lines.append(f"{s + 1}. {fact}")
+    if form == "cloze":
+        return "\n".join(lines)
     lines.append(f"Instructions: {item.instructions or DEFAULT_INSTRUCTIONS}")
     lines.append("Options:")
     lines.extend(f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(order))
-    lines.append(FORMAT_LINE)
+    lines.append(TEXT_FORMAT_LINE if form == "hybrid" else FORMAT_LINE)
     return "\n".join(lines)
+
+
+def text_message(item: Item, prompt: Prompt, form: str) -> str:
+    """The text reading's message of a design cell (`probe.prompts.text`)."""
+    return render_message(item, prompt.condition, prompt.target, prompt.order, prompt.ctx_rotation, form)

@@ -15,6 +15,7 @@ from probe.benches.disco.data import (
     build_prompts,
     load_items,
     resolve_source,
+    text_message,
 )
 from probe.benches.disco.metrics import DiscoAnalysis, compute
 from probe.benches.task import Column, PreparedBench, Presentation
@@ -73,7 +74,7 @@ SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1
 
 TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="disco", title="DiSCo", spec_type=DiscoSpec, prepare=prepare, compute=_compute,
-                        report=report.report, figures=figures.run_figures),
+                        report=report.report, figures=figures.run_figures, text_message=text_message),
     Presentation(
         sweep_columns=SWEEP_COLUMNS,
         sweep_note=("Expected (probability-weighted) metrics with 95% bootstrap CIs over items; debiased = the "
