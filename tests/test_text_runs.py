@@ -241,3 +241,20 @@ def test_a_run_interrupted_in_text_scoring_resumes_into_the_same_files(runs: dic
     assert (out / "scores.safetensors").read_bytes() == (ref / "scores.safetensors").read_bytes()
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["backend"]["text_resumed_prompts"] > 0 and not (out / "text.parts").exists()
+
+
+def test_disco_hybrid_message_asks_for_the_text_in_both_lines(tmp_path: Path) -> None:
+    """The hybrid message never asks for a letter: its instruction and format lines both ask for
+    the option's text (`{"answer":…}`), and it differs from the letter message in those two lines."""
+    from conftest import disco_rows, write_csv
+
+    from probe.benches.disco.data import load_items, render_message
+
+    item = load_items(write_csv(tmp_path / "d.csv", disco_rows(1)))[0]
+    letter = render_message(item, "C0", None, (0, 1, 2, 3), None).splitlines()
+    hybrid = render_message(item, "C0", None, (0, 1, 2, 3), None, "hybrid").splitlines()
+    assert len(letter) == len(hybrid)
+    differ = [(a, b) for a, b in zip(letter, hybrid) if a != b]
+    assert [b.split(":")[0] for _, b in differ] == ["Instructions", "Return ONLY valid JSON in exactly this format"]
+    assert not any("answer_choice" in line or "alphabet" in line for line in hybrid)
+    assert all('{"answer":' in b for _, b in differ)

@@ -37,6 +37,12 @@ FORMAT_LINE = (
     'Return ONLY valid JSON in exactly this format: {"answer_choice":"X"} '
     "(where X is one of A, B, C, D)."
 )
+HYBRID_INSTRUCTIONS = (
+    "Without any explanation, choose only one of the given options. "
+    'Provide the text of your chosen option as JSON format: {"answer":""}'
+)
+"""The hybrid text reading's instruction line, in place of the letter one (which asks for a
+letter and `answer_choice`, and would contradict the text format line)."""
 CONDITIONS: tuple[Literal["C0", "C1", "C2", "C3"], ...] = ("C0", "C1", "C2", "C3")
 HIGH_RESOURCE: tuple[str, ...] = ("UK", "US", "South_Korea", "China")
 LOW_RESOURCE: tuple[str, ...] = ("Ethiopia", "Northern_Nigeria", "Assam")
@@ -291,7 +297,8 @@ def render_message(
             lines.append(f"{s + 1}. {fact}")
     if form == "cloze":
         return "\n".join(lines)
-    lines.append(f"Instructions: {item.instructions or DEFAULT_INSTRUCTIONS}")
+    instructions = HYBRID_INSTRUCTIONS if form == "hybrid" else item.instructions or DEFAULT_INSTRUCTIONS
+    lines.append(f"Instructions: {instructions}")
     lines.append("Options:")
     lines.extend(f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(order))
     lines.append(TEXT_FORMAT_LINE if form == "hybrid" else FORMAT_LINE)
