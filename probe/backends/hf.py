@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Iterator, Mapping, Sequence, Set
 from typing import Any, NamedTuple
 
@@ -26,6 +25,7 @@ import torch.nn.functional as F
 
 from probe.backends.batching import BackendStats
 from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_edits
+from probe.backends.passes import PassRunner
 from probe.backends.patching import ResidualSink, run_patching
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
@@ -81,7 +81,7 @@ class HFScorer:
         self.softcap = getattr(config, "final_logit_softcapping", None)
         self.device = self.decoder.get_input_embeddings().weight.device
         self._head_checked = False
-        self._row_cap: int | None = None  # set after an out-of-memory: never retry that many rows
+        self._passes = PassRunner(self.stats, self.device)
         self._tap: ResidualTap | None = None
         self.n_layers = len(self.decoder.layers)
         self.capture = resolve_layers(self.mech.capture_layers, self.n_layers)
@@ -157,29 +157,10 @@ class HFScorer:
 
     def _run(self, chunk: TrieChunk, rows: Sequence[int], store: KVStore,
              letter_ids: torch.Tensor) -> Iterator[list[LetterScore]]:
-        """Run one pass; on out-of-memory split it in half and retry (results unchanged)."""
-        if len(rows) > 1 and self._row_cap is not None and len(rows) > self._row_cap:
-            for half in _halves(rows):
-                yield from self._run(chunk, half, store, letter_ids)
-            return
-        t0 = time.perf_counter()
-        try:
-            out = self._forward(chunk, rows, store, letter_ids)
-        except torch.OutOfMemoryError:
-            if len(rows) == 1:
-                raise
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            self.stats.oom_splits += 1
-            self._row_cap = max(1, len(rows) // 2)
-            for half in _halves(rows):
-                yield from self._run(chunk, half, store, letter_ids)
-            return
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.stats.count_batch(len(rows), time.perf_counter() - t0)
-        if out is not None:
-            yield _letter_scores(out, letter_ids)
+        """Run one pass (`PassRunner`: halved on out-of-memory, results unchanged)."""
+        for out in self._passes.run(rows, lambda part: self._forward(chunk, part, store, letter_ids)):
+            if out is not None:
+                yield _letter_scores(out, letter_ids)
 
     @torch.inference_mode()
     def _forward(self, chunk: TrieChunk, rows: Sequence[int], store: KVStore,
@@ -337,7 +318,3 @@ def _letter_scores(out: BatchOutput, letter_ids: torch.Tensor) -> list[LetterSco
             for k, (r, lp, v, a, alp) in enumerate(zip(out.prompts, out.logprobs.tolist(), is_letter.tolist(),
                                                       out.argmax.tolist(), out.argmax_logprob.tolist()))]
 
-
-def _halves(rows: Sequence[int]) -> list[tuple[int, ...]]:
-    mid = len(rows) // 2
-    return [tuple(rows[:mid]), tuple(rows[mid:])]

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from collections.abc import Callable, Iterator, Sequence, Set
 from dataclasses import fields
 from typing import Any
@@ -39,6 +38,7 @@ import torch.nn.functional as F
 
 from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextChunk, TextPlan, TextRequest, TextScore, plan_texts
+from probe.backends.passes import PassRunner
 from probe.backends.specs import HFBackendSpec
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
 from probe.errors import ProbeInputError
@@ -64,7 +64,7 @@ class TextScorer:
         self.stats = BackendStats()
         self.device = self.decoder.get_input_embeddings().weight.device
         self._checked = False
-        self._row_cap: int | None = None  # set after an out-of-memory: never retry that many rows
+        self._passes = PassRunner(self.stats, self.device)
 
     def score(self, requests: Sequence[TextRequest], done: Set[int] = frozenset()) -> Iterator[list[TextScore]]:
         """Yield the scores of the requests completed by each chunk, chunk by chunk (planned
@@ -134,24 +134,8 @@ class TextScorer:
         return np.concatenate(written) if written else np.zeros(0, dtype=np.int64)
 
     def _run(self, chunk: TextChunk, rows: Sequence[int], store: KVStore, values: np.ndarray) -> list[np.ndarray]:
-        """Run one pass; on out-of-memory split it in half and retry (results unchanged)."""
-        if len(rows) > 1 and self._row_cap is not None and len(rows) > self._row_cap:
-            return [s for half in _halves(rows) for s in self._run(chunk, half, store, values)]
-        t0 = time.perf_counter()
-        try:
-            slots = self._forward(chunk, rows, store, values)
-        except torch.OutOfMemoryError:
-            if len(rows) == 1:
-                raise
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            self.stats.oom_splits += 1
-            self._row_cap = max(1, len(rows) // 2)
-            return [s for half in _halves(rows) for s in self._run(chunk, half, store, values)]
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.stats.count_batch(len(rows), time.perf_counter() - t0)
-        return [slots]
+        """Run one pass (`PassRunner`: halved on out-of-memory, results unchanged)."""
+        return self._passes.run(rows, lambda part: self._forward(chunk, part, store, values))
 
     @torch.inference_mode()
     def _forward(self, chunk: TextChunk, rows: Sequence[int], store: KVStore, values: np.ndarray) -> np.ndarray:
@@ -231,7 +215,3 @@ def _score(plan: TextPlan, index: int, values: np.ndarray) -> TextScore:
     return TextScore(prompt_id=q.prompt.prompt.prompt_id, logprobs=tuple(sums), n_tokens=tuple(counts),
                      token_ids=tuple(ids))
 
-
-def _halves(rows: Sequence[int]) -> list[tuple[int, ...]]:
-    mid = len(rows) // 2
-    return [tuple(rows[:mid]), tuple(rows[mid:])]
