@@ -19,6 +19,7 @@ import numpy as np
 from probe.benches.task import Column, Judging, PreparedBench, Presentation, Tables, Task, bench_spec, no_figures
 from probe.metrics.core import AnalysisOptions, capture_replicates, record_replicates
 from probe.metrics.letters import LetterOptions, analyse
+from probe.metrics.text_agreement import agreement, per_byte
 from probe.prompts.parse import parse_answer
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
@@ -28,6 +29,7 @@ from probe.types import RenderedPrompt
 from probe.viz.figures import Figure
 from probe.viz.letters import letter_section, warnings_block
 from probe.viz.markdown import invalid_section, value_ci
+from probe.viz.text_agreement import agreement_section
 
 __all__ = ["LETTER_TABLES", "ForcedChoice", "forced_choice_task", "headline", "letter_columns", "letter_metrics",
            "letter_report", "parse_letter"]
@@ -103,7 +105,7 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     if letters.debiased is None:  # some condition's design cannot separate letter from content
         if ci95 is not None and opts.n_boot > 0:
             ci95.update(letters.ci)
-        return {"debiased": None, **letters.blocks}
+        return {"debiased": None, **letters.blocks, **text_blocks(compute, table, opts, spec, None, ci95)}
     with np.errstate(divide="ignore"):
         lp = opts.temperature * np.log(letters.debiased)
     with capture_replicates() as box:
@@ -112,7 +114,44 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
         record_replicates("debiased", box["expected"])
     if ci95 is not None and opts.n_boot > 0:
         ci95.update({"debiased": (debiased.get("ci95") or {}).get("expected"), **letters.ci})
-    return {"debiased": debiased.get("expected"), **letters.blocks}
+    return {"debiased": debiased.get("expected"), **letters.blocks,
+            **text_blocks(compute, table, opts, spec, letters.debiased, ci95)}
+
+
+def text_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, debiased: np.ndarray | None,
+                ci95: dict[str, Any] | None) -> dict[str, Any]:
+    """The answer-text reading's trees and the letter-vs-text `agreement` audit; `{}` for a run
+    without a text reading (its metrics.json gains no key).
+
+    `text` is the bench's own `compute` on the summed continuation log-probs (lm-eval's `acc`
+    score), `text_norm` on the same per UTF-8 byte (`per_byte`; lm-eval's `acc_norm` divides by
+    characters). Both take the `expected` tree, as `debiased` does, and put their intervals and
+    replicates under their own names; `agreement` is `probe.metrics.text_agreement` with the debiased
+    letters `debiased` (None: no letter-prior estimate, raw letters only).
+    """
+    if table.text_logprobs is None:
+        return {}
+    out = {"text": _tree_of(compute, replace(table, logprobs=table.text_logprobs), opts, spec, "text", ci95)}
+    if table.text_n_bytes is not None:
+        out["text_norm"] = _tree_of(compute, replace(table, logprobs=per_byte(table)), opts, spec, "text_norm", ci95)
+    audit = agreement(table, debiased, opts)
+    if audit.replicates is not None:
+        record_replicates("agreement", audit.replicates)
+    if ci95 is not None and opts.n_boot > 0:
+        ci95["agreement"] = audit.ci
+    return {**out, "agreement": audit.block}
+
+
+def _tree_of(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, name: str,
+             ci95: dict[str, Any] | None) -> Any:
+    """The bench's `expected` tree on `table`, its intervals as `ci95[name]` and replicates as `name`."""
+    with capture_replicates() as box:
+        tree = compute(table, opts, spec)
+    if "expected" in box:
+        record_replicates(name, box["expected"])
+    if ci95 is not None and opts.n_boot > 0:
+        ci95[name] = (tree.get("ci95") or {}).get("expected")
+    return tree.get("expected")
 
 
 def letter_columns(condition: str | None = None) -> tuple[Column, Column]:
@@ -148,7 +187,8 @@ def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
 
 def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Run], str]:
     """The `Task.report` hook: the bench's own markdown, opened by the letter-prior warning when it
-    fires and followed by the letter-prior section; a plain note when no answer was valid, and in
+    fires and followed by the letter-prior section (and, with a text reading, the letter-vs-text
+    agreement section); a plain note when no answer was valid, and in
     generation mode the list of invalid outputs."""
     def report(metrics: Mapping[str, Any], run: Run) -> str:
         text = body(metrics) if metrics.get("expected") is not None else (
@@ -156,7 +196,7 @@ def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping
             "generations were unparseable, so no metric is defined.\n")
         title, _, rest = text.partition("\n")
         # the letter warning comes first: it changes how every number below reads
-        text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")]) + letter_section(metrics)
+        text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")]) + letter_section(metrics) + agreement_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
         return text
