@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from probe.benches.disco.data import build_prompts
+from probe.benches.disco.data import DiscoSpec, build_prompts
 from probe.benches.disco.metrics import DiscoAnalysis, compute
-from probe.benches.forced import letter_blocks, letter_report
+from probe.benches.forced import letter_blocks, letter_metrics, letter_report
 from probe.errors import ProbeInputError
 from probe.metrics.text_agreement import Reading, agreement, average_ranks, evaluate, pair_sums, per_byte, spearman
 from probe.metrics.core import AnalysisOptions, capture_replicates
@@ -245,3 +245,27 @@ def test_an_empty_continuation_has_no_per_byte_score() -> None:
     table = replace(_hand(), text_n_bytes=np.array([[4, 4], [4, 0], [4, 4], [4, 4]]))
     with pytest.raises(ProbeInputError, match="prompt_id 1: text_n_bytes"):
         per_byte(table)
+
+
+class _TextRun:
+    """What the metrics hook reads of a letters+text run: its manifest and its joined table."""
+
+    manifest = {"backend": {"mode": "letters+text"}, "bench": {"config": {"name": "disco", "kind": "disco"}}}
+
+    def __init__(self, table: ScoreTable) -> None:
+        self._table = table
+
+    def table(self) -> ScoreTable:
+        return self._table
+
+
+def test_the_metrics_hook_audits_the_masked_prompts_only() -> None:
+    table = _disco(text=True)
+    mask = np.isin(table.item_id.astype(str), ["i0", "i2"])
+    hook = letter_metrics(_compute, DiscoSpec)
+    got = hook(_TextRun(table), mask, AnalysisOptions(n_boot=0))  # type: ignore[arg-type]
+    kept = table.subset(mask)
+    assert got["n_prompts"] == int(mask.sum()) == sum(v["n_prompts"] for v in got["agreement"].values())
+    assert got["text"] == _compute(replace(kept, logprobs=kept.text_logprobs), AnalysisOptions(n_boot=0), None)["expected"]
+    assert got["agreement"] == agreement(kept, analyse(kept, LetterOptions(n_boot=0)).debiased,
+                                         AnalysisOptions(n_boot=0)).block
