@@ -250,10 +250,9 @@ def test_an_empty_continuation_has_no_per_byte_score() -> None:
 class _TextRun:
     """What the metrics hook reads of a letters+text run: its manifest and its joined table."""
 
-    manifest = {"backend": {"mode": "letters+text"}, "bench": {"config": {"name": "disco", "kind": "disco"}}}
-
-    def __init__(self, table: ScoreTable) -> None:
+    def __init__(self, table: ScoreTable, mode: str = "letters+text") -> None:
         self._table = table
+        self.manifest = {"backend": {"mode": mode}, "bench": {"config": {"name": "disco", "kind": "disco"}}}
 
     def table(self) -> ScoreTable:
         return self._table
@@ -269,3 +268,13 @@ def test_the_metrics_hook_audits_the_masked_prompts_only() -> None:
     assert got["text"] == _compute(replace(kept, logprobs=kept.text_logprobs), AnalysisOptions(n_boot=0), None)["expected"]
     assert got["agreement"] == agreement(kept, analyse(kept, LetterOptions(n_boot=0)).debiased,
                                          AnalysisOptions(n_boot=0)).block
+
+
+def test_a_text_only_run_has_no_letters_to_audit() -> None:
+    # `text` mode: the table's log-probs are the text scores, so `expected` is the text tree itself
+    table = _disco(text=True)
+    table = replace(table, logprobs=table.text_logprobs)
+    got = letter_metrics(_compute, DiscoSpec)(_TextRun(table, "text"), None, AnalysisOptions(n_boot=0))  # type: ignore[arg-type]
+    assert "text" not in got and "agreement" not in got
+    assert got["text_norm"] == _compute(replace(table, logprobs=per_byte(table)), AnalysisOptions(n_boot=0), None)[
+        "expected"]

@@ -80,7 +80,8 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
                                   "n_units": len(np.unique(table.item_id.astype(str)))}})
         if len(table.prompt_id):
             out.update(compute(table, opts, spec))
-            out.update(letter_blocks(compute, table, opts, spec, is_generation_run(run), out.get("ci95")))
+            out.update(letter_blocks(compute, table, opts, spec, is_generation_run(run), out.get("ci95"),
+                                     letters_read=run.manifest["backend"].get("mode") != "text"))
         else:  # every generation invalid: nothing to aggregate, which the report says
             out.update({"expected": None, "greedy": None, "ci95": {}})
         return out
@@ -89,7 +90,7 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
 
 
 def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, generated: bool,
-                  ci95: dict[str, Any] | None) -> dict[str, Any]:
+                  ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
     """The letter-prior decomposition (`probe.metrics.letters`) and the `debiased` tree.
 
     The debiased tree is the bench's own `compute` on the debiased choice distribution `q`
@@ -97,7 +98,9 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     through the same code as `expected`. Its intervals resample items with `q` fixed, which is
     exact for the rotation estimator (a group's `q` reads only its own prompts); `ci95` gains
     `debiased`, `letter_prior` and `letter_split` in place. `debiased` is null when a condition
-    has no estimate (its `letter_prior_estimator` entry says why).
+    has no estimate (its `letter_prior_estimator` entry says why). With a text reading the text
+    blocks follow (`text_blocks`; `letters_read` False: a `text`-mode run, whose `logprobs` are
+    the text scores).
     """
     lopts = LetterOptions(temperature=opts.temperature, n_boot=opts.n_boot, seed=opts.seed,
                           prior_ratio=opts.letter_prior_ratio)
@@ -105,7 +108,7 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     if letters.debiased is None:  # some condition's design cannot separate letter from content
         if ci95 is not None and opts.n_boot > 0:
             ci95.update(letters.ci)
-        return {"debiased": None, **letters.blocks, **text_blocks(compute, table, opts, spec, None, ci95)}
+        return {"debiased": None, **letters.blocks, **text_blocks(compute, table, opts, spec, None, ci95, letters_read)}
     with np.errstate(divide="ignore"):
         lp = opts.temperature * np.log(letters.debiased)
     with capture_replicates() as box:
@@ -115,11 +118,11 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     if ci95 is not None and opts.n_boot > 0:
         ci95.update({"debiased": (debiased.get("ci95") or {}).get("expected"), **letters.ci})
     return {"debiased": debiased.get("expected"), **letters.blocks,
-            **text_blocks(compute, table, opts, spec, letters.debiased, ci95)}
+            **text_blocks(compute, table, opts, spec, letters.debiased, ci95, letters_read)}
 
 
 def text_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, debiased: np.ndarray | None,
-                ci95: dict[str, Any] | None) -> dict[str, Any]:
+                ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
     """The answer-text reading's trees and the letter-vs-text `agreement` audit; `{}` for a run
     without a text reading (its metrics.json gains no key).
 
@@ -127,13 +130,19 @@ def text_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec
     score), `text_norm` on the same per UTF-8 byte (`per_byte`; lm-eval's `acc_norm` divides by
     characters). Both take the `expected` tree, as `debiased` does, and put their intervals and
     replicates under their own names; `agreement` is `probe.metrics.text_agreement` with the debiased
-    letters `debiased` (None: no letter-prior estimate, raw letters only).
+    letters `debiased` (None: no letter-prior estimate, raw letters only). A `text`-mode run
+    (`letters_read` False) has no letter reading: its `expected` tree already is the text's, so it
+    gains `text_norm` only.
     """
     if table.text_logprobs is None:
         return {}
-    out = {"text": _tree_of(compute, replace(table, logprobs=table.text_logprobs), opts, spec, "text", ci95)}
+    out: dict[str, Any] = {}
+    if letters_read:
+        out["text"] = _tree_of(compute, replace(table, logprobs=table.text_logprobs), opts, spec, "text", ci95)
     if table.text_n_bytes is not None:
         out["text_norm"] = _tree_of(compute, replace(table, logprobs=per_byte(table)), opts, spec, "text_norm", ci95)
+    if not letters_read:
+        return out
     audit = agreement(table, debiased, opts)
     if audit.replicates is not None:
         record_replicates("agreement", audit.replicates)
