@@ -5,8 +5,10 @@ and runs without a text reading left exactly as they were."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,11 +18,13 @@ from scipy.stats import spearmanr
 from probe.benches.disco.data import DiscoSpec, build_prompts
 from probe.benches.disco.metrics import DiscoAnalysis, compute
 from probe.benches.forced import letter_blocks, letter_metrics, letter_report
+from probe.benches.registry import get_task
 from probe.errors import ProbeInputError
 from probe.metrics.text_agreement import Reading, agreement, average_ranks, evaluate, pair_sums, per_byte, spearman
 from probe.metrics.core import AnalysisOptions, capture_replicates
 from probe.metrics.letters import LetterOptions, analyse
 from probe.probs import choice_probs
+from probe.report.sweep import bench_table, load_entries
 from probe.results.scores import ScoreTable
 from probe.types import Item, Option
 from probe.viz.text_agreement import agreement_section
@@ -278,3 +282,30 @@ def test_a_text_only_run_has_no_letters_to_audit() -> None:
     assert "text" not in got and "agreement" not in got
     assert got["text_norm"] == _compute(replace(table, logprobs=per_byte(table)), AnalysisOptions(n_boot=0), None)[
         "expected"]
+
+
+def _sweep_run(root: Path, name: str, agreement_c0: dict[str, float] | None) -> None:
+    d = root / name
+    d.mkdir(parents=True)
+    m = {"C0": {"KL": 0.1, "Gini": 0.3}}
+    metrics: dict[str, Any] = {"expected": m, "greedy": m, "ci95": {"expected": {}}}
+    if agreement_c0 is not None:
+        metrics["agreement"] = {"C0": agreement_c0}
+        metrics["ci95"]["agreement"] = {"C0": {"argmax": [0.5, 0.7], "JSD": [0.01, 0.03]}}
+    (d / "manifest.json").write_text(json.dumps({"model": {"name": name, "kind": "instruct"},
+                                                 "bench": {"name": "disco", "kind": "disco"}}))
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    (d / "DONE").write_text("complete\n")
+
+
+def test_sweep_columns_appear_only_in_a_sweep_with_a_text_reading(tmp_path: Path) -> None:
+    disco = get_task("disco")
+    _sweep_run(tmp_path / "letters", "a", None)
+    letters_only = bench_table(load_entries([tmp_path / "letters"]), disco)
+    assert "letters = text" not in letters_only and "JSD letters‖text" not in letters_only
+    _sweep_run(tmp_path / "both", "a", None)
+    _sweep_run(tmp_path / "both", "b", {"argmax": 0.6, "JSD": 0.02})
+    both = bench_table(load_entries([tmp_path / "both"]), disco)
+    assert "letters = text (C0)" in both and "JSD letters‖text (C0)" in both
+    assert "0.600 [0.500, 0.700]" in both and "0.020 [0.010, 0.030]" in both
+    assert "no agreement: the run has no answer-text reading" in both  # run a's cells say why they are empty

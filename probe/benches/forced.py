@@ -32,7 +32,7 @@ from probe.viz.markdown import invalid_section, value_ci
 from probe.viz.text_agreement import agreement_section
 
 __all__ = ["LETTER_TABLES", "ForcedChoice", "forced_choice_task", "headline", "letter_columns", "letter_metrics",
-           "letter_report", "parse_letter"]
+           "letter_report", "parse_letter", "text_columns"]
 
 Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
 """`(table, options, bench spec) → {"expected", "greedy", "ci95", …}` of one bench."""
@@ -187,6 +187,27 @@ def letter_columns(condition: str | None = None) -> tuple[Column, Column]:
                    undefined="no letter share: no variance split for this run's design (its report says why)"),
             Column(f"top letter π{where}", "letter_prior", cell=top,
                    undefined="no letter prior: the run's design cannot separate letter from content"))
+
+
+NO_TEXT = "no agreement: the run has no answer-text reading (`backend.mode=letters+text`)"
+
+
+def text_columns(condition: str | None = None) -> tuple[Column, Column]:
+    """Sweep columns of the letter-vs-text audit for `condition` (None: the run's first): how often
+    the two readings pick the same option, and the JSD of their group shares. Optional: only a
+    sweep with a text reading shows them."""
+    def pick(m: Mapping[str, Any], key: str) -> str:
+        block = m.get("agreement") or {}
+        cond = condition if condition is not None else next(iter(block), None)
+        value = (block.get(cond) or {}).get(key)
+        return "–" if value is None else value_ci(value, (((m.get("ci95") or {}).get("agreement") or {}).get(cond)
+                                                          or {}).get(key))
+
+    where = f" ({condition})" if condition else ""
+    return (Column(f"letters = text{where}", "agreement", cell=lambda m: pick(m, "argmax"), undefined=NO_TEXT,
+                   optional=True),
+            Column(f"JSD letters‖text{where}", "agreement", cell=lambda m: pick(m, "JSD"), undefined=NO_TEXT,
+                   optional=True))
 
 
 def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
