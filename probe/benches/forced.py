@@ -43,6 +43,12 @@ def is_generation_run(run: Run) -> bool:
     return run.manifest["backend"].get("mode") == "generate"
 
 
+def is_text_only_run(run: Run) -> bool:
+    """Whether the run read option texts and no letters (`backend.mode=text`): its table's log-probs
+    are the text scores."""
+    return run.manifest["backend"].get("mode") == "text"
+
+
 def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarray | None, AnalysisOptions],
                                                                   dict[str, Any]]:
     """The `Task.metrics` hook of a forced-choice bench: the header every such run reports, then
@@ -81,7 +87,7 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
         if len(table.prompt_id):
             out.update(compute(table, opts, spec))
             out.update(letter_blocks(compute, table, opts, spec, is_generation_run(run), out.get("ci95"),
-                                     letters_read=run.manifest["backend"].get("mode") != "text"))
+                                     letters_read=not is_text_only_run(run)))
         else:  # every generation invalid: nothing to aggregate, which the report says
             out.update({"expected": None, "greedy": None, "ci95": {}})
         return out
