@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from scipy.stats import spearmanr
 
@@ -19,12 +25,23 @@ from probe.benches.disco.data import DiscoSpec, build_prompts
 from probe.benches.disco.metrics import DiscoAnalysis, compute
 from probe.benches.forced import letter_blocks, letter_metrics, letter_report
 from probe.benches.registry import get_task
+from probe.compare import main as compare_main
 from probe.errors import ProbeInputError
-from probe.metrics.text_agreement import Reading, agreement, average_ranks, evaluate, pair_sums, per_byte, spearman
+from probe.metrics.text_agreement import (
+    Reading,
+    agreement,
+    average_ranks,
+    choice_agreement,
+    evaluate,
+    pair_sums,
+    per_byte,
+    spearman,
+)
 from probe.metrics.core import AnalysisOptions, capture_replicates
 from probe.metrics.letters import LetterOptions, analyse
 from probe.probs import choice_probs
 from probe.report.sweep import bench_table, load_entries
+from probe.results.schemas import GENERATIONS_SCHEMA
 from probe.results.scores import ScoreTable
 from probe.types import Item, Option
 from probe.viz.text_agreement import agreement_section
@@ -309,3 +326,71 @@ def test_sweep_columns_appear_only_in_a_sweep_with_a_text_reading(tmp_path: Path
     assert "letters = text (C0)" in both and "JSD letters‖text (C0)" in both
     assert "0.600 [0.500, 0.700]" in both and "0.020 [0.010, 0.030]" in both
     assert "no agreement: the run has no answer-text reading" in both  # run a's cells say why they are empty
+
+
+def test_each_reading_against_the_generated_answers_by_hand() -> None:
+    # generated: prompt 0 → A (X), prompt 1 → A (Y), prompt 2 invalid (absent), prompt 3 → B (X)
+    table = _hand()
+    gen = table.subset(np.array([0, 1, 3]))
+    gen = replace(gen, logprobs=np.array([[0.0, -np.inf], [0.0, -np.inf], [-np.inf, 0.0]]), text_logprobs=None)
+    q = analyse(table, LetterOptions(n_boot=0)).debiased
+    got = choice_agreement(table, gen, q, AnalysisOptions(n_boot=0)).block["C0"]
+    # letters pick X, Y, Y: 2 of 3; text Y, Y, X: 2 of 3; debiased q picks X, X, Y: 1 of 3
+    assert got["n_prompts"] == 3
+    assert (got["letters"]["argmax"], got["text"]["argmax"], got["debiased"]["argmax"]) == pytest.approx(
+        (2 / 3, 2 / 3, 1 / 3))
+    # generated shares: X picked 2 of its 3 showings, Y 1 of 3 → (2/3, 1/3); letters put .8 + .4 + .1
+    # on X and .2 + .6 + .9 on Y over the same three prompts → (1.3, 1.7) / 3 → shares (.4333, .5667)
+    gen_x, let_x = 2 / 3, 1.3 / 3
+    jsd = 0.5 * sum(a * math.log2(a / ((a + b) / 2)) + b * math.log2(b / ((a + b) / 2))
+                    for a, b in ((gen_x, let_x), (1 - gen_x, 1 - let_x)))
+    assert got["letters"]["JSD"] == pytest.approx(jsd, abs=1e-12)
+    other = replace(gen, order=np.array([[1, 0], [1, 0], [1, 0]]))
+    with pytest.raises(ProbeInputError, match="different orders"):
+        choice_agreement(table, other, None, AnalysisOptions(n_boot=0))
+
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def scored_and_generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A: the tiny model on the demo bench (C0). B: the same design "generated" by hand — each
+    prompt's answer is A's argmax letter, two answers invalid — so A's letters agree with every
+    valid answer of B by construction."""
+    root = tmp_path_factory.mktemp("choices")
+    env = {**os.environ, "PROBE_CACHE": str(root / "cache"), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.conditions=[C0]",
+                           f"hydra.run.dir={root / 'a'}", "analysis.n_boot=100", "progress=false"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = root / "a", root / "b"
+    shutil.copytree(a, b)
+    scores = pq.read_table(a / "scores.parquet").sort_by("prompt_id")
+    letters = json.loads((a / "manifest.json").read_text())["letters"]
+    picks = np.asarray(scores.column("letter_logprobs").to_pylist()).argmax(axis=1)
+    rows = [{"prompt_id": int(p), "text": letters[k], "parsed_letter": None if i < 2 else letters[k], "rationale": None}
+            for i, (p, k) in enumerate(zip(scores.column("prompt_id").to_pylist(), picks))]
+    pq.write_table(pa.Table.from_pylist(rows, schema=GENERATIONS_SCHEMA), b / "generations.parquet")
+    for name in ("scores.parquet", "scores.safetensors"):
+        (b / name).unlink()
+    manifest = json.loads((b / "manifest.json").read_text())
+    manifest["backend"]["mode"] = "generate"
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    return a, b
+
+
+def test_compare_reads_each_reading_against_the_generated_answers(
+        scored_and_generated: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = scored_and_generated
+    assert compare_main([str(a), str(b), "agreement=true", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    n = int(pq.read_table(a / "prompts.parquet").num_rows) - 2
+    assert f"| C0 | {n} | letters | 1.000 [1.000, 1.000] |" in out and f"| C0 | {n} | debiased |" in out
+    saved = json.loads((tmp_path / "agreement.json").read_text())
+    assert saved["agreement"]["C0"]["letters"]["argmax"] == 1.0 and saved["agreement"]["C0"]["n_prompts"] == n
+    assert "text" not in saved["agreement"]["C0"]  # A has no text reading
+    assert compare_main([str(b), str(a), "agreement=true"]) == 2
+    assert "compares a scored run (A) with a generation run (B)" in capsys.readouterr().err
+    assert compare_main([str(a), str(b), "agreement=maybe"]) == 2
+    assert "agreement: expected true or false, got 'maybe'" in capsys.readouterr().err

@@ -19,7 +19,7 @@ import numpy as np
 from probe.benches.task import Column, Judging, PreparedBench, Presentation, Tables, Task, bench_spec, no_figures
 from probe.metrics.core import AnalysisOptions, capture_replicates, record_replicates
 from probe.metrics.letters import LetterOptions, analyse
-from probe.metrics.text_agreement import agreement, per_byte
+from probe.metrics.text_agreement import Agreement, agreement, choice_agreement, per_byte
 from probe.prompts.parse import parse_answer
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
@@ -29,10 +29,11 @@ from probe.types import RenderedPrompt
 from probe.viz.figures import Figure
 from probe.viz.letters import letter_section, warnings_block
 from probe.viz.markdown import invalid_section, value_ci
-from probe.viz.text_agreement import agreement_section
+from probe.viz.text_agreement import agreement_section, choice_agreement_markdown
 
-__all__ = ["LETTER_TABLES", "ForcedChoice", "forced_choice_task", "headline", "letter_columns", "letter_metrics",
-           "letter_report", "parse_letter", "text_columns"]
+__all__ = ["LETTER_TABLES", "ForcedChoice", "choice_agreement_markdown", "forced_choice_task",
+           "generated_choice_agreement", "headline", "is_generation_run", "is_text_only_run", "letter_columns",
+           "letter_metrics", "letter_report", "parse_letter", "text_columns"]
 
 Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
 """`(table, options, bench spec) → {"expected", "greedy", "ci95", …}` of one bench."""
@@ -155,6 +156,15 @@ def text_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec
     if ci95 is not None and opts.n_boot > 0:
         ci95["agreement"] = audit.ci
     return {**out, "agreement": audit.block}
+
+
+def generated_choice_agreement(scored: Run, generated: Run, opts: AnalysisOptions) -> Agreement:
+    """How often the letter, debiased and text readings of a letters(+text) run `scored` pick what
+    the generation run `generated` of the same design generated
+    (`probe.metrics.text_agreement.choice_agreement`)."""
+    table = scored.table()
+    letters = analyse(table, LetterOptions(temperature=opts.temperature, n_boot=0, seed=opts.seed))
+    return choice_agreement(table, read_generation_table(generated.path, generated.letters)[0], letters.debiased, opts)
 
 
 def _tree_of(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, name: str,

@@ -35,7 +35,7 @@ bootstraps over items with the project's seeded weights, `q` held fixed (as the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -184,6 +184,61 @@ def agreement(table: ScoreTable, debiased: np.ndarray | None, opts: AnalysisOpti
         block[cond] = {"n_prompts": int(len(rows)), **_tree(sums, np.ones(n_items), names, to_scalars)}
         if boot is not None:
             reps[cond] = _tree(sums, boot, names, lambda t: t)
+            ci[cond] = percentile_ci(reps[cond])
+    return Agreement(block=block, ci=ci, replicates=reps if boot is not None else None)
+
+
+def choice_agreement(table: ScoreTable, generated: ScoreTable, debiased: np.ndarray | None,
+                     opts: AnalysisOptions) -> Agreement:
+    """How often each reading of a scored table picks what a generation run of the same design
+    generated: per condition, over the prompts with a valid generated answer, `letters`, `text`
+    (with a text reading) and `debiased` (with `debiased` q) each give `argmax` (the share of
+    prompts whose pick is the generated letter's option) and `JSD` (bits, between the reading's
+    group shares and the generated picks' shares). `generated` is the one-hot table of
+    `probe.results.generations.read_generation_table`; items are resampled as in `table`."""
+    where = {int(p): i for i, p in enumerate(np.asarray(table.prompt_id))}
+    missing = [int(p) for p in generated.prompt_id if int(p) not in where]
+    if missing:
+        raise ProbeInputError(f"the generation run has prompt ids the scored run lacks ({missing[:5]}): not the "
+                              "same design")
+    rows = np.array([where[int(p)] for p in generated.prompt_id], dtype=np.int64)
+    if table.order is not None and generated.order is not None and \
+            not np.array_equal(np.asarray(table.order)[rows], np.asarray(generated.order)):
+        raise ProbeInputError("the two runs show the options of some prompt in different orders: not the same design")
+    picks = np.zeros(generated.logprobs.shape)
+    np.put_along_axis(picks, np.asarray(generated.logprobs).argmax(axis=1)[:, None], 1.0, axis=1)
+    readings = {"letters": Reading(table.logprobs, choice_probs(table.logprobs, opts.temperature))}
+    if table.text_logprobs is not None:
+        readings["text"] = Reading(table.text_logprobs, choice_probs(table.text_logprobs, opts.temperature))
+    if debiased is not None:
+        readings["debiased"] = Reading(debiased, debiased)
+    return _against(replace(table.subset(rows), logprobs=picks), {k: _rows(r, rows) for k, r in readings.items()},
+                    np.unique(table.item_id.astype(str)), opts)
+
+
+def _against(reference: ScoreTable, readings: dict[str, Reading], items: np.ndarray,
+             opts: AnalysisOptions) -> Agreement:
+    """Each reading against the choices `reference.logprobs` (one-hot), per condition."""
+    item = np.searchsorted(items, reference.item_id.astype(str))
+    boot = bootstrap_weights(len(items), opts.n_boot, opts.seed) if opts.n_boot > 0 else None
+    ref = Reading(reference.logprobs, reference.logprobs)
+    block: dict[str, Any] = {}
+    ci: dict[str, Any] = {}
+    reps: dict[str, Any] = {}
+    for cond in sorted({str(c) for c in reference.condition}):
+        rows = np.nonzero(reference.condition.astype(str) == cond)[0]
+        groups = np.asarray(reference.groups)[rows]
+        names = sorted({str(g) for g in groups.ravel()})
+        sums = {k: pair_sums(_rows(r, rows), _rows(ref, rows), groups, item[rows], len(items), names)
+                for k, r in readings.items()}
+
+        def tree(w: np.ndarray) -> dict[str, Any]:
+            return {k: {m: v for m, v in evaluate(s, w, names, by_group=False).items() if m != "spearman"}
+                    for k, s in sums.items()}
+
+        block[cond] = {"n_prompts": int(len(rows)), **to_scalars(tree(np.ones(len(items))))}
+        if boot is not None:
+            reps[cond] = tree(boot)
             ci[cond] = percentile_ci(reps[cond])
     return Agreement(block=block, ci=ci, replicates=reps if boot is not None else None)
 

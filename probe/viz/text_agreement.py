@@ -86,3 +86,19 @@ def _group_tables(block: Mapping[str, Any], cis: Mapping[str, Any], n_boot: int 
         lines += ["", f"### {cond}", "", *table(["group", "argmax agreement [95% CI]", "CSD letters", "CSD text",
                                                   "letters − text [95% CI]"], rows), *notes.lines()]
     return lines
+
+
+def choice_agreement_markdown(block: Mapping[str, Any], cis: Mapping[str, Any], n_boot: int) -> str:
+    """`probe.compare … agreement=true`: per condition and reading of the scored run, how often its
+    pick is the generated answer, and the JSD of their group shares."""
+    notes, rows = Footnotes(), []
+    for cond, v in block.items():
+        for reading in ("letters", "debiased", "text"):
+            if reading in v:
+                ci_tree = (cis.get(cond) or {}).get(reading) or {}
+                rows.append([cond, v["n_prompts"], reading,
+                             *(_cell(v[reading].get(k), ci_tree.get(k), notes, n_boot, why)
+                               for k, why in (("argmax", NO_RANKING), ("JSD", NO_SHARE)))])
+    head = ["condition", "prompts", "reading of A", "picks B's generated answer [95% CI]", "JSD bits [95% CI]"]
+    return "\n".join(["", "Agreement with B's generated answers (prompts with a valid answer):", "",
+                      *table(head, rows), *notes.lines()]) + "\n"
