@@ -179,7 +179,8 @@ def test_a_bootstrap_replicate_is_the_audit_of_its_resample() -> None:
         assert float(weighted[key]) == pytest.approx(float(direct[key]), abs=1e-12), key
     for g in names:
         for key in ("argmax", "CSD_diff"):
-            assert float(weighted["by_group"][g][key]) == pytest.approx(float(direct["by_group"][g][key]), abs=1e-12, nan_ok=True)
+            expected = float(direct["by_group"][g][key])
+            assert float(weighted["by_group"][g][key]) == pytest.approx(expected, abs=1e-12, nan_ok=True)
 
 
 # --- the bench hook: the `text` trees through the bench's own code -------------------------------
@@ -197,7 +198,8 @@ def _disco(text: bool) -> ScoreTable:
     content = {c: -float(i + 1) for i, c in enumerate(CULTURES)}
     return ScoreTable(
         prompt_id=np.array([p.prompt_id for p in prompts]), item_id=np.array([p.item_id for p in prompts], object),
-        condition=np.array([p.condition for p in prompts], object), target=np.array([p.target for p in prompts], object),
+        condition=np.array([p.condition for p in prompts], object),
+        target=np.array([p.target for p in prompts], object),
         rotation=np.array([p.rotation for p in prompts]),
         ctx_rotation=np.array([-1 if p.ctx_rotation is None else p.ctx_rotation for p in prompts]),
         groups=np.array([list(p.groups) for p in prompts], object), logprobs=lp.astype(np.float32),
@@ -286,7 +288,8 @@ def test_the_metrics_hook_audits_the_masked_prompts_only() -> None:
     got = hook(_TextRun(table), mask, AnalysisOptions(n_boot=0))  # type: ignore[arg-type]
     kept = table.subset(mask)
     assert got["n_prompts"] == int(mask.sum()) == sum(v["n_prompts"] for v in got["agreement"].values())
-    assert got["text"] == _compute(replace(kept, logprobs=kept.text_logprobs), AnalysisOptions(n_boot=0), None)["expected"]
+    direct = _compute(replace(kept, logprobs=kept.text_logprobs), AnalysisOptions(n_boot=0), None)
+    assert got["text"] == direct["expected"]
     assert got["agreement"] == agreement(kept, analyse(kept, LetterOptions(n_boot=0)).debiased,
                                          AnalysisOptions(n_boot=0)).block
 
@@ -295,7 +298,8 @@ def test_a_text_only_run_has_no_letters_to_audit() -> None:
     # `text` mode: the table's log-probs are the text scores, so `expected` is the text tree itself
     table = _disco(text=True)
     table = replace(table, logprobs=table.text_logprobs)
-    got = letter_metrics(_compute, DiscoSpec)(_TextRun(table, "text"), None, AnalysisOptions(n_boot=0))  # type: ignore[arg-type]
+    run = _TextRun(table, "text")
+    got = letter_metrics(_compute, DiscoSpec)(run, None, AnalysisOptions(n_boot=0))  # type: ignore[arg-type]
     assert "text" not in got and "agreement" not in got
     assert got["text_norm"] == _compute(replace(table, logprobs=per_byte(table)), AnalysisOptions(n_boot=0), None)[
         "expected"]

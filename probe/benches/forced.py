@@ -242,7 +242,8 @@ def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping
             "generations were unparseable, so no metric is defined.\n")
         title, _, rest = text.partition("\n")
         # the letter warning comes first: it changes how every number below reads
-        text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")]) + letter_section(metrics) + agreement_section(metrics)
+        text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")])
+        text += letter_section(metrics) + agreement_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
         return text

@@ -66,7 +66,8 @@ def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
     rows = [e for e in entries if e.task.kind == task.kind]
     differ = differing_overrides(rows)
     notes, body = Footnotes(), []
-    columns = [c for c in task.presentation.sweep_columns if not c.optional or any(cell(e, c) != "–" for e in rows)]
+    columns = [c for c in task.presentation.sweep_columns
+               if not c.optional or any(cell(e, c) != "–" for e in rows)]
     for e in rows:
         label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
         n, _ = bootstrap_units(e.metrics)
