@@ -21,6 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 from scipy.stats import spearmanr
 
+from probe.benches.ccd.data import CLUSTERS
+from probe.benches.ccd.metrics import compute as ccd_compute
 from probe.benches.disco.data import DiscoSpec, build_prompts
 from probe.benches.disco.metrics import DiscoAnalysis, compute
 from probe.benches.forced import letter_blocks, letter_metrics, letter_report
@@ -232,6 +234,33 @@ def test_the_text_trees_are_the_bench_metrics_of_the_text_scores() -> None:
     assert set(out["agreement"]) == {"C0", "C1", "C2", "C3"} and out["agreement"]["C0"]["debiased"] is not None
     assert {"text", "text_norm", "agreement"} <= set(box)
     assert np.asarray(box["agreement"]["C0"]["argmax"]).shape == (OPTS.n_boot,)
+
+
+def test_ten_options_under_cyclic_rotations_go_through_the_cluster_metrics() -> None:
+    # a 10-option bench: every item under its 10 rotations; the text ranks the clusters in a fixed
+    # order, the letters rank them the same way under a strong pull to letter A and some noise
+    rng = np.random.default_rng(5)
+    rank = {c: -0.5 * i for i, c in enumerate(CLUSTERS)}
+    table = _rotated(6, 10, lambda i, o: np.array([rank[CLUSTERS[x]] for x in o]) + 10.0 * (np.arange(10) == 0)
+                     + rng.normal(scale=0.3, size=10), lambda i, o: [rank[CLUSTERS[x]] for x in o])
+    table = replace(table, groups=np.vectorize(lambda g: CLUSTERS[int(g[1:])], otypes=[object])(table.groups))
+
+    def ccd(t: ScoreTable, opts: AnalysisOptions, spec: Any) -> dict[str, Any]:
+        return ccd_compute(t, opts)
+
+    ci95: dict[str, Any] = {}
+    out = letter_blocks(ccd, table, OPTS, None, False, ci95)
+    direct = ccd(replace(table, logprobs=table.text_logprobs), OPTS, None)["expected"]
+    assert json.dumps(out["text"], sort_keys=True) == json.dumps(direct, sort_keys=True)  # NaN where no domain
+    shares = out["text"]["shares"]
+    assert max(shares, key=shares.get) == CLUSTERS[0] and min(shares, key=shares.get) == CLUSTERS[-1]
+    audit = out["agreement"]["C0"]
+    assert set(audit["by_group"]) == set(CLUSTERS) and audit["n_prompts"] == 60
+    # the text always picks cluster 0; the letters pick A whatever it shows (cluster 0 in 1 rotation
+    # of 10); with the letter prior removed they follow the content, as the text does
+    assert audit["argmax"] == pytest.approx(0.1) and audit["debiased"]["argmax"] == 1.0
+    assert audit["by_group"][CLUSTERS[0]]["CSD_diff"] < 0 < audit["by_group"][CLUSTERS[-1]]["CSD_diff"]
+    assert ci95["agreement"]["C0"]["argmax"][0] <= audit["argmax"] <= ci95["agreement"]["C0"]["argmax"][1]
 
 
 def test_a_run_without_a_text_reading_gains_no_key() -> None:
