@@ -31,6 +31,9 @@ Per group (culture; CCD: cluster) c of the condition:
 With the letter prior's debiased distribution `q` (`probe.metrics.letters`), `debiased` repeats
 `argmax`, `spearman` and `JSD` with `q` as the letter reading. Intervals are percentile
 bootstraps over items with the project's seeded weights, `q` held fixed (as the `debiased` tree).
+
+`choice_agreement` puts each reading (letters, debiased, text) against the answers a generation
+run of the same design generated, with the same statistics (`argmax`, `JSD`).
 """
 
 from __future__ import annotations
