@@ -2,6 +2,7 @@
 
     python -m probe.compare RUN_A RUN_B [--out DIR] [analysis.n_boot=N] [analysis.seed=S]
                             [analysis.temperature=T] [block=greedy]
+    python -m probe.compare SCORED_RUN GENERATION_RUN agreement=true [--out DIR]
 
 prints every headline metric's difference `A − B` with its paired-bootstrap 95% interval, a
 two-sided bootstrap p-value and its Holm adjustment over the table (markdown on stdout;
@@ -16,6 +17,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 from probe import cli
+from probe.benches.forced import (
+    choice_agreement_markdown,
+    generated_choice_agreement,
+    is_generation_run,
+    is_text_only_run,
+)
 from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
@@ -81,10 +88,14 @@ def _body(argv: list[str]) -> int:
     if len(command.paths) != 2:
         raise ProbeInputError(f"expected two run directories, got {[str(p) for p in command.paths]}")
     opts = {k.removeprefix("analysis."): v for k, v in command.overrides.items() if k.startswith("analysis.")}
-    unknown = sorted(set(command.overrides) - {"out", "block"} - {f"analysis.{k}" for k in opts})
+    unknown = sorted(set(command.overrides) - {"out", "block", "agreement"} - {f"analysis.{k}" for k in opts})
     if unknown or set(opts) - {"n_boot", "seed", "temperature"}:
-        raise ProbeInputError(f"unknown option(s) {unknown or sorted(opts)}; valid: out, block, analysis.n_boot, "
-                              "analysis.seed, analysis.temperature")
+        raise ProbeInputError(f"unknown option(s) {unknown or sorted(opts)}; valid: out, block, agreement, "
+                              "analysis.n_boot, analysis.seed, analysis.temperature")
+    if command.overrides.get("agreement", False) not in (True, False):
+        raise ProbeInputError(f"agreement: expected true or false, got {command.overrides['agreement']!r}")
+    if command.overrides.get("agreement") is True:
+        return _choice_agreement(command.paths[0], command.paths[1], opts, command.overrides.get("out"))
     block = command.overrides.get("block")
     result = compare_runs(*command.paths, flavour=None if block is None else str(block), **opts)
     print(comparison_markdown(result), end="")
@@ -93,6 +104,33 @@ def _body(argv: list[str]) -> int:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / "compare.json", asdict(result))
         print(f"probe.compare: wrote {out / 'compare.json'}", file=sys.stderr)
+    return 0
+
+
+def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: object) -> int:
+    """`agreement=true`: each reading of scored run A against generation run B's answers."""
+    a, _ = open_run(path_a)
+    b, _ = open_run(path_b)
+    task, _ = comparable_units(a, b)  # one benchmark, one data file, one design
+    if task.answers != "letters":
+        raise ProbeInputError(f"agreement=true compares forced-choice runs; {a.path} is a {task.kind} run")
+    if is_generation_run(a) or not is_generation_run(b):
+        mode = {True: "a generation run", False: "a scored run"}
+        raise ProbeInputError(f"agreement=true compares a scored run (A) with a generation run (B) of the same "
+                              f"design; got {mode[is_generation_run(a)]} {a.path} and {mode[is_generation_run(b)]} "
+                              f"{b.path}")
+    if is_text_only_run(a):
+        raise ProbeInputError(f"{a.path}: a backend.mode=text run has no letter reading; score it with "
+                              "backend.mode=letters+text")
+    options = run_options(a, opts)
+    result = generated_choice_agreement(a, b, options)
+    print(f"A = {a.path}  \nB = {b.path}  \nbootstrap over A's items, {options.n_boot} resamples, seed "
+          f"{options.seed}, temperature {options.temperature:g}\n", end="")
+    print(choice_agreement_markdown(result.block, result.ci, options.n_boot), end="")
+    if out is not None:
+        Path(str(out)).mkdir(parents=True, exist_ok=True)
+        write_json(Path(str(out)) / "agreement.json", {"agreement": result.block, "ci95": result.ci})
+        print(f"probe.compare: wrote {Path(str(out)) / 'agreement.json'}", file=sys.stderr)
     return 0
 
 

@@ -29,6 +29,7 @@ from probe.benches.task import (
 )
 from probe.metrics.core import AnalysisOptions, capture_replicates, record_replicates
 from probe.metrics.letters import LetterOptions, analyse
+from probe.metrics.text_agreement import Agreement, agreement, choice_agreement, per_byte
 from probe.prompts.parse import parse_answer
 from probe.prompts.text import TEXT_FORMS, TextMessage
 from probe.results.generations import read_generation_table
@@ -39,9 +40,11 @@ from probe.types import RenderedPrompt
 from probe.viz.figures import Figure
 from probe.viz.letters import letter_section, warnings_block
 from probe.viz.markdown import invalid_section, value_ci
+from probe.viz.text_agreement import agreement_section, choice_agreement_markdown
 
-__all__ = ["LETTER_TABLES", "ForcedChoice", "forced_choice_task", "headline", "letter_columns", "letter_metrics",
-           "letter_report", "parse_letter"]
+__all__ = ["LETTER_TABLES", "ForcedChoice", "choice_agreement_markdown", "forced_choice_task",
+           "generated_choice_agreement", "headline", "is_generation_run", "is_text_only_run", "letter_columns",
+           "letter_metrics", "letter_report", "parse_letter", "text_columns"]
 
 Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
 """`(table, options, bench spec) → {"expected", "greedy", "ci95", …}` of one bench."""
@@ -50,6 +53,12 @@ Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
 def is_generation_run(run: Run) -> bool:
     """Whether the run decoded text (`backend.mode=generate`) instead of reading letter log-probs."""
     return run.manifest.backend.mode == "generate"
+
+
+def is_text_only_run(run: Run) -> bool:
+    """Whether the run read option texts and no letters (`backend.mode=text`): its table's log-probs
+    are the text scores."""
+    return run.manifest["backend"].get("mode") == "text"
 
 
 def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarray | None, AnalysisOptions],
@@ -89,7 +98,8 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
                                   "n_units": len(np.unique(table.item_id.astype(str)))}})
         if len(table.prompt_id):
             out.update(compute(table, opts, spec))
-            out.update(letter_blocks(compute, table, opts, spec, is_generation_run(run), out.get("ci95")))
+            out.update(letter_blocks(compute, table, opts, spec, is_generation_run(run), out.get("ci95"),
+                                     letters_read=not is_text_only_run(run)))
         else:  # every generation invalid: nothing to aggregate, which the report says
             out.update({"expected": None, "greedy": None, "ci95": {}})
         return out
@@ -98,7 +108,7 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
 
 
 def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, generated: bool,
-                  ci95: dict[str, Any] | None) -> dict[str, Any]:
+                  ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
     """The letter-prior decomposition (`probe.metrics.letters`) and the `debiased` tree.
 
     The debiased tree is the bench's own `compute` on the debiased choice distribution `q`
@@ -106,7 +116,9 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     through the same code as `expected`. Its intervals resample items with `q` fixed, which is
     exact for the rotation estimator (a group's `q` reads only its own prompts); `ci95` gains
     `debiased`, `letter_prior` and `letter_split` in place. `debiased` is null when a condition
-    has no estimate (its `letter_prior_estimator` entry says why).
+    has no estimate (its `letter_prior_estimator` entry says why). With a text reading the text
+    blocks follow (`text_blocks`; `letters_read` False: a `text`-mode run, whose `logprobs` are
+    the text scores).
     """
     lopts = LetterOptions(temperature=opts.temperature, n_boot=opts.n_boot, seed=opts.seed,
                           prior_ratio=opts.letter_prior_ratio)
@@ -114,7 +126,7 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     if letters.debiased is None:  # some condition's design cannot separate letter from content
         if ci95 is not None and opts.n_boot > 0:
             ci95.update(letters.ci)
-        return {"debiased": None, **letters.blocks}
+        return {"debiased": None, **letters.blocks, **text_blocks(compute, table, opts, spec, None, ci95, letters_read)}
     with np.errstate(divide="ignore"):
         lp = opts.temperature * np.log(letters.debiased)
     with capture_replicates() as box:
@@ -123,7 +135,59 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
         record_replicates("debiased", box["expected"])
     if ci95 is not None and opts.n_boot > 0:
         ci95.update({"debiased": (debiased.get("ci95") or {}).get("expected"), **letters.ci})
-    return {"debiased": debiased.get("expected"), **letters.blocks}
+    return {"debiased": debiased.get("expected"), **letters.blocks,
+            **text_blocks(compute, table, opts, spec, letters.debiased, ci95, letters_read)}
+
+
+def text_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, debiased: np.ndarray | None,
+                ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
+    """The answer-text reading's trees and the letter-vs-text `agreement` audit; `{}` for a run
+    without a text reading (its metrics.json gains no key).
+
+    `text` is the bench's own `compute` on the summed continuation log-probs (lm-eval's `acc`
+    score), `text_norm` on the same per UTF-8 byte (`per_byte`; lm-eval's `acc_norm` divides by
+    characters). Both take the `expected` tree, as `debiased` does, and put their intervals and
+    replicates under their own names; `agreement` is `probe.metrics.text_agreement` with the debiased
+    letters `debiased` (None: no letter-prior estimate, raw letters only). A `text`-mode run
+    (`letters_read` False) has no letter reading: its `expected` tree already is the text's, so it
+    gains `text_norm` only.
+    """
+    if table.text_logprobs is None:
+        return {}
+    out: dict[str, Any] = {}
+    if letters_read:
+        out["text"] = _tree_of(compute, replace(table, logprobs=table.text_logprobs), opts, spec, "text", ci95)
+    if table.text_n_bytes is not None:
+        out["text_norm"] = _tree_of(compute, replace(table, logprobs=per_byte(table)), opts, spec, "text_norm", ci95)
+    if not letters_read:
+        return out
+    audit = agreement(table, debiased, opts)
+    if audit.replicates is not None:
+        record_replicates("agreement", audit.replicates)
+    if ci95 is not None and opts.n_boot > 0:
+        ci95["agreement"] = audit.ci
+    return {**out, "agreement": audit.block}
+
+
+def generated_choice_agreement(scored: Run, generated: Run, opts: AnalysisOptions) -> Agreement:
+    """How often the letter, debiased and text readings of a letters(+text) run `scored` pick what
+    the generation run `generated` of the same design generated
+    (`probe.metrics.text_agreement.choice_agreement`)."""
+    table = scored.table()
+    letters = analyse(table, LetterOptions(temperature=opts.temperature, n_boot=0, seed=opts.seed))
+    return choice_agreement(table, read_generation_table(generated.path, generated.letters)[0], letters.debiased, opts)
+
+
+def _tree_of(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, name: str,
+             ci95: dict[str, Any] | None) -> Any:
+    """The bench's `expected` tree on `table`, its intervals as `ci95[name]` and replicates as `name`."""
+    with capture_replicates() as box:
+        tree = compute(table, opts, spec)
+    if "expected" in box:
+        record_replicates(name, box["expected"])
+    if ci95 is not None and opts.n_boot > 0:
+        ci95[name] = (tree.get("ci95") or {}).get("expected")
+    return tree.get("expected")
 
 
 def letter_columns(condition: str | None = None) -> tuple[Column, Column]:
@@ -152,6 +216,27 @@ def letter_columns(condition: str | None = None) -> tuple[Column, Column]:
                    undefined="no letter prior: the run's design cannot separate letter from content"))
 
 
+NO_TEXT = "no agreement: the run has no answer-text reading (`backend.mode=letters+text`)"
+
+
+def text_columns(condition: str | None = None) -> tuple[Column, Column]:
+    """Sweep columns of the letter-vs-text audit for `condition` (None: the run's first): how often
+    the two readings pick the same option, and the JSD of their group shares. Optional: only a
+    sweep with a text reading shows them."""
+    def pick(m: Mapping[str, Any], key: str) -> str:
+        block = m.get("agreement") or {}
+        cond = condition if condition is not None else next(iter(block), None)
+        value = (block.get(cond) or {}).get(key)
+        return "–" if value is None else value_ci(value, (((m.get("ci95") or {}).get("agreement") or {}).get(cond)
+                                                          or {}).get(key))
+
+    where = f" ({condition})" if condition else ""
+    return (Column(f"letters = text{where}", "agreement", cell=lambda m: pick(m, "argmax"), undefined=NO_TEXT,
+                   optional=True),
+            Column(f"JSD letters‖text{where}", "agreement", cell=lambda m: pick(m, "JSD"), undefined=NO_TEXT,
+                   optional=True))
+
+
 def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
     """The expected (probability-weighted) tree and its intervals."""
     return metrics.get("expected"), (metrics.get("ci95") or {}).get("expected")
@@ -159,7 +244,8 @@ def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
 
 def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Run], str]:
     """The `Task.report` hook: the bench's own markdown, opened by the letter-prior warning when it
-    fires and followed by the letter-prior section; a plain note when no answer was valid, and in
+    fires and followed by the letter-prior section (and, with a text reading, the letter-vs-text
+    agreement section); a plain note when no answer was valid, and in
     generation mode the list of invalid outputs."""
     def report(metrics: Mapping[str, Any], run: Run) -> str:
         text = body(metrics) if metrics.get("expected") is not None else (
@@ -167,7 +253,8 @@ def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping
             "generations were unparseable, so no metric is defined.\n")
         title, _, rest = text.partition("\n")
         # the letter warning comes first: it changes how every number below reads
-        text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")]) + letter_section(metrics)
+        text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")])
+        text += letter_section(metrics) + agreement_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
         return text

@@ -63,6 +63,9 @@ class Column:
     undefined: str | None = None
     """Why the value can be undefined (NaN, or a custom cell's `–`), for the table's footnote;
     None: a generic reason."""
+    optional: bool = False
+    """Shown in a sweep's table only when some run of it has a value: a reading that only some
+    runs make (the answer-text agreement) leaves the tables of sweeps without it as they were."""
 
 
 @dataclass(frozen=True)

@@ -66,14 +66,16 @@ def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
     rows = [e for e in entries if e.task.kind == task.kind]
     differ = differing_overrides(rows)
     notes, body = Footnotes(), []
+    columns = [c for c in task.presentation.sweep_columns
+               if not c.optional or any(cell(e, c) != "–" for e in rows)]
     for e in rows:
         label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
         n, _ = bootstrap_units(e.metrics)
         size = notes.gap(NO_COUNT) if n is None else f"{n}{SMALL_MARK if small_sample(e.metrics) else ''}"
         body.append([label, e.kind, e.bench, size, *([differ[e.path]] if differ else []),
-                     *(cell(e, c, notes) for c in task.presentation.sweep_columns)])
+                     *(cell(e, c, notes) for c in columns)])
     head = ["run", "kind", "bench", f"{_unit(rows)}s", *(["overrides"] if differ else []),
-            *(c.label for c in task.presentation.sweep_columns)]
+            *(c.label for c in columns)]
     parts = split_table(head, body, keep=4 + bool(differ))
     lines = [line for i, part in enumerate(parts) for line in ([""] if i else []) + part] + notes.lines()
     if any(small_sample(e.metrics) for e in rows):

@@ -85,7 +85,7 @@ TASK = forced.forced_choice_task(
                        Column("top clusters, debiased", "shares", cell=lambda m: _top_clusters(m, "debiased"),
                               undefined="no debiased shares: the run's letter prior could not be estimated (its "
                                         "report says why)"),
-                       *forced.letter_columns()),
+                       *forced.letter_columns(), *forced.text_columns()),
         sweep_note="Expected (probability-weighted) metrics with 95% bootstrap CIs over items.",
         pair_columns=_HEADLINE,
         curve_metrics=(Column("entropy of cluster shares, bits", "entropy_bits"),

@@ -70,7 +70,7 @@ SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1
                  Column("CSC (greedy)", "C3.CSC", cell=_greedy_csc, undefined="no CSC: C3 was not run"),
                  Column("KL, debiased", "C0.KL", cell=_debiased("C0.KL"), undefined=NO_DEBIASED),
                  Column("CR(C1), debiased", "C1.CR", cell=_debiased("C1.CR"), undefined=NO_DEBIASED),
-                 *forced.letter_columns("C0"))
+                 *forced.letter_columns("C0"), *forced.text_columns("C0"))
 
 TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="disco", title="DiSCo", spec_type=DiscoSpec, prepare=prepare, compute=_compute,
