@@ -58,7 +58,7 @@ def is_generation_run(run: Run) -> bool:
 def is_text_only_run(run: Run) -> bool:
     """Whether the run read option texts and no letters (`backend.mode=text`): its table's log-probs
     are the text scores."""
-    return run.manifest["backend"].get("mode") == "text"
+    return run.manifest.backend.mode == "text"
 
 
 def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarray | None, AnalysisOptions],
