@@ -43,6 +43,7 @@ from probe.metrics.core import AnalysisOptions, capture_replicates
 from probe.metrics.letters import LetterOptions, analyse
 from probe.probs import choice_probs
 from probe.report.sweep import bench_table, load_entries
+from probe.results.manifest import Manifest
 from probe.results.schemas import GENERATIONS_SCHEMA
 from probe.results.scores import ScoreTable
 from probe.types import Item, Option
@@ -290,7 +291,7 @@ def test_the_report_says_how_often_letters_and_text_agree() -> None:
 
 
 class _NoGenerationRun:
-    manifest = {"backend": {"mode": "letters+text"}}
+    manifest = Manifest.from_json({"backend": {"mode": "letters+text"}})
 
 
 def test_an_empty_continuation_has_no_per_byte_score() -> None:
@@ -304,7 +305,8 @@ class _TextRun:
 
     def __init__(self, table: ScoreTable, mode: str = "letters+text") -> None:
         self._table = table
-        self.manifest = {"backend": {"mode": mode}, "bench": {"config": {"name": "disco", "kind": "disco"}}}
+        self.manifest = Manifest.from_json({"backend": {"mode": mode},
+                                            "bench": {"config": {"name": "disco", "kind": "disco"}}})
 
     def table(self) -> ScoreTable:
         return self._table
