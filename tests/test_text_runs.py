@@ -258,3 +258,26 @@ def test_disco_hybrid_message_asks_for_the_text_in_both_lines(tmp_path: Path) ->
     assert [b.split(":")[0] for _, b in differ] == ["Instructions", "Return ONLY valid JSON in exactly this format"]
     assert not any("answer_choice" in line or "alphabet" in line for line in hybrid)
     assert all('{"answer":' in b for _, b in differ)
+
+
+@pytest.mark.parametrize("reading", ["hybrid", "text"])
+def test_a_non_finite_text_score_stops_every_metric(runs: dict[str, Path], tmp_path: Path, reading: str) -> None:
+    """A NaN text score (a broken forward pass) is refused where scores are read, naming the file
+    and the prompt, in a letters+text run and in a text-only run — never averaged into a metric."""
+    import shutil
+
+    import pyarrow as pa
+
+    copy = tmp_path / reading
+    shutil.copytree(runs[reading], copy)
+    scores = pq.read_table(copy / "scores.parquet")
+    rows = scores.column("text_logprobs").to_pylist()
+    rows[3] = [float("nan"), *rows[3][1:]]
+    column = scores.schema.get_field_index("text_logprobs")
+    scores = scores.set_column(column, scores.schema.field(column), pa.array(rows, scores.schema.field(column).type))
+    pq.write_table(scores, copy / "scores.parquet")
+    prompt_id = scores.column("prompt_id")[3].as_py()
+    with pytest.raises(ProbeInputError, match=rf"scores.parquet: 1 of {scores.num_rows} prompts have no valid "
+                                              rf"answer-text log-probs \(text_logprobs\) \(NaN or \+inf, or −inf at "
+                                              rf"every option; first prompt ids \[{prompt_id}\]\)"):
+        load_run(copy).table()

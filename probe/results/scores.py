@@ -266,14 +266,23 @@ def read_table(run_dir: Path) -> ScoreTable:
     if not np.array_equal(prompts.prompt_id, scores.column("prompt_id").to_numpy()):
         raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
     text = text_arrays(scores)
+    if text:  # the text reading feeds the same metrics: no number computed from a NaN either
+        _refuse_unscorable(run_dir, prompts.prompt_id, text["text_logprobs"], "answer-text log-probs (text_logprobs)",
+                           "option")
     if letter_reading_absent(scores):
         return prompts.with_scores(logprobs=text["text_logprobs"], greedy_valid=np.ones(scores.num_rows, bool), **text)
     logprobs = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32)
-    bad = unscorable(logprobs) if logprobs.ndim == 2 else np.zeros(len(logprobs), bool)  # 1-d: no rows
-    if bad.any():  # every metric reads scores through here: none is computed from a NaN
-        raise ProbeInputError(
-            f"{run_dir / 'scores.parquet'}: {int(bad.sum())} of {len(bad)} prompts have no valid letter log-probs "
-            f"(NaN or +inf, or −inf at every letter; first prompt ids {prompts.prompt_id[bad][:5].tolist()}); no "
-            "metric is computed from them: score the run again with a finite model and intervention")
+    _refuse_unscorable(run_dir, prompts.prompt_id, logprobs, "letter log-probs", "letter")
     return prompts.with_scores(logprobs=logprobs,
                                greedy_valid=scores.column("greedy_valid").to_numpy(zero_copy_only=False), **text)
+
+
+def _refuse_unscorable(run_dir: Path, prompt_ids: np.ndarray, logprobs: np.ndarray, what: str, unit: str) -> None:
+    """Stop where a reading has rows without a choice distribution (`probe.probs.unscorable`):
+    every metric reads scores through `read_table`, so none is computed from a NaN."""
+    bad = unscorable(logprobs) if logprobs.ndim == 2 else np.zeros(len(logprobs), bool)  # 1-d: no rows
+    if bad.any():
+        raise ProbeInputError(
+            f"{run_dir / 'scores.parquet'}: {int(bad.sum())} of {len(bad)} prompts have no valid {what} "
+            f"(NaN or +inf, or −inf at every {unit}; first prompt ids {prompt_ids[bad][:5].tolist()}); no "
+            "metric is computed from them: score the run again with a finite model and intervention")
