@@ -153,6 +153,10 @@ def test_text_mode_reads_the_text_scores(runs: dict[str, Path]) -> None:
     assert not (out / "text.parts").exists()
     scores = pq.read_table(out / "scores.parquet")
     assert scores.column("letter_logprobs").null_count == scores.num_rows
+    metrics = json.loads((out / "metrics.json").read_text())
+    # no letter was read: no letter mass (of text scores it would read ≈ 0 and warn falsely)
+    assert metrics["mode"] == "text" and "letter_mass" not in metrics and "greedy_valid_rate" not in metrics
+    assert "letter mass" not in (out / "report.md").read_text().lower()
     table = load_run(out).table()
     assert table.text_logprobs is not None and np.array_equal(table.logprobs, table.text_logprobs)
     assert table.greedy_valid.all()

@@ -88,11 +88,14 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
             table = run.table()
             if mask is not None:
                 table = table.subset(np.asarray(mask, bool)[table.prompt_id])
-            mass = np.exp(table.logprobs.astype(np.float64)).sum(axis=1)
             out.update({"n_items": int(len(np.unique(table.item_id.astype(str)))),
-                        "n_prompts": int(len(table.prompt_id)),
-                        "letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},
-                        "greedy_valid_rate": float(table.greedy_valid.mean())})
+                        "n_prompts": int(len(table.prompt_id))})
+            if is_text_only_run(run):  # no letter was read: a letter mass of text scores would mean nothing
+                out["mode"] = "text"
+            else:
+                mass = np.exp(table.logprobs.astype(np.float64)).sum(axis=1)
+                out.update({"letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},
+                            "greedy_valid_rate": float(table.greedy_valid.mean())})
         out.update({"temperature": opts.temperature,
                     "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "item",
                                   "n_units": len(np.unique(table.item_id.astype(str)))}})
