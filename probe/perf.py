@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from transformers import Gemma3TextConfig
 
+from probe.backends.continuations import TextRequest
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
 from probe.benches.disco.data import (
@@ -23,12 +24,39 @@ from probe.benches.disco.data import (
 from probe.types import Item, LetterIds, Prompt, RenderedPrompt
 
 
-def demo_prompts(n_items: int | None = None, repeat: int = 1) -> list[Prompt]:
-    """The demo bench's DiSCo-protocol prompts (all conditions and rotations), optionally for
-    the first `n_items` items, and `repeat` times over with distinct item and prompt ids."""
+MIXES: tuple[str, ...] = ("demo", "short", "long")
+"""Item mixes of the scoring benchmark, by prompt length: the demo as published; `short`, every
+option and context fact cut to its first three words (short prompts, where the chat header
+and the question are most of each prompt); `long`, the question preceded by a background
+passage of ~300 words made of the item's own context facts (a long shared context)."""
+
+
+def demo_items(n_items: int | None = None, repeat: int = 1, mix: str = "demo") -> list[Item]:
+    """The demo bench's items, optionally the first `n_items`, in one of `MIXES`, `repeat`
+    times over with distinct item ids."""
+    if mix not in MIXES:
+        raise ValueError(f"mix {mix!r}: expected one of {MIXES}")
     demo = load_items(resolve_source(DiscoSpec(name="demo", packaged="demo_disco.csv")))
-    items = list(demo[:n_items] if n_items else demo)
-    return build_prompts(synthetic_items(items, len(items) * repeat))
+    items = [_mixed(item, mix) for item in (demo[:n_items] if n_items else demo)]
+    return synthetic_items(items, len(items) * repeat)
+
+
+def _mixed(item: Item, mix: str) -> Item:
+    if mix == "short":
+        cut = lambda text: " ".join((text or "").split()[:3])  # noqa: E731
+        return replace(item, options=tuple(replace(o, text=cut(o.text), context=cut(o.context)) for o in item.options))
+    if mix == "long":
+        facts = " ".join(o.context or o.text for o in item.options).split()
+        passage = " ".join((facts * (300 // max(len(facts), 1) + 1))[:300])
+        return replace(item, question=f"Background: {passage}\n{item.question}")
+    return item
+
+
+def demo_prompts(n_items: int | None = None, repeat: int = 1, mix: str = "demo") -> list[Prompt]:
+    """The demo bench's DiSCo-protocol prompts (all conditions and rotations), optionally for
+    the first `n_items` items, in one of `MIXES`, and `repeat` times over with distinct item and
+    prompt ids."""
+    return build_prompts(demo_items(n_items, repeat, mix))
 
 
 def synthetic_items(base: list[Item], n: int) -> list[Item]:
@@ -77,6 +105,23 @@ def score_with_probe(
     stats = scorer.stats
     return lp, Timing(name, len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
                       stats.unique_tokens, stats.padded_tokens)
+
+
+def score_texts_with_probe(
+    model: Any, requests: list[TextRequest], prefix_reuse: bool, batch_tokens: int, max_batch_size: int,
+) -> tuple[np.ndarray, Timing]:
+    """Answer-text log-probs `[request, option]` (sums over each continuation's tokens) in
+    `requests` order, and the wall time of scoring (the scorer's once-per-run exactness check
+    included, as a run pays it)."""
+    scorer = HFScorer(model, HFBackendSpec(batch_tokens=batch_tokens, max_batch_size=max_batch_size,
+                                           prefix_reuse=prefix_reuse)).texts()
+    t0 = time.perf_counter()
+    got = {s.prompt_id: s.logprobs for batch in scorer.score(requests) for s in batch}
+    seconds = time.perf_counter() - t0
+    lp = np.array([got[r.prompt.prompt.prompt_id] for r in requests], dtype=np.float64)
+    stats = scorer.stats
+    return lp, Timing("probe" if prefix_reuse else "probe-noprefix", len(requests), seconds, stats.prompt_tokens,
+                      stats.tokens_computed, peak_rss_mb(), stats.unique_tokens, stats.padded_tokens)
 
 
 def gemm_peak_flops(seconds: float = 2.0, size: int = 2048) -> float:

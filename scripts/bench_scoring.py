@@ -3,6 +3,8 @@
     python scripts/bench_scoring.py                        # CPU: probe vs probe-noprefix vs lm-eval, SmolLM2-135M
     python scripts/bench_scoring.py --items 6              # the first 6 demo items (312 prompts)
     python scripts/bench_scoring.py --engines probe,vllm --vllm-python .venv-vllm/bin/python
+    python scripts/bench_scoring.py --text hybrid --items 4  # answer texts as continuations: probe vs lm-eval
+    python scripts/bench_scoring.py --mixes demo,short,long --items 8  # probe vs lm-eval per item mix
     python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
     python scripts/bench_scoring.py --generate --items 2   # generation mode: trie prefill vs plain batches
     python scripts/bench_scoring.py --gpu [--tokenizer DIR] # random Gemma-3-12B text model, bf16, 304 × 52 prompts
@@ -14,6 +16,12 @@ the max |Δ log p| between engines, the trie limit (unique / prompt tokens) and 
 limit: the unique tokens' forward FLOPs at this machine's measured fp32 GEMM peak. lm-eval
 (`pip install lm-eval`) is needed only for its column; install it in a separate environment,
 not probe's.
+
+`--text hybrid|cloze` scores the options' texts as continuations instead of the letters (the
+answer-text reading, `backend.mode=text`): probe's text scorer on the prompt trie against
+lm-eval `loglikelihood` requests `(text prompt, continuation)` on the same strings. There a
+"prompt" is a text prompt with its four continuations, and its tokens are those of the four
+prompt + continuation sequences (what lm-eval computes).
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 ENGINES = ("probe", "probe-noprefix", "lm-eval", "vllm")
+MIXES = ("demo", "short", "long")  # probe.perf.MIXES; the parent parses arguments before importing probe
 
 
 def load_smollm2(weights: bool = True):
@@ -56,7 +65,9 @@ def worker(args: argparse.Namespace) -> None:
         loaded = load_model(spec, device="cpu")
     else:
         spec, loaded = load_smollm2(weights=args.worker != "vllm")
-    prompts = perf.demo_prompts(args.items, args.repeat)
+    if args.text:
+        return text_worker(args, spec, loaded)
+    prompts = perf.demo_prompts(args.items, args.repeat, args.mix)
     rendered, letters = render_prompts(loaded.tokenizer, prompts, "ABCD", spec.render_settings(), spec.name)
     if args.worker == "lm-eval":
         lp, timing = score_with_lm_eval(loaded, rendered, letters, args.lm_eval_batch)
@@ -74,6 +85,60 @@ def worker(args: argparse.Namespace) -> None:
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, len(rendered)),
                  "peak_flops": perf.gemm_peak_flops()}
     print("RESULT " + json.dumps({**timing.__dict__, "prompts_per_s": timing.prompts_per_s, **extra}))
+
+
+def text_worker(args: argparse.Namespace, spec, loaded) -> None:
+    """One engine on the demo's text prompts (`--text FORM`): save `[text prompt, option]`
+    log-probs, print the timing line."""
+    from probe import perf
+    from probe.backends.continuations import TextRequest
+    from probe.benches.disco.data import text_message
+    from probe.prompts.text import continuation_text, render_texts, text_design
+
+    items = perf.demo_items(args.items, args.repeat, args.mix)
+    prompts = perf.build_prompts(items)
+    design = text_design(prompts, items, args.text, text_message)
+    texts = render_texts(loaded.tokenizer, design, spec.render_settings(), spec.name)
+    if args.worker == "lm-eval":
+        continuations = [[continuation_text(o, args.text, spec.render_settings()) for o in options]
+                         for options in design.options]
+        lp, timing = texts_with_lm_eval(loaded, texts, continuations, args.lm_eval_batch)
+    elif args.worker in ("probe", "probe-noprefix"):
+        requests = [TextRequest(t.prompt, t.continuations) for t in texts]
+        lp, timing = perf.score_texts_with_probe(loaded.model, requests, args.worker == "probe", args.batch_tokens,
+                                                 args.max_batch_size)
+    else:
+        raise SystemExit(f"--text: engine {args.worker} has no text path here; expected probe, probe-noprefix, lm-eval")
+    np.save(args.out, lp)
+    extra = {}
+    if args.worker == "probe":  # compute limit: unique tokens, the head at every continuation token
+        ctx = float(np.mean([len(t.prompt.token_ids) for t in texts])) / 2
+        head_rows = int(sum(len(c) for t in texts for c in t.continuations))
+        extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, head_rows),
+                 "peak_flops": perf.gemm_peak_flops()}
+    print("RESULT " + json.dumps({**timing.__dict__, "prompts_per_s": timing.prompts_per_s, **extra}))
+
+
+def texts_with_lm_eval(loaded, texts, continuations, batch_size: int):
+    """lm-eval's HF backend, one `loglikelihood` request per (text prompt, option text): lm-eval
+    encodes context + continuation whole and splits at the context's length, as probe does."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    from probe.backends.continuations import plan_texts, TextRequest
+    from probe.backends.specs import HFBackendSpec
+    from probe.perf import Timing, peak_rss_mb
+
+    lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size)
+    requests = [Instance(request_type="loglikelihood", doc={}, arguments=(t.prompt.text, c), idx=i)
+                for t, conts in zip(texts, continuations) for i, c in enumerate(conts)]
+    t0 = time.perf_counter()
+    out = lm.loglikelihood(requests, disable_tqdm=True)
+    seconds = time.perf_counter() - t0
+    lp = np.array([ll for ll, _ in out], dtype=np.float64).reshape(len(texts), -1)
+    plan = plan_texts([TextRequest(t.prompt, t.continuations) for t in texts], HFBackendSpec())
+    return lp, Timing("lm-eval", len(texts), seconds, plan.leaf_tokens, plan.leaf_tokens, peak_rss_mb(),
+                      plan.unique_tokens)
 
 
 def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
@@ -118,7 +183,7 @@ def score_with_vllm(loaded, rendered, letters, block_size: int | None):
 def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: list[str]) -> dict:
     cmd = [python, __file__, "--worker", engine, "--out", str(out), "--items", str(args.items or 0),
            "--batch-tokens", str(args.batch_tokens), "--max-batch-size", str(args.max_batch_size),
-           "--lm-eval-batch", str(args.lm_eval_batch), "--threads", str(args.threads), *extra,
+           "--lm-eval-batch", str(args.lm_eval_batch), "--threads", str(args.threads), "--mix", args.mix, *extra,
            *(["--vllm-block-size", str(args.vllm_block_size)] if args.vllm_block_size else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "2"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -128,12 +193,30 @@ def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: 
     return json.loads(lines[-1].removeprefix("RESULT "))
 
 
-def compare(args: argparse.Namespace) -> None:
+def mixes(args: argparse.Namespace) -> None:
+    """`--mixes`: the comparison on each item mix in turn, then one line per mix."""
+    summary = []
+    for mix in args.mixes.split(","):
+        print(f"\n## mix {mix}\n", flush=True)
+        args.mix = mix
+        summary.append((mix, compare(args)))
+    print("\n| mix | prompts | prompt tokens / prompt | trie limit | probe tokens computed / limit | probe prompts/s "
+          "| lm-eval prompts/s | probe / lm-eval |\n|---|---|---|---|---|---|---|---|")
+    for mix, r in summary:
+        p, lm = r["probe"], r.get("lm-eval")
+        print(f"| {mix} | {p['n_prompts']} | {p['prompt_tokens'] / p['n_prompts']:.0f} | "
+              f"{p['unique_tokens'] / p['prompt_tokens']:.3f} | {p['tokens_computed'] / p['unique_tokens']:.3f} | "
+              f"{p['prompts_per_s']:.2f} | {lm['prompts_per_s'] if lm else float('nan'):.2f} | "
+              f"{p['prompts_per_s'] / lm['prompts_per_s'] if lm else float('nan'):.2f}× |")
+
+
+def compare(args: argparse.Namespace) -> dict[str, dict]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
     results, logprobs = {}, {}
     for engine in args.engines.split(","):
         python = {"lm-eval": args.lm_eval_python, "vllm": args.vllm_python}.get(engine, sys.executable)
-        results[engine] = spawn(engine, args, tmp / f"{engine}.npy", python, [])
+        results[engine] = spawn(engine, args, tmp / f"{engine}.npy", python,
+                                ["--text", args.text] if args.text else [])
         logprobs[engine] = np.load(tmp / f"{engine}.npy")
         print(f"{engine:15s} {results[engine]['prompts_per_s']:8.2f} prompts/s", flush=True)
     base = results.get("lm-eval")
@@ -162,6 +245,7 @@ def compare(args: argparse.Namespace) -> None:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             print(f"max |Δ log p| {a} vs {b}: {np.abs(logprobs[a] - logprobs[b]).max():.2e}")
+    return results
 
 
 def memory(args: argparse.Namespace) -> None:
@@ -266,6 +350,10 @@ def main() -> None:
     p.add_argument("--vllm-python", default=sys.executable, help="python of the environment that has vLLM")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--vllm-block-size", type=int, default=None, help="vllm engine: KV block size (default: vLLM's)")
+    p.add_argument("--mix", choices=MIXES, default="demo", help="item mix (probe.perf.MIXES)")
+    p.add_argument("--mixes", default=None, help="compare on each of these mixes, e.g. demo,short,long")
+    p.add_argument("--text", choices=("hybrid", "cloze"), default=None,
+                   help="score the option texts as continuations (answer-text reading) instead of the letters")
     p.add_argument("--memory", action="store_true")
     p.add_argument("--gpu", action="store_true")
     p.add_argument("--generate", action="store_true", help="HF generation mode, trie prefill vs plain")
@@ -287,6 +375,8 @@ def main() -> None:
         gpu(args)
     elif args.generate:
         generation(args)
+    elif args.mixes:
+        mixes(args)
     else:
         compare(args)
 

