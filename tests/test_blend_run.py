@@ -7,10 +7,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import shared_dir
@@ -98,6 +100,26 @@ def test_tiny_run_metrics_and_reanalysis(tiny_run: Path, tmp_path: Path) -> None
     report = (tiny_run / "report.md").read_text()
     assert report.startswith("# BLEnD — tiny on `blend` (short_answer)") and "| Spain |" in report
     assert (tiny_run / "figures" / "score_by_country.png").is_file()
+
+
+def test_paired_comparison_of_two_runs(tiny_run: Path, tmp_path: Path) -> None:
+    """Run B = run A with one Spain-English verdict turned correct: the paired Δ is exact."""
+    from probe.compare import compare_runs
+
+    copy = tmp_path / "b"
+    shutil.copytree(tiny_run, copy)
+    table = pq.read_table(copy / "judgements.parquet")
+    rows = table.to_pylist()
+    spain_en = [r for r in rows if r["country"] == "Spain" and r["language"] == "en"]
+    assert len(spain_en) == 6 and not any(r["correct"] for r in rows)  # the tiny model never answers right
+    spain_en[0].update(correct=True, matched_answers=["paella"])
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), copy / "judgements.parquet")
+    analyze_run(copy)
+    result = compare_runs(tiny_run, copy, ["all.by_country.Spain.en", "all.score.local"], n_boot=200)
+    spain, local = result.differences
+    assert spain.delta == pytest.approx(-1 / 6) and local.delta == 0.0
+    # a resample without that question gives Δ = 0, so the interval may reach 0
+    assert spain.ci95[0] <= -1 / 6 <= spain.ci95[1] <= 0 and result.unit == "question_id" and result.n_units == 3
 
 
 def test_another_judge_is_refused(tmp_path: Path) -> None:

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from probe.metrics.core import (AnalysisOptions, bootstrap_weights, nanmean, percentile_ci, ratio, to_scalars,
-                                wsum)
+from probe.metrics.core import (AnalysisOptions, bootstrap_weights, nanmean, percentile_ci, ratio, record_replicates,
+                                to_scalars, wsum)
 
 SUBSETS: tuple[str, ...] = ("all", "kept")
 LANGS: tuple[str, ...] = ("local", "en")
@@ -99,14 +99,18 @@ def _evaluate(sums: dict[Cell, tuple[np.ndarray, np.ndarray]], w: np.ndarray, co
 
 def compute(verdicts: Sequence[Verdict], countries: Sequence[str], groups: tuple[Sequence[str], Sequence[str]],
             opts: AnalysisOptions) -> dict[str, Any]:
-    """`{"metrics": {"all", "kept"}, "ci95": {"all", "kept"}}` (intervals `{}` when n_boot = 0)."""
+    """`{"metrics": {"all", "kept"}, "ci95": {"all", "kept"}}` (intervals `{}` when n_boot = 0).
+
+    The replicates are handed to `record_replicates` as block `metrics`: question ids are
+    resampled in sorted order, so two runs over the same questions pair (`probe.compare`)."""
     qids = sorted({v.question_id for v in verdicts})
     index = {q: i for i, q in enumerate(qids)}
     boot = bootstrap_weights(len(qids), opts.n_boot, opts.seed) if opts.n_boot > 0 and qids else None
-    metrics, cis = {}, {}
+    metrics, replicates = {}, {}
     for subset in SUBSETS:
         sums = _sums([v for v in verdicts if subset == "all" or v.kept], index)
         metrics[subset] = to_scalars(_evaluate(sums, np.ones(len(qids)), countries, groups))
         if boot is not None:
-            cis[subset] = percentile_ci(_evaluate(sums, boot, countries, groups))
+            replicates[subset] = _evaluate(sums, boot, countries, groups)
+    cis = percentile_ci(record_replicates("metrics", replicates)) if replicates else {}
     return {"metrics": metrics, "ci95": cis}
