@@ -93,3 +93,26 @@ def test_metrics_hand_computed() -> None:
     lo, hi = out["ci95"]["all"]["score"]["local"]
     assert 0.0 <= lo <= 0.5 <= hi <= 1.0
     assert compute(verdicts, ["Spain"], ((), ()), AnalysisOptions(n_boot=0))["ci95"] == {}
+
+
+def test_llm_judge_reads_the_task_and_is_validated() -> None:
+    """An LLM judge sees the question, the response and the gold list; a reply whose `correct`
+    contradicts its matches is re-asked with the validator's error, then accepted when consistent."""
+
+    class Scripted:
+        def __init__(self, replies: list[str]) -> None:
+            self.replies, self.seen = replies, []
+
+        def chat(self, prompts: list[str]) -> list[str]:
+            self.seen += prompts
+            return [self.replies.pop(0) for _ in prompts]
+
+    chat = Scripted(['{"correct": true, "matched_answers": []}',
+                     '{"correct": true, "matched_answers": ["Paella valenciana", "pizza"]}'])
+    payload = {"question": "What is a typical Sunday lunch in Spain?", "response": "Una paella.", "language": "en",
+               "gold_answers": ["paella valenciana", "cocido"]}
+    [result] = make_judge({"name": "llm", "retries": 1}, chat=chat).judge([JudgeRequest(SHORT_ANSWER.name, payload)])
+    assert result.error is None and result.judge == "llm"
+    assert result.output == {"correct": True, "matched_answers": ["paella valenciana"], "dropped": ["pizza"]}
+    assert len(chat.seen) == 2 and '- "cocido"' in chat.seen[0] and "Una paella." in chat.seen[0]
+    assert "'correct' is true but matched_answers holds 0" in chat.seen[1]
