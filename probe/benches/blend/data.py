@@ -162,7 +162,8 @@ def resolve_files(spec: BlendSpec, cache_dir: Path) -> dict[str, Path]:
         if combined_sha256(digests) != spec.sha256.lower():
             changed = [n for n in names if published and digests[n] != FILE_SHA256[n]]
             which = f" (changed: {', '.join(changed[:3])}{'…' if len(changed) > 3 else ''})" if changed else ""
-            raise ProbeInputError(f"bench.path: the BLEnD files' combined sha256 {combined_sha256(digests)} does not "
+            where = f"bench.path {spec.path}" if spec.path else f"bench.url {spec.url}"
+            raise ProbeInputError(f"{where}: the BLEnD files' combined sha256 {combined_sha256(digests)} does not "
                                   f"match bench.sha256 {spec.sha256}{which}; set bench.sha256=null to accept an "
                                   "edited copy")
     return files

@@ -41,7 +41,7 @@ def build(data: BlendData, templates: Sequence[str]) -> ShortAnswerPrompts:
         for q in data.questions:
             template = data.templates[(q.country, tid)]
             for language in languages_of(q):
-                english = language == "en" or q.country in ENGLISH_COUNTRIES and not q.question
+                english = language == "en" or (q.country in ENGLISH_COUNTRIES and not q.question)
                 text = (template.english if language == "en" else template.local).replace(
                     "{q}", q.en_question if english else q.question)
                 prompts.append(_prompt(len(prompts), q, tid, language, text))
