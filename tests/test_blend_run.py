@@ -32,7 +32,9 @@ def _data() -> Path:
 
 
 def _cli(out: Path, *args: str, model: str = "tiny", ok: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PROBE_CACHE": str(out.parent / "cache"), "HF_HUB_OFFLINE": "1"}
+    # the tiny model gets a cache of its own; SmolLM2 keeps the user's, where its GGUF is converted once
+    cache = {"PROBE_CACHE": str(out.parent / "cache")} if model == "tiny" else {}
+    env = {**os.environ, **cache, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "probe", f"model={model}", "bench=blend", f"bench.path={_data()}",
                            f"hydra.run.dir={out}", "analysis.n_boot=100", "progress=false", *args],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
