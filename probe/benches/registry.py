@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 
+from probe.benches.blend.task import TASK as _BLEND
 from probe.benches.ccd.task import TASK as _CCD
 from probe.benches.disco.task import TASK as _DISCO
 from probe.benches.locqa.task import TASK as _LOCQA
@@ -16,7 +17,7 @@ from probe.benches.task import Task
 from probe.errors import ProbeInputError
 from probe.results.manifest import Manifest
 
-BUILTIN: tuple[Task, ...] = (_DISCO, _CCD, _LOCQA)
+BUILTIN: tuple[Task, ...] = (_DISCO, _CCD, _LOCQA, _BLEND)
 """The benches shipped with probe (their configs are generated into `probe/conf/bench/`)."""
 _TASKS: dict[str, Task] = {t.kind: t for t in BUILTIN}
 
