@@ -19,15 +19,22 @@ from probe.results.manifest import Manifest
 
 BUILTIN: tuple[Task, ...] = (_DISCO, _CCD, _LOCQA, _BLEND)
 """The benches shipped with probe (their configs are generated into `probe/conf/bench/`)."""
-_TASKS: dict[str, Task] = {t.kind: t for t in BUILTIN}
+_TASKS: dict[str, Task] = {}
 
 
 def register(task: Task, replace: bool = False) -> Task:
-    """Add `task` under `task.kind` (an error if the kind is taken, unless `replace`)."""
-    if not replace and task.kind in _TASKS and _TASKS[task.kind] is not task:
-        raise ProbeInputError(f"bench kind {task.kind!r} is already registered")
-    _TASKS[task.kind] = task
+    """Add `task` under `task.kind`, and the tasks of its `modes` under theirs (an error if a
+    kind is taken, unless `replace`)."""
+    for t in (task, *(m for _, m in task.modes)):
+        if not replace and t.kind in _TASKS and _TASKS[t.kind] is not t:
+            raise ProbeInputError(f"bench kind {t.kind!r} is already registered")
+    for t in (task, *(m for _, m in task.modes)):
+        _TASKS[t.kind] = t
     return task
+
+
+for _task in BUILTIN:
+    register(_task)
 
 
 def get_task(kind: str, module: str | None = None) -> Task:

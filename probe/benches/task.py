@@ -187,6 +187,15 @@ class Task:
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""
+    modes: tuple[tuple[str, Task], ...] = ()
+    """`bench.mode` value → the task that runs it, when one bench offers readings that differ in
+    kind (open answers and scored texts): the run's spec and its recorded `kind` become that
+    task's, so a stored run finds it again (`probe.benches.registry.task_of`); registered with
+    this one. Empty: one task for every mode."""
+
+    def for_mode(self, mode: Any) -> Task:
+        """The task that runs `bench.mode=mode` (this one unless `modes` names another)."""
+        return dict(self.modes).get(str(mode), self)
 
     def spec_from(self, values: Mapping[str, Any]) -> Any:
         """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""

@@ -188,14 +188,17 @@ def _no_judge_options_without_a_judge(cfg: RunConfig, overrides: Sequence[str]) 
 
 
 def bench_ref(values: Mapping[str, Any]) -> BenchRef:
-    """The task named by `values["kind"]` (importing `values["module"]` first when given), its
-    typed spec built from the rest, and the shard `values["shard"]` names (`"i/n"`, or null)."""
+    """The task named by `values["kind"]` (importing `values["module"]` first when given; the task
+    of `values["mode"]` when the kind's `Task.modes` names one), its typed spec built from the rest, and the shard `values["shard"]` names (`"i/n"`, or null)."""
     values = dict(values)
     module = values.pop("module", None)
     shard = values.pop("shard", None)
     if "kind" not in values:
         raise ProbeInputError(f"bench: missing key 'kind' (the registered bench kind); got keys {sorted(values)}")
     task = get_task(str(values["kind"]), module)
+    if task.for_mode(values.get("mode")) is not task:  # the mode's own task; its kind is what runs record
+        task = task.for_mode(values.get("mode"))
+        values["kind"] = task.kind
     return BenchRef(task=task, spec=task.spec_from(values), module=module,
                     shard=None if shard is None else Shard.parse(shard))
 
