@@ -41,7 +41,7 @@ HIGH_RESOURCE: tuple[str, ...] = ("UK", "US", "South_Korea", "China")
 LOW_RESOURCE: tuple[str, ...] = ("Ethiopia", "Northern_Nigeria", "Assam")
 PAPER_TEMPLATES: tuple[str, ...] = ("inst-4", "pers-3")
 """The templates of the paper's final short-answer runs."""
-Mode = Literal["short_answer"]
+Mode = Literal["short_answer", "whose_answer"]
 
 
 @dataclass(frozen=True)
@@ -61,17 +61,19 @@ class BlendSpec:
     max_download_bytes: Annotated[int, Ge(1)] = MAX_DOWNLOAD_BYTES
     """Largest download of one file accepted (bytes)."""
     mode: Mode = "short_answer"
-    """short_answer: the paper's protocol (greedy answers judged against the annotated answers)."""
+    """short_answer: the paper's protocol (greedy answers judged against the annotated answers); whose_answer: which country's answer the model's scores favour (backend.mode=text)."""
     templates: tuple[str, ...] = PAPER_TEMPLATES
     """Prompt template ids of the prompts files (the paper's final runs: inst-4 and pers-3)."""
     countries: tuple[str, ...] = ()
     """Countries to ask about (file-name spelling, e.g. `North_Korea`); empty keeps all 16."""
     limit: Annotated[int, Ge(1)] | None = None
-    """Ask only the first N question ids (file order; smoke tests); null = all 500."""
+    """Ask only the first N question ids (file order; smoke tests; whose_answer: the first N qualifying); null = all."""
     high_resource: tuple[str, ...] = HIGH_RESOURCE
     """The high-resource group of the high − low gap (DiSCo's grouping)."""
     low_resource: tuple[str, ...] = LOW_RESOURCE
     """The low-resource group of the high − low gap."""
+    text_form: Literal["cloze"] = "cloze"
+    """whose_answer's answer-text formulation: the question alone, each candidate answer its continuation."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from probe.benches.blend import figures, report
+from probe.benches.blend import figures, report, whose_task
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
 from probe.benches.blend.judging import JUDGEMENT_COLUMNS, BlendRulesJudge, judge_jobs
 from probe.benches.blend.metrics import Verdict, compute
@@ -116,4 +116,5 @@ TASK = Task(
                   generations_schema=GENERATIONS_SCHEMA, parse_generation=parse_generation),
     judging=Judging(jobs=judge_jobs, judges=(BlendRulesJudge.name, "llm", "http"),
                     schema=judgements_schema(JUDGEMENT_COLUMNS)),
+    modes=(("whose_answer", whose_task.TASK),),
 )
