@@ -51,8 +51,10 @@ def neutral_form(versions: Mapping[str, str]) -> str | None:
     None when they differ beyond the country's name or the name is no removable phrase."""
     texts = list(versions.values())
     prefix = os.path.commonprefix(texts)
+    prefix = prefix[:prefix.rfind(" ") + 1]  # names can share letters ("UK", "US"): back off to whole words
     room = min(len(t) for t in texts) - len(prefix)  # the suffix may not overlap the prefix
     suffix = os.path.commonprefix([t[::-1] for t in texts])[:room][::-1]
+    suffix = suffix[next((i for i, ch in enumerate(suffix) if not ch.isalnum()), len(suffix)):]
     if any(t[len(prefix):len(t) - len(suffix)] != display(c) for c, t in versions.items()):
         return None
     if prefix.casefold() in ("in ", "in the ") and suffix.startswith(", "):  # "In US, who …?" → "Who …?"
