@@ -13,11 +13,13 @@ import numpy as np
 
 from probe.benches.blend import whose, whose_metrics
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
-from probe.benches.forced import LETTER_TABLES
-from probe.benches.task import Column, PreparedBench, Presentation, Task, bench_spec
+from probe.benches.forced import parse_letter
+from probe.benches.task import Column, PreparedBench, Presentation, Tables, Task, bench_spec
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, get_path
 from probe.results.run import Run
+from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
+from probe.results.scores import forced_choice_rows
 from probe.viz.markdown import value_ci
 
 log = logging.getLogger(__name__)
@@ -111,7 +113,8 @@ TASK = Task(
                               sweep_note="Which country's annotated answer the model's scores favour: KL from "
                                          "uniform and high − low-resource share of the neutral form, compliance "
                                          "and stickiness under country cues; 95% CIs over questions."),
-    tables=LETTER_TABLES,
+    tables=Tables(prompts_schema=PROMPTS_SCHEMA, prompt_rows=forced_choice_rows,  # a forced-choice bench's tables
+                  generations_schema=GENERATIONS_SCHEMA, parse_generation=parse_letter),
     text_forms=("cloze",),
     text_message=whose.text_message,
 )
