@@ -85,6 +85,7 @@ def test_tiny_run_metrics_recomputed_and_reanalysed(tiny_run: Path) -> None:
     analyze_run(tiny_run)  # the manifest's kind leads back to the whose-answer task
     again = json.loads((tiny_run / "metrics.json").read_text())
     assert again["expected"] == m["expected"] and "BLEnD whose answer" in (tiny_run / "report.md").read_text()
+    assert (tiny_run / "figures" / "whose_by_country.png").is_file()
 
 
 def test_generation_is_refused(tmp_path: Path) -> None:

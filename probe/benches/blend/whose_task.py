@@ -20,6 +20,7 @@ from probe.metrics.core import AnalysisOptions, get_path
 from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
 from probe.results.scores import forced_choice_rows
+from probe.viz.figures import Figure, bars, pyplot, save
 from probe.viz.markdown import value_ci
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,21 @@ def report(m: Mapping[str, Any], run: Run) -> str:
     return "\n".join(lines) + "\n"
 
 
+def figures(run: Run, out_dir: Path) -> list[Figure]:
+    """The neutral form's country shares and the compliance per country, with their 95% CIs."""
+    e, ci = run.metrics.get("expected") or {}, (run.metrics.get("ci95") or {}).get("expected") or {}
+    if not e:
+        return []
+    fig, axes = pyplot().subplots(1, 2, figsize=(11, 3.8), constrained_layout=True)
+    for ax, path, label in ((axes[0], ("neutral", "shares"), "neutral-form share"),
+                            (axes[1], ("compliance", "by_country"), "compliance under its cue")):
+        bars(ax, get_path(e, *path), get_path(ci, *path), list(COUNTRIES))
+        ax.set(ylabel=label, title=f"BLEnD whose answer — {run.metrics.get('model', '')}")
+    return [save(fig, out_dir, "whose_by_country.png", "Per country: the mean share of the neutral form's "
+                 "distribution (dotted: uniform 1/16) and the mass on its own answer under its cue, 95% CIs over "
+                 "questions.")]
+
+
 _COLUMNS = (Column("neutral KL", "neutral.KL"), Column("high − low", "neutral.spd"),
             Column("compliance", "compliance.mean"), Column("stickiness", "stickiness"))
 
@@ -109,6 +125,7 @@ TASK = Task(
     metrics=metrics,
     headline=headline,
     report=report,
+    figures=figures,
     presentation=Presentation(sweep_columns=_COLUMNS, pair_columns=_COLUMNS,
                               sweep_note="Which country's annotated answer the model's scores favour: KL from "
                                          "uniform and high − low-resource share of the neutral form, compliance "
