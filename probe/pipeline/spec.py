@@ -189,7 +189,8 @@ def _no_judge_options_without_a_judge(cfg: RunConfig, overrides: Sequence[str]) 
 
 def bench_ref(values: Mapping[str, Any]) -> BenchRef:
     """The task named by `values["kind"]` (importing `values["module"]` first when given; the task
-    of `values["mode"]` when the kind's `Task.modes` names one), its typed spec built from the rest, and the shard `values["shard"]` names (`"i/n"`, or null)."""
+    of `values["mode"]` when the kind's `Task.modes` names one), its typed spec built from the
+    rest, and the shard `values["shard"]` names (`"i/n"`, or null)."""
     values = dict(values)
     module = values.pop("module", None)
     shard = values.pop("shard", None)

@@ -7,8 +7,10 @@ suffix must enclose exactly the country's name (underscores read as spaces), the
 in a preposition (`in`, `from`, `of`, `across`, `throughout`, `at`, optionally `the`) and the
 suffix must not continue the name (`'s`); then `prefix-without-the-phrase + suffix` with spacing
 and the space before `?` tidied (`What do people from US usually eat?` → `What do people usually
-eat?`; a leading `In US, who …?` becomes `Who …?`). A question whose versions differ beyond the name, or whose name is not such a phrase,
-has no clean neutral form: it is listed (`no_neutral`) and skipped.
+eat?`; a leading `In US, who …?` becomes `Who …?`). A question whose versions differ beyond the
+name, or whose name is not such a phrase, has no clean neutral form: it is listed
+(`no_neutral`) and skipped. The common prefix and suffix back off to whole words, since names
+can share letters (`UK`, `US`).
 
 A question qualifies by the source's multiple-choice rule: every country's pair kept, and each
 country's most-voted annotation (ties: the first in the file) has at least two votes and an

@@ -104,7 +104,8 @@ def sums(m: Masses, item: np.ndarray, n_items: int, target: np.ndarray, order: n
                 stick, n_stick)
 
 
-def evaluate(s: Sums, w: np.ndarray, countries: Sequence[str], high: Sequence[str], low: Sequence[str]) -> dict[str, Any]:
+def evaluate(s: Sums, w: np.ndarray, countries: Sequence[str], high: Sequence[str],
+             low: Sequence[str]) -> dict[str, Any]:
     """The metric tree for question weights `w` (`[n]` → point, `[B, n]` → replicates)."""
     shares = ratio(wsum(w, s.neutral), wsum(w, s.n_neutral))
     comply = ratio(wsum(w, s.comply), wsum(w, s.n_comply))
@@ -113,7 +114,8 @@ def evaluate(s: Sums, w: np.ndarray, countries: Sequence[str], high: Sequence[st
     lo = [countries.index(c) for c in low if c in countries]
     return {"neutral": {"shares": {c: shares[..., i] for i, c in enumerate(countries)}, "KL": kl_to_uniform(shares),
                         "gini": gini(shares), "spd": shares[..., hi].mean(axis=-1) - shares[..., lo].mean(axis=-1)},
-            "compliance": {"mean": comply.mean(axis=-1), "by_country": {c: comply[..., i] for i, c in enumerate(countries)}},
+            "compliance": {"mean": comply.mean(axis=-1),
+                           "by_country": {c: comply[..., i] for i, c in enumerate(countries)}},
             "compliance_gain": {"mean": gain.mean(axis=-1)},
             "stickiness": ratio(wsum(w, s.stick), wsum(w, s.n_stick))}
 

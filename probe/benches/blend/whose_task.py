@@ -35,7 +35,8 @@ def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
         raise ProbeInputError("bench.mode=whose_answer scores the candidate answers' texts; expected "
                               "backend.mode=text (bench.text_form=cloze), got backend.mode=generate")
     if spec.countries and set(spec.countries) != set(COUNTRIES):
-        raise ProbeInputError(f"bench.countries: bench.mode=whose_answer reads all 16 countries; got {list(spec.countries)}")
+        raise ProbeInputError(f"bench.countries: bench.mode=whose_answer reads all 16 countries; expected [], "
+                              f"got {list(spec.countries)}")
     d = whose.design(load(resolve_files(spec, cache_dir), (), ()))
     asked = d.questions[:spec.limit]
     log.info("BLEnD whose_answer: %d question ids; %d fail the multiple-choice rule (a dropped pair, or a top "
