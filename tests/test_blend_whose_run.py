@@ -7,11 +7,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import shared_dir
@@ -111,3 +113,25 @@ def test_whose_answer_on_smollm2(tmp_path: Path) -> None:
     assert m["n_items"] == 2 and m["n_prompts"] == 34
     assert m["expected"]["neutral"]["shares"] == pytest.approx(_neutral_shares(out))
     assert 0 <= m["expected"]["compliance"]["mean"] <= 1 and 0 <= m["expected"]["stickiness"] <= 1
+
+
+def test_paired_comparison_of_two_runs(tiny_run: Path, tmp_path: Path) -> None:
+    """Run B = run A with every neutral-form score equal (uniform over distinct answers): the
+    paired Δ of the neutral KL is A's minus B's, and the cues' compliance does not move."""
+    from probe.compare import compare_runs
+
+    copy = tmp_path / "b"
+    shutil.copytree(tiny_run, copy)
+    prompts = {r["prompt_id"]: r for r in pq.read_table(copy / "prompts.parquet").to_pylist()}
+    table = pq.read_table(copy / "scores.parquet")
+    rows = table.to_pylist()
+    for r in rows:
+        if prompts[r["prompt_id"]]["condition"] == "neutral":
+            r["text_logprobs"] = [0.0] * len(r["text_logprobs"])
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), copy / "scores.parquet")
+    analyze_run(copy)
+    a, b = (json.loads((p / "metrics.json").read_text())["expected"] for p in (tiny_run, copy))
+    result = compare_runs(tiny_run, copy, ["neutral.KL", "compliance.mean"], n_boot=200)
+    kl, compliance = result.differences
+    assert kl.delta == pytest.approx(a["neutral"]["KL"] - b["neutral"]["KL"]) and kl.delta != 0
+    assert compliance.delta == pytest.approx(0.0) and result.n_units == 3
