@@ -30,6 +30,7 @@ from probe.backends.trie import (
     sort_prompts,
     unique_tokens,
 )
+from probe.backends.vllm_text import VLLMTextScorer
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -154,6 +155,10 @@ class VLLMEngine:
         outs = self.llm.generate(prompts, self._sampling(max_tokens=self.spec.max_new_tokens, temperature=0.0),
                                  use_tqdm=False)
         return [o.outputs[0].text for o in outs]
+
+    def texts(self) -> VLLMTextScorer:
+        """A scorer of answer texts as continuations on this engine (`probe.backends.vllm_text`)."""
+        return VLLMTextScorer(self.llm, self._sampling, self._tokens_prompt, self.spec.chunk)
 
     def prefix_cache_hit_rate(self) -> float | None:
         """Share of prompt tokens served from the prefix cache, from the engine's counters."""
