@@ -217,10 +217,10 @@ def test_text_runs_store_the_hf_runs_text_columns(tmp_path: Path) -> None:
         assert hf_scores.shape == vllm_scores.shape and np.abs(hf_scores - vllm_scores).max() <= TOL
         for column in ("text_token_ids", "text_n_tokens", "text_n_bytes"):
             assert tables["hf"].column(column).equals(tables["vllm"].column(column))
-        work = {b: json.loads((runs[b] / "manifest.json").read_text())["backend"] for b in runs}
-        assert work["vllm"]["mode"] == mode and work["vllm"]["name"] == "vllm"
-        assert work["vllm"]["text_unique_tokens"] == work["hf"]["text_unique_tokens"] <= work["hf"]["text_tokens_computed"]
-        assert work["vllm"]["text_tokens_computed"] == work["vllm"]["text_leaf_tokens"] == work["hf"]["text_leaf_tokens"]
-        assert work["hf"]["text_tokens_computed"] < work["vllm"]["text_tokens_computed"]
+        hf, vllm = (json.loads((runs[b] / "manifest.json").read_text())["backend"] for b in ("hf", "vllm"))
+        assert vllm["mode"] == mode and vllm["name"] == "vllm"
+        assert vllm["text_unique_tokens"] == hf["text_unique_tokens"] <= hf["text_tokens_computed"]
+        assert vllm["text_tokens_computed"] == vllm["text_leaf_tokens"] == hf["text_leaf_tokens"]
+        assert hf["text_tokens_computed"] < vllm["text_tokens_computed"]
         metrics = {b: json.loads((runs[b] / "metrics.json").read_text()) for b in runs}
         assert metrics["hf"]["greedy"] == metrics["vllm"]["greedy"]
