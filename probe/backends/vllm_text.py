@@ -19,6 +19,10 @@ runs (from `num_computed_tokens` on) and leaves cached ones unset. So every leaf
 the K options of a prompt each pay for the prompt — and the manifest's computed tokens say so:
 they are the submitted tokens less what the engine reports as cached per request
 (`num_cached_tokens`, 0 here), against the leaves' trie, the least an exact scorer could run.
+A request may override the default (`skip_reading_prefix_cache=False`); the continuation
+positions are then still computed whenever the cache stops before the prompt's last token, but
+that leans on the runner leaving cached rows unset rather than on documented behaviour, so
+probe does not do it.
 """
 
 from __future__ import annotations
