@@ -48,9 +48,10 @@ class VLLMTextScorer:
         self.params = sampling(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
 
     def score(self, requests: Sequence[TextRequest], done: Set[int] = frozenset()) -> Iterator[list[TextScore]]:
-        """Yield scores engine call by engine call (whole requests, in prompt id order, about
-        `spec.chunk` leaves a call); calls whose requests are all in `done` (prompt ids) are
-        skipped, so a resumed run computes the rest as the uninterrupted run would."""
+        """Yield scores engine call by engine call (whole requests, in prompt id order, at most
+        `chunk` leaves a call unless one request has more); calls whose requests are all in
+        `done` (prompt ids) are skipped, so a resumed run computes the rest as the uninterrupted
+        run would."""
         ordered = sorted(requests, key=lambda q: q.prompt.prompt.prompt_id)
         ids = [q.prompt.prompt.prompt_id for q in ordered]
         twice = sorted({a for a, b in zip(ids, ids[1:]) if a == b})
