@@ -197,21 +197,14 @@ def test_whole_runs_give_the_same_metrics(tmp_path: Path) -> None:
 def test_text_runs_store_the_hf_runs_text_columns(tmp_path: Path) -> None:
     """Whole runs, vLLM against HF: letters+text (hybrid) and text (cloze) store the same text
     columns within 1e-4 nats, and the manifest's text counters say the vLLM path computed every
-    leaf token (no prefix sharing) where the HF trie computed each unique token once."""
+    leaf token (no prefix sharing) where the HF trie computed each unique token once; the letter
+    reading of a vLLM letters+text run is the vLLM letters-only run's, bit for bit."""
     data = write_csv(tmp_path / "DiSCo Bench.csv", disco_rows(2))
-    env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1",
-           "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
     vllm_args = ["backend=vllm", "backend.dtype=float32", "backend.enforce_eager=true", "backend.max_model_len=2048"]
     for mode, form in (("letters+text", "hybrid"), ("text", "cloze")):
-        runs = {}
-        for backend in ("hf", "vllm"):
-            out = runs[backend] = tmp_path / f"{form}-{backend}"
-            proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={data}",
-                                   f"backend.mode={mode}", f"bench.text_form={form}", f"hydra.run.dir={out}",
-                                   "analysis.n_boot=100", "progress=false",
-                                   *(vllm_args if backend == "vllm" else [])],
-                                  cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
-            assert proc.returncode == 0, proc.stderr[-3000:]
+        runs = {backend: _probe_run(tmp_path / f"{form}-{backend}", data, f"backend.mode={mode}",
+                                    f"bench.text_form={form}", *(vllm_args if backend == "vllm" else []))
+                for backend in ("hf", "vllm")}
         tables = {b: load_run(runs[b]).scores for b in runs}
         hf_scores, vllm_scores = (np.array(tables[b].column("text_logprobs").to_pylist()) for b in ("hf", "vllm"))
         assert hf_scores.shape == vllm_scores.shape and np.abs(hf_scores - vllm_scores).max() <= TOL
@@ -224,3 +217,19 @@ def test_text_runs_store_the_hf_runs_text_columns(tmp_path: Path) -> None:
         assert hf["text_tokens_computed"] < vllm["text_tokens_computed"]
         metrics = {b: json.loads((runs[b] / "metrics.json").read_text()) for b in runs}
         assert metrics["hf"]["greedy"] == metrics["vllm"]["greedy"]
+    letters = _probe_run(tmp_path / "letters-vllm", data, *vllm_args)
+    both = tmp_path / "hybrid-vllm"
+    assert (both / "scores.safetensors").read_bytes() == (letters / "scores.safetensors").read_bytes()
+    only = load_run(letters).scores
+    assert load_run(both).scores.select(only.column_names).equals(only)
+
+
+def _probe_run(out: Path, data: Path, *overrides: str) -> Path:
+    """`python -m probe model=tiny bench=disco` on `data` into `out`, in a subprocess."""
+    env = {**os.environ, "PROBE_CACHE": str(out.parent / "cache"), "HF_HUB_OFFLINE": "1",
+           "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={data}",
+                           f"hydra.run.dir={out}", "analysis.n_boot=100", "progress=false", *overrides],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
