@@ -203,8 +203,6 @@ def test_ccd_letters_and_text(runs: dict[str, Path], tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("overrides, bench, message", [
-    (("backend=vllm", "backend.mode=letters+text"), "demo", "backend.mode=letters\\+text needs backend=hf"),
-    (("backend=vllm", "backend.mode=text"), "demo", "backend.mode=text needs backend=hf"),
     (("backend.mode=text", "judge=rules"), "locqa", "LocQA has no answer-text reading"),
     (("backend.mode=letters+text", "bench.shard=0/2"), "demo", "cannot be sharded yet"),
     (("backend.mode=text", "analysis.logit_lens=true"), "demo", "apply to letter scores only"),
@@ -214,6 +212,15 @@ def test_unsupported_text_runs_are_refused_at_the_config(tmp_path: Path, overrid
     with pytest.raises(ProbeInputError, match=message):
         run_config(_config(*overrides, bench=bench), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("mode", ["text", "letters+text"])
+def test_vllm_text_runs_pass_the_config(tmp_path: Path, mode: str) -> None:
+    """The vLLM engine has a text path (`probe.backends.vllm_text`; its parity tests are in the
+    vLLM tier): the config takes both text modes on it, in both forms."""
+    for form in ("hybrid", "cloze"):
+        cfg = run_config(_config("backend=vllm", f"backend.mode={mode}", f"bench.text_form={form}"), tmp_path / "run")
+        assert cfg.text_reading and cfg.backend.name == "vllm" and cfg.bench.spec.text_form == form
 
 
 def test_a_run_interrupted_in_text_scoring_resumes_into_the_same_files(runs: dict[str, Path], tmp_path: Path,

@@ -1,4 +1,5 @@
-"""vLLM backend tier: parity with the HF backend on the same token ids (run in the vLLM venv).
+"""vLLM backend tier: parity with the HF backend on the same token ids — letters, generations and
+answer texts — (run in the vLLM venv).
 
     VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python -m pytest tests/test_vllm.py
 """
@@ -16,12 +17,15 @@ import numpy as np
 import pytest
 from conftest import ccd_items, disco_rows, prepare, write_csv, write_json_file
 
+from probe.backends.continuations import TextRequest
 from probe.backends.generate import HFGenerator
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
 from probe.models import ModelSpec, load_model
 from probe.models.tiny import TinySpec
+from probe.pipeline.spec import bench_ref
 from probe.prompts.render import render_prompts
+from probe.prompts.text import render_texts, text_design
 from probe.results.run import load_run
 
 pytestmark = [pytest.mark.vllm,
@@ -81,6 +85,49 @@ def test_generation_parity(models) -> None:
          .generate(rendered) for g in b}
     b = {g.prompt_id: g.text for batch in engine.generate(rendered) for g in batch}
     assert a == b
+
+
+def _text_requests(models, form: str) -> list[TextRequest]:
+    """The text prompts of two DiSCo demo items in `form`, rendered as a run renders them."""
+    hf, _ = models
+    ref = bench_ref({"kind": "disco", "packaged": "demo_disco.csv", "text_form": form})
+    bench = prepare({"kind": "disco", "packaged": "demo_disco.csv", "limit": 2})
+    design = text_design(bench.prompts, bench.items, form, ref.task.text_message)
+    rendered = render_texts(hf.tokenizer, design, SPEC.render_settings(), "tiny")
+    return [TextRequest(r.prompt, r.continuations) for r in rendered]
+
+
+def _one_forward(model, request: TextRequest) -> np.ndarray:
+    """Σ of each continuation's token log-probs from one `model(prompt + continuation)` per option."""
+    import torch
+
+    n, out = len(request.prompt.token_ids), []
+    with torch.inference_mode():
+        for c in request.continuations:
+            ids = torch.from_numpy(np.concatenate([request.prompt.token_ids, c]).astype(np.int64))[None]
+            lp = torch.log_softmax(model(input_ids=ids).logits[0, n - 1:-1].float(), dim=-1)
+            out.append(float(lp[torch.arange(len(c)), torch.from_numpy(c.astype(np.int64))].double().sum()))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("form", ["hybrid", "cloze"])
+def test_text_parity(models, form: str) -> None:
+    """Each option's text score from the engine (`prompt_logprobs` on prompt + continuation)
+    equals the HF trie scorer's and one plain forward per option within 1e-4 nats; the engine
+    reads no prefix from its cache, so it computes every leaf whole."""
+    hf, engine = models
+    requests = _text_requests(models, form)
+    scorer = engine.texts()
+    got = {s.prompt_id: s for batch in scorer.score(requests) for s in batch}
+    trie = HFScorer(hf.model, HFBackendSpec(device="cpu")).texts()
+    want = {s.prompt_id: s for batch in trie.score(requests) for s in batch}
+    assert got.keys() == want.keys() == {q.prompt.prompt.prompt_id for q in requests}
+    for q in requests[:6]:
+        assert np.abs(np.array(got[q.prompt.prompt.prompt_id].logprobs) - _one_forward(hf.model, q)).max() <= TOL
+    assert max(np.abs(np.array(got[i].logprobs) - np.array(want[i].logprobs)).max() for i in got) <= TOL
+    assert all(got[i].token_ids == want[i].token_ids and got[i].n_tokens == want[i].n_tokens for i in got)
+    assert scorer.stats.unique_tokens == trie.stats.unique_tokens < trie.stats.prompt_tokens
+    assert scorer.stats.tokens_computed == scorer.stats.prompt_tokens == trie.stats.prompt_tokens
 
 
 def test_prefix_cache_is_used(models) -> None:
@@ -145,3 +192,44 @@ def test_whole_runs_give_the_same_metrics(tmp_path: Path) -> None:
     assert np.abs(merged.letter_logprobs() - whole.letter_logprobs()).max() <= 1e-4
     assert merged.metrics["greedy"] == metrics["vllm"]["greedy"]
     assert merged.scores.column("argmax_token_id").equals(whole.scores.column("argmax_token_id"))
+
+
+def test_text_runs_store_the_hf_runs_text_columns(tmp_path: Path) -> None:
+    """Whole runs, vLLM against HF: letters+text (hybrid) and text (cloze) store the same text
+    columns within 1e-4 nats, and the manifest's text counters say the vLLM path computed every
+    leaf token (no prefix sharing) where the HF trie computed each unique token once; the letter
+    reading of a vLLM letters+text run is the vLLM letters-only run's, bit for bit."""
+    data = write_csv(tmp_path / "DiSCo Bench.csv", disco_rows(2))
+    vllm_args = ["backend=vllm", "backend.dtype=float32", "backend.enforce_eager=true", "backend.max_model_len=2048"]
+    for mode, form in (("letters+text", "hybrid"), ("text", "cloze")):
+        runs = {backend: _probe_run(tmp_path / f"{form}-{backend}", data, f"backend.mode={mode}",
+                                    f"bench.text_form={form}", *(vllm_args if backend == "vllm" else []))
+                for backend in ("hf", "vllm")}
+        tables = {b: load_run(runs[b]).scores for b in runs}
+        hf_scores, vllm_scores = (np.array(tables[b].column("text_logprobs").to_pylist()) for b in ("hf", "vllm"))
+        assert hf_scores.shape == vllm_scores.shape and np.abs(hf_scores - vllm_scores).max() <= TOL
+        for column in ("text_token_ids", "text_n_tokens", "text_n_bytes"):
+            assert tables["hf"].column(column).equals(tables["vllm"].column(column))
+        hf, vllm = (json.loads((runs[b] / "manifest.json").read_text())["backend"] for b in ("hf", "vllm"))
+        assert vllm["mode"] == mode and vllm["name"] == "vllm"
+        assert vllm["text_unique_tokens"] == hf["text_unique_tokens"] <= hf["text_tokens_computed"]
+        assert vllm["text_tokens_computed"] == vllm["text_leaf_tokens"] == hf["text_leaf_tokens"]
+        assert hf["text_tokens_computed"] < vllm["text_tokens_computed"]
+        metrics = {b: json.loads((runs[b] / "metrics.json").read_text()) for b in runs}
+        assert metrics["hf"]["greedy"] == metrics["vllm"]["greedy"]
+    letters = _probe_run(tmp_path / "letters-vllm", data, *vllm_args)
+    both = tmp_path / "hybrid-vllm"
+    assert (both / "scores.safetensors").read_bytes() == (letters / "scores.safetensors").read_bytes()
+    only = load_run(letters).scores
+    assert load_run(both).scores.select(only.column_names).equals(only)
+
+
+def _probe_run(out: Path, data: Path, *overrides: str) -> Path:
+    """`python -m probe model=tiny bench=disco` on `data` into `out`, in a subprocess."""
+    env = {**os.environ, "PROBE_CACHE": str(out.parent / "cache"), "HF_HUB_OFFLINE": "1",
+           "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={data}",
+                           f"hydra.run.dir={out}", "analysis.n_boot=100", "progress=false", *overrides],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out

@@ -1,5 +1,6 @@
-"""What every backend offers: letter scores (letter mode) and continuations (generation mode);
-and what the HF scorer adds, activation patching between paired prompts."""
+"""What every backend offers: letter scores (letter mode), continuations (generation mode) and
+answer-text scores (the text modes); and what the HF scorer adds, activation patching between
+paired prompts."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Protocol
 import numpy as np
 
 from probe.backends.batching import BackendStats, Generation
+from probe.backends.continuations import TextRequest, TextScore
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
 
@@ -22,6 +24,18 @@ class LetterBackend(Protocol):
     ) -> Iterator[list[LetterScore]]:
         """Yield scores batch by batch, in any order; every prompt not in `done` at least once
         (batches are planned over all prompts, so a resumed run repeats the original plan)."""
+        ...
+
+
+class TextBackend(Protocol):
+    """The text modes: each option's text scored as a continuation of its prompt
+    (`HFScorer.texts`, `VLLMEngine.texts`)."""
+
+    stats: BackendStats
+
+    def score(self, requests: Sequence[TextRequest], done: Set[int] = frozenset()) -> Iterator[list[TextScore]]:
+        """Yield the scores of finished requests batch by batch, each request once; batches
+        whose requests' prompt ids are all in `done` are skipped."""
         ...
 
 

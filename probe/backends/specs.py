@@ -9,7 +9,7 @@ from probe.config import Ge, Gt, Le, Seed
 
 Mode = Literal["letters", "generate", "text", "letters+text"]
 TEXT_MODES: tuple[str, ...] = ("text", "letters+text")
-"""Modes with an answer-text reading (option texts scored as continuations; HF backend only)."""
+"""Modes with an answer-text reading (option texts scored as continuations)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class VLLMSpec:
     name: Literal["vllm"] = "vllm"
     """The backend: hf (transformers) or vllm."""
     mode: Mode = "letters"
-    """letters (exact log-probs via logprob_token_ids) | generate (text and letters+text: HF backend only)."""
+    """letters (exact log-probs via logprob_token_ids) | generate | text | letters+text (option texts via prompt_logprobs, no prefix sharing)."""
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     """auto (the checkpoint's), bfloat16, float16, float32 (CPU parity runs)."""
     max_model_len: Annotated[int, Ge(1)] | None = None

@@ -18,10 +18,10 @@ log-softmax; a score sums them in float64, in continuation order. Once per score
 scoring, a few requests go through this path and through `model(input_ids)` and must agree
 token by token (`TextScorer._check`), as letters must in the letter scorer's head check.
 
-A vLLM path (not built) would ask for `prompt_logprobs` on each `prompt + continuation`
-request and read the continuation positions; in vLLM V1 asking for prompt log-probs turns
-automatic prefix caching off for those requests (cached blocks skip the computation the
-log-probs come from), so it would compute every leaf whole, with no sharing.
+The vLLM path (`probe.backends.vllm_text`) asks for `prompt_logprobs` on each `prompt +
+continuation` request and reads the continuation positions; in vLLM V1 asking for prompt
+log-probs turns automatic prefix caching off for those requests (cached blocks skip the
+computation the log-probs come from), so it computes every leaf whole, with no sharing.
 """
 
 from __future__ import annotations

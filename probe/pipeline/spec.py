@@ -159,13 +159,10 @@ def _shardable(cfg: RunConfig) -> None:
 
 
 def _text_reading(cfg: RunConfig) -> None:
-    """The text reading runs on the HF scorer, for a bench that has one, on the unedited model."""
+    """The text reading runs (on the HF scorer or a vLLM engine) for a bench that has one, on the unedited model."""
     mode, task = cfg.backend.mode, cfg.bench.task
     if not cfg.text_reading:
         return
-    if cfg.backend.name != "hf":
-        raise ProbeInputError(f"backend.mode={mode} needs backend=hf: the vLLM answer-text path is not built yet "
-                              "(its prompt log-probs turn prefix caching off); use backend=hf, or backend.mode=letters")
     if not task.text_forms:
         raise ProbeInputError(f"backend.mode={mode}: {task.title} has no answer-text reading (its answers are "
                               f"{task.answers}); expected backend.mode=letters or generate")

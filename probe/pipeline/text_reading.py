@@ -19,8 +19,8 @@ from typing import Any
 import pyarrow as pa
 from tqdm import tqdm
 
+from probe.backends.base import TextBackend
 from probe.backends.continuations import TextRequest, TextScore
-from probe.backends.text import TextScorer
 from probe.benches.task import PreparedBench
 from probe.pipeline.spec import RunConfig
 from probe.prompts.render import RenderSettings
@@ -75,7 +75,7 @@ def prompt_columns(reading: TextReading, rows: Sequence[dict[str, Any]], schema:
     return out, schema
 
 
-def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[RenderedPrompt], scorer: TextScorer) -> int:
+def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[RenderedPrompt], scorer: TextBackend) -> int:
     """Score every text prompt's options into `text.parts`, then write the text columns of
     `scores.parquet`; returns how many text prompts an interrupted earlier run had stored."""
     store = PartStore(cfg.out_dir / "text.parts", TEXT_PART_SCHEMA)
@@ -105,7 +105,7 @@ def _flush(store: PartStore, scores: Sequence[TextScore]) -> None:
         store.append(text_part([(s.prompt_id, s.logprobs, s.token_ids) for s in scores]))
 
 
-def text_counters(scorer: TextScorer, resumed: int) -> dict[str, Any]:
+def text_counters(scorer: TextBackend, resumed: int) -> dict[str, Any]:
     """The text pass's work, for the manifest's `backend` block: the trie's unique tokens (the
     least exact text scoring can do), the tokens computed (this process), the leaves' tokens as
     if each ran alone, and the text prompts an interrupted run had stored."""
