@@ -62,10 +62,10 @@ def test_bytes_of_one_pass_on_the_tiny_llama_match_a_hand_count() -> None:
 
 def test_roofline_takes_the_slower_side_and_overlaps_the_host_only_on_a_gpu() -> None:
     arch, cost = _tiny_arch(), pass_cost(_tiny_arch(), SHAPE, 4)
-    compute = Device("c", matmul_flops=1e6, fp32_flops=1e6, bandwidth=1e15, overlaps_host=False,
+    compute = Device("c", matmul_flops=1e6, fp32_flops=1e6, attention_flops=1e6, bandwidth=1e15, overlaps_host=False,
                      host_s_per_layer=0.5, host_s_per_pass=1.0)
     assert pass_seconds(arch, SHAPE, compute, 4) == pytest.approx(cost.flops / 1e6 + 2.0, rel=1e-6)
-    memory = replace(compute, matmul_flops=1e18, fp32_flops=1e18, bandwidth=1e3)
+    memory = replace(compute, matmul_flops=1e18, fp32_flops=1e18, attention_flops=1e18, bandwidth=1e3)
     assert pass_seconds(arch, SHAPE, memory, 4) == pytest.approx(cost.bytes / 1e3 + 2.0, rel=1e-6)
     gpu = replace(compute, overlaps_host=True)
     assert pass_seconds(arch, SHAPE, gpu, 4) == pytest.approx(max(cost.flops / 1e6, 2.0), rel=1e-6)

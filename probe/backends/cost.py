@@ -142,21 +142,22 @@ def pass_cost(arch: Arch, shape: PassShape, dtype_bytes: int) -> PassCost:
 
     Formulas, with R rows, W = longest node, K = longest path + W, L layers, b bytes per value:
     linear 2·R·W·L·layer_params; attention 4·R·W·K·L·heads·head_dim; head 2·rows_ending·hidden·vocab
-    (float32); KV read R·K·L·kv_width·b; copies (2·R·longest path + Σ paths + 2·R·K + 2·kept)·L·kv_width·b."""
+    (float32); KV read R·K·L·kv_width·b; copies (Σ paths + R·P gathered, R·P + R·W read and R·K
+    written by the cache's concatenation — R·W written without a path — and 2·kept)·L·kv_width·b."""
     rows, width, keys, path = len(shape.lengths), shape.width, shape.keys, max(shape.starts)
     slots = rows * width
     kv_token = arch.layers * arch.kv_width * dtype_bytes
     head_weights = arch.vocab * arch.hidden * 4 if shape.head_rows else 0
-    # gather: read each row's own path, write R × P zero-padded slots; concat: read R × P + R × W,
-    # write R × K; keep: read and write each kept path
-    copied = sum(shape.starts) + rows * path + (rows * path + rows * width + rows * keys) + 2 * shape.kept
+    gathered = sum(shape.starts) + rows * path  # each row's own path read, R × P padded slots written
+    concatenated = rows * path + slots + rows * keys if path else slots
+    copied = gathered + concatenated + 2 * shape.kept  # kept paths: read and written
     return PassCost(
         linear_flops=2.0 * slots * arch.layers * arch.layer_params,
         attention_flops=4.0 * slots * keys * arch.layers * arch.heads * arch.head_dim,
         head_flops=2.0 * shape.head_rows * arch.hidden * arch.vocab,
         weight_bytes=float(arch.layers * arch.layer_params * dtype_bytes + head_weights),
         kv_read_bytes=float(rows * keys * kv_token),
-        copy_bytes=float(copied * kv_token) if path else float(slots * kv_token),
+        copy_bytes=float(copied * kv_token),
         act_bytes=float(slots * arch.layers * arch.act_elems * dtype_bytes),
     )
 

@@ -5,8 +5,9 @@ GPU figures are the vendors' data-sheet numbers, dense (no 2:4 sparsity):
 - NVIDIA H200 SXM (H200 Tensor Core GPU datasheet): BF16 989 TFLOP/s, FP32 67 TFLOP/s, HBM3e 4.8 TB/s.
 - NVIDIA A100 80GB SXM (A100 Tensor Core GPU datasheet): BF16 312 TFLOP/s, FP32 19.5 TFLOP/s,
   HBM2e 2,039 GB/s.
-"cpu" is measured where it runs: the float32 GEMM rate of this process's threads and a copy
-bandwidth (`measure_cpu`).
+"cpu" is measured where it runs: the float32 GEMM rate of this process's threads, the rate of
+masked attention (SDPA), which a CPU runs at about half the GEMM rate, and a copy bandwidth
+(`measure_cpu`). A GPU's attention is counted at its matmul peak.
 
 The host's dispatch of a pass (transformers' eager forward: Python and operator launches, the
 trie's KV gathering, masks and position ids) costs `HOST_S_PER_LAYER` per layer plus
@@ -42,6 +43,8 @@ class Device:
     """Dense matrix-product FLOP/s in the run's dtype (bf16 tensor cores; fp32 GEMM on a CPU)."""
     fp32_flops: float
     """FLOP/s of the float32 LM head."""
+    attention_flops: float
+    """FLOP/s of masked attention (a GPU: the matmul peak; a CPU: measured, it runs well below GEMM)."""
     bandwidth: float
     """Memory bytes/s."""
     overlaps_host: bool
@@ -51,9 +54,9 @@ class Device:
 
 
 DEVICES: dict[str, Device] = {
-    "h100": Device("H100 SXM", 989e12, 67e12, 3.35e12, True),
-    "h200": Device("H200 SXM", 989e12, 67e12, 4.8e12, True),
-    "a100": Device("A100 80GB SXM", 312e12, 19.5e12, 2.039e12, True),
+    "h100": Device("H100 SXM", 989e12, 67e12, 989e12, 3.35e12, True),
+    "h200": Device("H200 SXM", 989e12, 67e12, 989e12, 4.8e12, True),
+    "a100": Device("A100 80GB SXM", 312e12, 19.5e12, 312e12, 2.039e12, True),
 }
 
 
@@ -61,17 +64,24 @@ Clock = Callable[[], float]
 
 
 def measure_cpu(seconds: float = 1.0, clock: Clock = time.perf_counter) -> Device:
-    """This process's CPU: float32 GEMM FLOP/s (2048² products) and copy bandwidth (a 256 MiB
-    tensor copied: read + write), each the mean rate over about `seconds` of `clock` (wall time,
-    or `time.process_time` to count only the time this process ran on a shared machine)."""
+    """This process's CPU: float32 GEMM FLOP/s (2048² products), masked attention FLOP/s (SDPA
+    of 16 rows × 40 queries over 400 keys, 9 heads of 64: a trie pass's shape) and copy
+    bandwidth (a 256 MiB tensor copied: read + write), each the mean rate over about `seconds`
+    of `clock` (wall time, or `time.process_time` to count only the time this process ran on a
+    shared machine)."""
     import torch
+    import torch.nn.functional as F
 
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
     flops = _rate(lambda: a @ b, 2.0 * 2048**3, seconds, clock)
+    q, k, v = torch.randn(16, 9, 40, 64), torch.randn(16, 9, 400, 64), torch.randn(16, 9, 400, 64)
+    mask = torch.ones(16, 1, 40, 400, dtype=torch.bool).tril(360)
+    attention = _rate(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), 4.0 * 16 * 9 * 40 * 400 * 64,
+                      seconds, clock)
     src = torch.empty(64 << 20, dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
     bandwidth = _rate(lambda: dst.copy_(src), 2.0 * src.numel() * 4, seconds, clock)
-    return Device("cpu (measured)", flops, flops, bandwidth, False)
+    return Device("cpu (measured)", flops, flops, attention, bandwidth, False)
 
 
 def _rate(work: Callable[[], object], amount: float, seconds: float, clock: Clock) -> float:
@@ -149,7 +159,7 @@ def pass_seconds(arch: Arch, shape: PassShape, device: Device, dtype_bytes: int)
     head_bytes = arch.vocab * arch.hidden * 4 if shape.head_rows else 0
     layer_weights = c.weight_bytes - head_bytes
     linear = max(c.linear_flops / device.matmul_flops, layer_weights / device.bandwidth)
-    attention = max(c.attention_flops / device.matmul_flops, c.kv_read_bytes / device.bandwidth)
+    attention = max(c.attention_flops / device.attention_flops, c.kv_read_bytes / device.bandwidth)
     head = max(c.head_flops / device.fp32_flops, head_bytes / device.bandwidth)
     memory = (c.copy_bytes + c.act_bytes) / device.bandwidth
     work = linear + attention + head + memory
