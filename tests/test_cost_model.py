@@ -4,11 +4,13 @@ the dry run's predicted-time line."""
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from conftest import disco_rows, prepare, probe_env, shared_dir, write_csv
@@ -132,3 +134,28 @@ def test_a_dry_run_of_gemma3_12b_on_disco_predicts_its_h200_time(tmp_path: Path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("predicted time on H200 SXM: "))
     assert float(line.split(": ")[1].split(" s ")[0]) > 0
+
+
+def _script() -> ModuleType:
+    path = REPO_ROOT / "scripts" / "bench_costmodel.py"
+    spec = importlib.util.spec_from_file_location("bench_costmodel", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_validation_mixes_differ_in_length_and_keep_the_protocol() -> None:
+    mixes = _script().mixes(2)
+    assert [len(p) for p in mixes.values()] == [104, 104, 104]
+    chars = {name: sum(len(p.message) for p in prompts) / len(prompts) for name, prompts in mixes.items()}
+    assert chars["short"] < 0.8 * chars["demo"] and chars["long"] > 1.5 * chars["demo"]
+    assert [p.order for p in mixes["long"]] == [p.order for p in mixes["demo"]]
+
+
+def test_the_script_measures_host_dispatch() -> None:
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "bench_costmodel.py"), "--overhead"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    per_layer = float(proc.stdout.split("host dispatch: ")[1].split(" ms per layer")[0])
+    assert 0 < per_layer < 50
