@@ -146,8 +146,8 @@ class Prediction:
 
     def line(self) -> str:
         """`predicted time on <device>: …` as a dry run prints it."""
-        return (f"predicted time on {self.device}: {self.seconds:.1f} s of scoring ({self.n_passes} passes, "
-                f"{self.useful_flops / 1e12:.1f} TFLOP on unique tokens; MFU {self.mfu:.0%}; "
+        return (f"predicted time on {self.device}: {self.seconds:.3g} s of scoring ({self.n_passes} passes, "
+                f"{self.useful_flops / 1e12:.3g} TFLOP on unique tokens; MFU {self.mfu:.1%}; "
                 "pass-level roofline, see probe/backends/cost.py)")
 
 
