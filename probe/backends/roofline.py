@@ -31,7 +31,7 @@ from probe.backends.trie import TrieChunk, TrieNode
 HOST_S_PER_LAYER = 0.22e-3
 """Host dispatch per decoder layer of a pass, seconds (measured; see the module docstring)."""
 HOST_S_PER_PASS = 0.3e-3
-"""Host work per pass outside the layers (plan rows, padding, cache set-up, head), seconds."""
+"""Host work per pass outside the layers (padding, masks, position ids, the ancestors' KV set-up), seconds."""
 
 
 @dataclass(frozen=True)
