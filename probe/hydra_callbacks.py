@@ -22,7 +22,7 @@ SUBDIR_BYTES = 160
 values (paths, hub ids) stays creatable; longer names keep a prefix and a hash of the whole."""
 NAMED_KEYS = frozenset({"model", "bench"})
 """Overrides already in the name (`<num>_<bench.name>_<model.name>`)."""
-UNNAMED_KEYS = frozenset({"cluster", "progress", "shard_size", "part_seconds", "dry_run"})
+UNNAMED_KEYS = frozenset({"cluster", "progress", "shard_size", "part_seconds", "dry_run", "predict_device"})
 """Overrides that do not change a run's results: left out of its name when all are listed."""
 
 

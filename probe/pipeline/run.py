@@ -23,8 +23,9 @@ from tqdm import tqdm
 
 from probe.backends.base import LetterBackend
 from probe.backends.factory import make_backend
+from probe.backends.roofline import predict_chunks
 from probe.backends.trie import unique_tokens
-from probe.backends.units import work_units
+from probe.backends.units import score_chunks, work_units
 from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError, os_errors
 from probe.files import make_dirs, write_text
@@ -35,7 +36,7 @@ from probe.models import (
     max_positions,
     resolve_kind,
 )
-from probe.models.memory import memory_estimate
+from probe.models.memory import BYTES, memory_estimate
 from probe.pipeline.analysis import analyze_run
 from probe.pipeline.claim import Claim, check_ours, claim
 from probe.pipeline.judging import (
@@ -240,6 +241,9 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
         lines.append("memory estimate (GiB, backend.batch_tokens=" f"{cfg.backend.batch_tokens}): "
                      + ", ".join(f"{k} {v:.2f}" for k, v in est.items()))
+        if letter_ids is not None and cfg.backend.mode != "text" and cfg.predict_device != "none":
+            chunks = score_chunks(rendered, cfg.backend)
+            lines.append(predict_chunks(config, chunks, cfg.predict_device, BYTES.get(cfg.model.dtype, 4)).line())
     log.info("%s", "\n".join(lines))
     return out
 

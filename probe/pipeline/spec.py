@@ -101,6 +101,8 @@ class RunConfig:
     dry_run: bool = False
     """Check data and config, render every prompt, write prompts.parquet, print samples, token
     counts and a memory estimate; no weights load and nothing is scored."""
+    predict_device: Literal["h200", "h100", "a100", "cpu", "none"] = "h200"
+    """Dry run: predict the scoring time of the plan on this device (pass-level roofline; cpu is measured; none skips it)."""
     launch_record: Mapping[str, str] = field(default_factory=dict)
     """Files recording how the run was launched (path in the run directory → text, e.g. the
     composed Hydra config), written once the directory is claimed."""
@@ -218,7 +220,7 @@ def intervention_spec(values: Mapping[str, Any]) -> InterventionSpec:
 
 
 TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size",
-             "part_seconds", "dry_run")
+             "part_seconds", "dry_run", "predict_device")
 
 
 def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None,
@@ -238,7 +240,8 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
         "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
         "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
         "intervention": intervention_spec(values.get("intervention") or {}),
-        **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run") if k in values},
+        **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run", "predict_device")
+           if k in values},
     }, "")
     _no_judge_options_without_a_judge(config, overrides)
     return config
