@@ -60,9 +60,15 @@ def demo_prompts(n_items: int | None = None, repeat: int = 1, mix: str = "demo")
 
 
 def synthetic_items(base: list[Item], n: int) -> list[Item]:
-    """`n` items cycling through `base`, renamed so every item id (and prefix group) is unique."""
-    return [replace(base[i % len(base)], item_id=f"{base[i % len(base)].item_id}-r{i // len(base)}")
-            for i in range(n)]
+    """`n` items cycling through `base`, renamed so every item id (and prefix group) is unique.
+    Repeats also differ in text (the question gains `(set r)`): the trie shares identical
+    prompts, so verbatim copies would cost nothing and inflate throughput and predictions."""
+    out = []
+    for i in range(n):
+        item, r = base[i % len(base)], i // len(base)
+        question = item.question if r == 0 else f"{item.question} (set {r + 1})"
+        out.append(replace(item, item_id=f"{item.item_id}-r{r}", question=question))
+    return out
 
 
 @dataclass
