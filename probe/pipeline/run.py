@@ -55,7 +55,7 @@ from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.report.summary import run_summary
 from probe.results.generations import write_generations, write_judgements
-from probe.results.manifest import ShardRecord, new_manifest, read_manifest, write_manifest
+from probe.results.manifest import ShardRecord, new_manifest, pass_quantiles, read_manifest, write_manifest
 from probe.results.mech import ActivationWriter
 from probe.results.parts import PartStore
 from probe.results.scores import ScoreWriter, write_prompts
@@ -133,8 +133,9 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
 
     stats = backend.stats
-    work = {**asdict(cfg.backend), "n_batches": stats.n_batches,
-            "batch_sizes": {str(k): v for k, v in sorted(stats.batch_sizes.items())},
+    sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
+    work = {**asdict(cfg.backend), "n_batches": stats.n_batches, "batch_sizes": sizes,
+            "rows_per_pass": pass_quantiles(sizes),
             "oom_splits": stats.oom_splits, "head_check": stats.head_check,
             "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
             "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),

@@ -21,6 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from probe.errors import ProbeInputError
 from probe.files import write_json
 
@@ -107,6 +109,8 @@ class BackendRecord:
     unique_tokens: int | None
     tokens_computed: int | None
     padded_tokens: int | None
+    rows_per_pass: dict[str, int] | None
+    """p10, p50 and p90 of the rows per forward pass (`pass_quantiles` of `batch_sizes`)."""
     resumed_prompts: int | None
     prefix_cache_hit_rate: float | None
     prefix_cache_limit: float | None
@@ -114,6 +118,15 @@ class BackendRecord:
     def counters(self) -> dict[str, int | None]:
         """The work counters (`COUNTERS`) by name."""
         return {name: getattr(self, name) for name in COUNTERS}
+
+
+def pass_quantiles(batch_sizes: Mapping[str, int]) -> dict[str, int] | None:
+    """p10, p50 and p90 of the rows per pass, from `rows → passes` (each quantile is a row count
+    some pass had: the lower of two neighbours); None without passes."""
+    rows = np.repeat([int(k) for k in batch_sizes], [int(v) for v in batch_sizes.values()])
+    if not len(rows):
+        return None
+    return {f"p{q}": int(np.quantile(rows, q / 100, method="lower")) for q in (10, 50, 90)}
 
 
 @dataclass(frozen=True)
@@ -287,6 +300,7 @@ def merge_manifests(shards: Sequence[ShardSource], n_prompts: int, unique_tokens
         for k, v in (s.manifest.backend.batch_sizes or {}).items():
             sizes[k] = sizes.get(k, 0) + v
     backend["batch_sizes"] = dict(sorted(sizes.items(), key=lambda kv: int(kv[0])))
+    backend["rows_per_pass"] = pass_quantiles(sizes)
     backend["unique_tokens"] = unique_tokens
     _weighted_prefix_cache(shards, backend)
     raw["timings"] = _summed_timings(shards, n_prompts, backend["resumed_prompts"])
