@@ -59,8 +59,12 @@ class KVStore:
         layers = cache.layers
         if self.groups is None:
             self.groups = _device_runs([layer.keys.device for layer in layers])
-        return [torch.stack([torch.stack((layers[k].keys[row, :, lo:hi], layers[k].values[row, :, lo:hi]))
-                             for k in group]) for group in self.groups]
+        out = []
+        for group in self.groups:  # one stack, one copy (a stack of per-layer stacks copied twice)
+            kv = torch.stack([t for k in group for t in (layers[k].keys[row, :, lo:hi],
+                                                          layers[k].values[row, :, lo:hi])])
+            out.append(kv.view(len(group), 2, *kv.shape[1:]))
+        return out
 
     def right_aligned(self, paths: Sequence[PathKV | None], width: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer `(K, V)` of `[rows, kv_heads, width, head_dim]` with row r's path at the
