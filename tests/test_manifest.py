@@ -113,3 +113,13 @@ def test_merging_shards_sums_their_work_and_records_what_differs(tiny_run: Path)
     assert len(warnings) == 3 and warnings[0] == f"shards differ in git_commit: 0: {base['git_commit']}, 1: other"
     assert warnings[1] == f"shards ran with backend.device {sorted([base['backend']['device'], 'cuda:1'])}"
     assert warnings[2].startswith("shards [1] halved passes after running out of memory")
+
+
+def test_rows_per_pass_quantiles_are_row_counts_of_real_passes() -> None:
+    from probe.results.manifest import pass_quantiles
+
+    # passes of 4, 1, 2, 2, 2 rows → sorted 1 2 2 2 4: p10 the first, p50 and p90 a 2 (lower neighbour)
+    assert pass_quantiles({"4": 1, "1": 1, "2": 3}) == {"p10": 1, "p50": 2, "p90": 2}
+    assert pass_quantiles({"1": 2, "32": 40}) == {"p10": 32, "p50": 32, "p90": 32}
+    assert pass_quantiles({"1": 24, "4": 36, "32": 40}) == {"p10": 1, "p50": 4, "p90": 32}
+    assert pass_quantiles({}) is None
