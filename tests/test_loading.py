@@ -38,7 +38,7 @@ def test_missing_local_path(tmp_path: Path) -> None:
 
 
 def test_unknown_bench_kind_and_key() -> None:
-    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['ccd', 'disco', 'locqa'\]"):
+    with pytest.raises(ProbeInputError, match=r"unknown bench kind 'discoo'; registered: \['blend', 'blend_whose', 'ccd', 'disco', 'locqa'\]"):
         get_task("discoo")
     with pytest.raises(ProbeInputError, match=r"bench: unknown key\(s\) \['pth'\]"):
         prepare({"kind": "disco", "pth": "x.csv"}, False)
