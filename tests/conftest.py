@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,28 @@ def shared_dir() -> Path | None:
     """The reference folder (tokenizers, LocQA data) named by $PROBE_SHARED_DIR, if present."""
     value = os.environ.get("PROBE_SHARED_DIR")
     return Path(value) if value and Path(value).is_dir() else None
+
+
+def blend_dir() -> Path:
+    """The real BLEnD files under the reference folder; the test skips when they are absent."""
+    root = shared_dir()
+    path = root / "data" / "blend" if root else None
+    if path is None or not (path / "annotations" / "US_data.json").is_file():
+        pytest.skip("the BLEnD files need $PROBE_SHARED_DIR/data/blend")
+    return path
+
+
+def blend_cli(out: Path, *args: str, model: str = "tiny", ok: bool = True) -> "subprocess.CompletedProcess[str]":
+    """`python -m probe bench=blend` on the real files into `out`; asserts its exit status."""
+    # the tiny model gets a cache of its own; SmolLM2 keeps the user's, where its GGUF is converted once
+    cache = {"PROBE_CACHE": str(out.parent / "cache")} if model == "tiny" else {}
+    env = {**os.environ, **cache, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "probe", f"model={model}", "bench=blend", f"bench.path={blend_dir()}",
+                           f"hydra.run.dir={out}", "analysis.n_boot=100", "progress=false", *args],
+                          cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert (proc.returncode == 0) == ok, proc.stderr[-3000:]
+    return proc
 
 
 CCD_CLUSTERS = ["anglo", "eastern_europe", "latin-america", "latin_europe", "confucian_asia",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import shared_dir
+from conftest import blend_dir
 
 from probe.benches.blend import data as blend
 from probe.benches.blend.checksums import DATA_SHA256, FILE_SHA256, combined_sha256
@@ -23,12 +23,7 @@ from probe.errors import ProbeInputError
 from probe.files import sha256_file
 
 
-def _real_root() -> Path:
-    root = shared_dir()
-    path = root / "data" / "blend" if root else None
-    if path is None or not (path / "annotations" / "US_data.json").is_file():
-        pytest.skip("BLEnD data not available ($PROBE_SHARED_DIR/data/blend)")
-    return path
+_real_root = blend_dir
 
 
 @pytest.fixture(scope="module")

@@ -11,19 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import shared_dir
+from conftest import blend_dir
 
 from probe.benches.blend import data as blend
 from probe.benches.blend import whose
 from probe.benches.blend.whose_metrics import Reading, compute, masses
 
 
-def _real_root() -> Path:
-    root = shared_dir()
-    path = root / "data" / "blend" if root else None
-    if path is None or not (path / "annotations" / "US_data.json").is_file():
-        pytest.skip("BLEnD data not available ($PROBE_SHARED_DIR/data/blend)")
-    return path
+_real_root = blend_dir
 
 
 @pytest.fixture(scope="module")

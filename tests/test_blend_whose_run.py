@@ -6,41 +6,22 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import shared_dir
+from conftest import blend_cli, blend_dir
 
 from probe.benches.blend.data import COUNTRIES
 from probe.pipeline.analysis import analyze_run
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 WHOSE = ("bench.mode=whose_answer", "backend.mode=text")
 
 
-def _data() -> Path:
-    root = shared_dir()
-    if root is None or not (root / "data" / "blend" / "annotations" / "US_data.json").is_file():
-        pytest.skip("the BLEnD files need $PROBE_SHARED_DIR/data/blend")
-    return root / "data" / "blend"
-
-
-def _cli(out: Path, *args: str, model: str = "tiny", ok: bool = True) -> subprocess.CompletedProcess[str]:
-    # the tiny model gets a cache of its own; SmolLM2 keeps the user's, where its GGUF is converted once
-    cache = {"PROBE_CACHE": str(out.parent / "cache")} if model == "tiny" else {}
-    env = {**os.environ, **cache, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", f"model={model}", "bench=blend", f"bench.path={_data()}",
-                           f"hydra.run.dir={out}", "analysis.n_boot=100", "progress=false", *args],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert (proc.returncode == 0) == ok, proc.stderr[-3000:]
-    return proc
+_data, _cli = blend_dir, blend_cli
 
 
 @pytest.fixture(scope="module")
