@@ -5,6 +5,7 @@ the dry run's predicted-time line."""
 from __future__ import annotations
 
 import importlib.util
+import math
 import shutil
 import subprocess
 import sys
@@ -159,3 +160,8 @@ def test_the_script_measures_host_dispatch() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     per_layer = float(proc.stdout.split("host dispatch: ")[1].split(" ms per layer")[0])
     assert 0 < per_layer < 50
+
+
+def test_an_empty_plan_predicts_no_time_and_no_utilisation() -> None:
+    p = predict(_tiny_arch(), [], DEVICES["h200"], 2)
+    assert p.seconds == 0 and p.n_passes == 0 and math.isnan(p.mfu)

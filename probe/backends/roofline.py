@@ -141,8 +141,9 @@ class Prediction:
 
     @property
     def mfu(self) -> float:
-        """Useful FLOPs per second over the device's matmul peak."""
-        return self.useful_flops / self.seconds / self.matmul_flops if self.seconds else 0.0
+        """Useful FLOPs per second over the device's matmul peak; NaN for a plan with no work
+        (an empty plan has no utilisation, and 0% would read as a measurement)."""
+        return self.useful_flops / self.seconds / self.matmul_flops if self.seconds else float("nan")
 
     def line(self) -> str:
         """`predicted time on <device>: …` as a dry run prints it."""
