@@ -231,3 +231,40 @@ def test_kv_paths_are_kept_per_device_run_of_layers() -> None:
     cpu, meta = torch.device("cpu"), torch.device("meta")
     assert _device_runs([cpu, cpu, meta, meta, cpu]) == [[0, 1], [2, 3], [4]]
     assert _device_runs([cpu] * 3) == [[0, 1, 2]]
+
+
+@torch.inference_mode()
+def test_pass_buffers_give_the_concatenating_cache_bit_for_bit(tiny) -> None:
+    """Every pass of a chunk on the shared pass buffer (poisoned with NaN before each pass, as
+    stale contents of an earlier pass would be) returns exactly the hidden states and kept
+    paths of the same pass on transformers' concatenating cache (`right_aligned` + DynamicCache)."""
+    from transformers import DynamicCache
+
+    from probe.backends.treekv import KVStore, PassBuffers, decoder_and_cache_kw, run_pass
+
+    loaded, rendered, _ = tiny
+    decoder, cache_kw = decoder_and_cache_kw(loaded.model)
+    chunk = plan_trie(rendered, 1 << 20, 6)[0]
+    buffers = PassBuffers()
+    new, old = KVStore.for_chunk(chunk, buffers=buffers), KVStore.for_chunk(chunk)
+
+    def concatenating(store: KVStore):
+        def pass_cache(paths, past, width):
+            return DynamicCache(ddp_cache_data=store.right_aligned(paths, past))
+        return pass_cache
+
+    old.pass_cache = concatenating(old)  # the cache probe built before the pass buffers
+    deep = 0
+    for step in chunk.steps:
+        for flat in buffers.flat.values():
+            flat.fill_(float("nan"))
+        h_new, last_new = run_pass(decoder, cache_kw, chunk, step, new)
+        h_old, last_old = run_pass(decoder, cache_kw, chunk, step, old)
+        assert torch.equal(h_new, h_old) and torch.equal(last_new, last_old)
+        for i in step:
+            if i in new.paths:
+                assert all(torch.equal(a, b) for a, b in zip(new.paths[i], old.paths[i]))
+        deep += max(chunk.nodes[i].start for i in step) > 0
+        new.ran(chunk, step)
+        old.ran(chunk, step)
+    assert deep >= 3 and len(chunk.steps) > deep  # passes on ancestors, with rows of mixed starts

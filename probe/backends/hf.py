@@ -146,7 +146,7 @@ class HFScorer:
     def _run_chunk(self, chunk: TrieChunk, letter_ids: torch.Tensor,
                    edits: Mapping[int, Edit] | None = None) -> Iterator[list[LetterScore]]:
         """Run a chunk's passes; `edits` (by prompt id) are applied to the nodes they reach."""
-        store = KVStore.for_chunk(chunk)
+        store = KVStore.for_chunk(chunk, buffers=self._passes.buffers)
         self._node_edits = node_edits(chunk, edits) if edits else {}
         try:
             for step in chunk.steps:
@@ -278,7 +278,7 @@ class HFScorer:
         chunk's prompts, whether every argmax token agrees (or the reference is tied), and
         whether every letter log-prob of both paths is finite or −inf (`_letter_gap`)."""
         saved = (self.stats.tokens_computed, self.stats.padded_tokens)
-        store = KVStore.for_chunk(chunk)
+        store = KVStore.for_chunk(chunk, buffers=self._passes.buffers)
         outs = []
         for step in chunk.steps:
             out = self._forward(chunk, step, store, letter_ids)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import torch
 
 from probe.backends.batching import BackendStats
+from probe.backends.treekv import PassBuffers
 
 T = TypeVar("T")
 
@@ -23,6 +24,8 @@ class PassRunner:
     stats: BackendStats
     device: torch.device
     row_cap: int | None = None
+    buffers: PassBuffers = field(default_factory=PassBuffers)
+    """Storage the passes' caches share for the scorer's life (`probe.backends.treekv`)."""
 
     def run(self, rows: Sequence[int], forward: Callable[[Sequence[int]], T]) -> list[T]:
         """`forward(rows)`'s output, or its halves' outputs in order after an out-of-memory."""

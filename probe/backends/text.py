@@ -126,7 +126,7 @@ class TextScorer:
 
     def _run_chunk(self, chunk: TextChunk, values: np.ndarray) -> np.ndarray:
         """Run a chunk's passes, writing its sites' log-probs into `values`; return their slots."""
-        store = KVStore.for_chunk(chunk.trie)
+        store = KVStore.for_chunk(chunk.trie, buffers=self._passes.buffers)
         written = []
         for step in chunk.trie.steps:
             written += self._run(chunk, step, store, values)

@@ -8,11 +8,18 @@ After the pass, each node that has children keeps the KV of its own whole path (
 plus itself) until its last child has run; a path, not just the node, because a grandparent
 may be freed while its grandchildren still wait. For generation the paths where prompts end
 are kept too: they become each prompt's cache for `generate`.
+
+A pass's cache lives in one buffer per device (`PassBuffers`), reused by every pass of a run:
+the ancestors are copied in once and each layer writes its new keys and values in place after
+them (`PassLayer`). Building the cache by concatenation instead copies the ancestors' KV three
+times per pass and, on CPU, touches freshly mapped pages each time; the buffer's views have the
+shape and strides the concatenation had, so attention reads the same numbers the same way.
 """
 
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +27,52 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
 
 from probe.backends.trie import TrieChunk
 
 PathKV = list[torch.Tensor]
 """The KV of a node's path, one tensor `[layers, 2 (K, V), kv_heads, path_len, head_dim]` per
 run of consecutive layers on one device (one run unless accelerate spread the model over GPUs)."""
+
+
+@dataclass
+class PassBuffers:
+    """Storage for passes' caches, one flat buffer per device run of layers, grown on demand and
+    reused: a pass's cache is a view of its start."""
+
+    flat: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def take(self, group: int, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """A contiguous tensor of `shape` over group `group`'s buffer (contents undefined)."""
+        n = math.prod(shape)
+        buf = self.flat.get(group)
+        if buf is None or buf.numel() < n or buf.dtype != dtype or buf.device != device:
+            self.flat.pop(group, None)  # free the old buffer before allocating its successor
+            buf = self.flat[group] = torch.empty(n, dtype=dtype, device=device)
+        return buf[:n].view(shape)
+
+
+class PassLayer(DynamicLayer):
+    """One layer's cache in a pass: `keys`/`values` `[rows, kv_heads, width, head_dim]` views
+    whose first `past` slots hold the ancestors; `update` writes the pass's own keys and values
+    in place after them and returns the views up to there (what `DynamicLayer` would return by
+    concatenation, without the copy)."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, past: int) -> None:
+        super().__init__()
+        self._slots, self._past = (keys, values), past
+        self.keys, self.values = keys[:, :, :past], values[:, :, :past]
+        self.device, self.is_initialized = keys.device, True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+               **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        stop = self._past + key_states.shape[-2]
+        keys, values = self._slots
+        keys[:, :, self._past:stop].copy_(key_states)
+        values[:, :, self._past:stop].copy_(value_states)
+        self.keys, self.values = keys[:, :, :stop], values[:, :, :stop]
+        return self.keys, self.values
 
 
 @dataclass
@@ -37,13 +84,15 @@ class KVStore:
     """Node → children not yet run."""
     groups: list[list[int]] | None = None
     """Layer indices by device run, learnt from the first pass."""
+    buffers: PassBuffers = field(default_factory=PassBuffers)
 
     @classmethod
-    def for_chunk(cls, chunk: TrieChunk, keep_ends: bool = False) -> KVStore:
+    def for_chunk(cls, chunk: TrieChunk, keep_ends: bool = False, buffers: PassBuffers | None = None) -> KVStore:
         """A store for `chunk`; with `keep_ends`, the paths of nodes where prompts end are kept
-        to the end (generation hands them to `generate` as the prompts' cache)."""
+        to the end (generation hands them to `generate` as the prompts' cache). Pass the
+        run's `buffers` to reuse its pass storage across chunks."""
         return cls(waiting={i: n.n_children + (keep_ends and bool(n.ends)) for i, n in enumerate(chunk.nodes)
-                            if n.n_children or (keep_ends and n.ends)})
+                            if n.n_children or (keep_ends and n.ends)}, buffers=buffers or PassBuffers())
 
     def ran(self, chunk: TrieChunk, rows: Sequence[int]) -> None:
         """Release a parent's path once all its children have run."""
@@ -82,6 +131,27 @@ class KVStore:
                     kv[:, :, row, :, width - path[g].shape[3]:] = path[g]
             out += [(kv[k, 0], kv[k, 1]) for k in range(len(group))]
         return out
+
+
+    def pass_cache(self, paths: Sequence[PathKV | None], past: int, width: int) -> DynamicCache:
+        """A cache of `past + width` slots per row over `buffers`, row r's path right-aligned in
+        the first `past` (None: an empty row) and zeros before it, as `right_aligned` lays them
+        out; the pass writes its own `width` slots."""
+        assert self.groups is not None
+        sample = next(p for p in paths if p is not None)
+        layers: list[PassLayer] = []
+        for g, group in enumerate(self.groups):
+            _, _, heads, _, dim = sample[g].shape
+            kv = self.buffers.take(g, (len(group), 2, len(paths), heads, past + width, dim), sample[g].dtype,
+                                   sample[g].device)
+            kv[..., :past, :].zero_()
+            for row, path in enumerate(paths):
+                if path is not None:
+                    kv[:, :, row, :, past - path[g].shape[3]:past] = path[g]
+            layers += [PassLayer(kv[k, 0], kv[k, 1], past) for k in range(len(group))]
+        cache = DynamicCache()
+        cache.layers = list(layers)
+        return cache
 
 
 def _device_runs(devices: Sequence[torch.device]) -> list[list[int]]:
@@ -124,7 +194,7 @@ def run_pass(decoder: Any, cache_kw: str, chunk: TrieChunk, rows: Sequence[int],
     ids, node_mask, lengths = right_pad([n.tokens for n in nodes])
     if p_max:
         parents = [store.paths[n.parent] if n.parent >= 0 else None for n in nodes]
-        cache = DynamicCache(ddp_cache_data=store.right_aligned(parents, p_max))
+        cache = store.pass_cache(parents, p_max, ids.shape[1])
     else:
         cache = DynamicCache()
     ancestor_mask = (torch.arange(p_max, device=dev)[None, :] >= (p_max - starts)[:, None]).long()
