@@ -63,7 +63,7 @@ class PassLayer(DynamicLayer):
         super().__init__()
         self._slots, self._past = (keys, values), past
         self.keys, self.values = keys[:, :, :past], values[:, :, :past]
-        self.device, self.is_initialized = keys.device, True
+        self.device, self.dtype, self.is_initialized = keys.device, keys.dtype, True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
