@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from transformers import Gemma3TextConfig
 
+from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextRequest
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
@@ -83,10 +84,29 @@ class Timing:
     """Nodes of the prompts' token trie (the least work exact scoring can do)."""
     padded_tokens: int = 0
     """Token slots of the forward passes, padding included (0 when not measured)."""
+    passes: PassShares | None = None
 
     @property
     def prompts_per_s(self) -> float:
         return self.n_prompts / self.seconds
+
+
+@dataclass(frozen=True)
+class PassShares:
+    """How many passes held one row, and their share of the tokens and forward time: what
+    merging them could win at most (were they as fast per token as the rest, the time saved
+    would be their time share minus their token share)."""
+
+    n_passes: int
+    one_row: int
+    one_row_token_share: float
+    one_row_time_share: float
+
+    @classmethod
+    def of(cls, stats: BackendStats) -> PassShares:
+        tokens, seconds = sum(stats.tokens_by_rows.values()), sum(stats.seconds_by_rows.values())
+        return cls(stats.n_batches, stats.batch_sizes.get(1, 0), stats.tokens_by_rows.get(1, 0) / max(tokens, 1),
+                   stats.seconds_by_rows.get(1, 0.0) / (seconds or 1.0))
 
 
 def peak_rss_mb() -> float:
@@ -110,7 +130,7 @@ def score_with_probe(
     name = "probe" if prefix_reuse else "probe-noprefix"
     stats = scorer.stats
     return lp, Timing(name, len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
-                      stats.unique_tokens, stats.padded_tokens)
+                      stats.unique_tokens, stats.padded_tokens, PassShares.of(stats))
 
 
 def score_texts_with_probe(

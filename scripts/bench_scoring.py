@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -84,7 +85,7 @@ def worker(args: argparse.Namespace) -> None:
         ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, len(rendered)),
                  "peak_flops": perf.gemm_peak_flops()}
-    print("RESULT " + json.dumps({**timing.__dict__, "prompts_per_s": timing.prompts_per_s, **extra}))
+    print("RESULT " + json.dumps({**asdict(timing), "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
 def text_worker(args: argparse.Namespace, spec, loaded) -> None:
@@ -116,7 +117,7 @@ def text_worker(args: argparse.Namespace, spec, loaded) -> None:
         head_rows = int(sum(len(c) for t in texts for c in t.continuations))
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, head_rows),
                  "peak_flops": perf.gemm_peak_flops()}
-    print("RESULT " + json.dumps({**timing.__dict__, "prompts_per_s": timing.prompts_per_s, **extra}))
+    print("RESULT " + json.dumps({**asdict(timing), "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
 def texts_with_lm_eval(loaded, texts, continuations, batch_size: int):
@@ -201,13 +202,17 @@ def mixes(args: argparse.Namespace) -> None:
         args.mix = mix
         summary.append((mix, compare(args)))
     print("\n| mix | prompts | prompt tokens / prompt | trie limit | probe tokens computed / limit | probe prompts/s "
-          "| lm-eval prompts/s | probe / lm-eval |\n|---|---|---|---|---|---|---|---|")
+          "| of compute limit | lm-eval prompts/s | probe / lm-eval | one-row passes (tokens, time) |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
     for mix, r in summary:
-        p, lm = r["probe"], r.get("lm-eval")
+        p, lm, sh = r["probe"], r.get("lm-eval"), r["probe"]["passes"]
+        limit = p["n_prompts"] * p["peak_flops"] / p["unique_flops"]
         print(f"| {mix} | {p['n_prompts']} | {p['prompt_tokens'] / p['n_prompts']:.0f} | "
               f"{p['unique_tokens'] / p['prompt_tokens']:.3f} | {p['tokens_computed'] / p['unique_tokens']:.3f} | "
-              f"{p['prompts_per_s']:.2f} | {lm['prompts_per_s'] if lm else float('nan'):.2f} | "
-              f"{p['prompts_per_s'] / lm['prompts_per_s'] if lm else float('nan'):.2f}× |")
+              f"{p['prompts_per_s']:.2f} | {p['prompts_per_s'] / limit:.0%} | "
+              f"{lm['prompts_per_s'] if lm else float('nan'):.2f} | "
+              f"{p['prompts_per_s'] / lm['prompts_per_s'] if lm else float('nan'):.2f}× | "
+              f"{sh['one_row']}/{sh['n_passes']} ({sh['one_row_token_share']:.1%}, {sh['one_row_time_share']:.1%}) |")
 
 
 def compare(args: argparse.Namespace) -> dict[str, dict]:
@@ -236,6 +241,14 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
               f"(unique tokens only) at {r['peak_flops'] / 1e9:.0f} GFLOP/s (fp32 GEMM peak, {args.threads or 'default'} "
               f"threads); probe reaches {r['prompts_per_s'] / limit:.0%} of it, padding "
               f"{r['padded_tokens'] / r['tokens_computed'] - 1:.1%} over the unique tokens")
+        if base:
+            need = 3 * base["prompts_per_s"]
+            print(f"3× lm-eval = {need:.2f} prompts/s = {need / limit:.0%} of the compute limit")
+        if r.get("passes"):
+            sh = r["passes"]
+            print(f"passes: {sh['n_passes']}, one row: {sh['one_row']} ({sh['one_row'] / sh['n_passes']:.1%}), holding "
+                  f"{sh['one_row_token_share']:.1%} of the tokens computed and {sh['one_row_time_share']:.1%} of the "
+                  "forward time")
     if "vllm" in results:
         r = results["vllm"]
         print(f"vllm prefix cache served {1 - r['tokens_computed'] / r['prompt_tokens']:.3f} of prompt tokens; "

@@ -72,3 +72,8 @@ def test_mixes_differ_in_length() -> None:
     assert set(rows) == {"demo", "short", "long"}
     assert rows["short"][0] < rows["demo"][0] < rows["long"][0]
     assert rows["long"][1] < rows["demo"][1]
+    # each mix reports its one-row passes with their shares of the tokens and forward time
+    shares = re.findall(r"^\| (?:demo|short|long) \|.*\| (\d+)/(\d+) \(([\d.]+)%, ([\d.]+)%\) \|$", out, re.M)
+    assert len(shares) == 3
+    for one, total, tokens, seconds in shares:
+        assert 0 < int(one) < int(total) and 0 < float(tokens) < 100 and 0 < float(seconds) < 100

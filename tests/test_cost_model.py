@@ -58,8 +58,8 @@ def test_bytes_of_one_pass_on_the_tiny_llama_match_a_hand_count() -> None:
     kv_token = 2 * 2 * 32 * 4  # 2 layers × (K, V) × 1 kv head × 32 dims × 4 bytes = 512
     assert cost.weight_bytes == 2 * 36864 * 4 + 512 * 64 * 4
     assert cost.kv_read_bytes == 3 * 15 * kv_token
-    # gather: read 24, write 3·10; concatenate: read 3·10 + 3·5, write 3·15; keep 13 twice
-    assert cost.copy_bytes == (24 + 30 + 30 + 15 + 45 + 26) * kv_token
+    # gather: read 24, write 3·10; the pass writes its 3·5 slots in place; keep 13 twice
+    assert cost.copy_bytes == (24 + 30 + 15 + 26) * kv_token
     assert cost.act_bytes == 15 * 2 * (12 * 64 + 4 * 64 + 3 * 32 + 6 * 128) * 4
 
 
@@ -165,3 +165,18 @@ def test_the_script_measures_host_dispatch() -> None:
 def test_an_empty_plan_predicts_no_time_and_no_utilisation() -> None:
     p = predict(_tiny_arch(), [], DEVICES["h200"], 2)
     assert p.seconds == 0 and p.n_passes == 0 and math.isnan(p.mfu)
+
+
+def test_pass_shares_count_one_row_passes_by_tokens_and_time() -> None:
+    """Three passes: one of one row (10 tokens, 2 s), two of four rows (30 tokens, 6 s)."""
+    from probe.backends.batching import BackendStats
+    from probe.perf import PassShares
+
+    stats = BackendStats()
+    stats.count_pass([10], 10)
+    stats.count_batch(1, 2.0)
+    for lengths in ([5, 5, 5, 5], [3, 3, 2, 2]):
+        stats.count_pass(lengths, max(lengths))
+        stats.count_batch(4, 3.0)
+    assert stats.tokens_computed == 40 and stats.padded_tokens == 10 + 20 + 12
+    assert PassShares.of(stats) == PassShares(n_passes=3, one_row=1, one_row_token_share=0.25, one_row_time_share=0.25)

@@ -87,6 +87,10 @@ def test_each_unique_token_runs_once(tiny) -> None:
     assert stats.prompt_tokens == sum(len(r.token_ids) for r in rendered)
     assert stats.tokens_computed == stats.unique_tokens == unique_tokens(rendered) < 0.55 * stats.prompt_tokens
     assert stats.padded_tokens < 1.1 * stats.tokens_computed
+    # the work and time by rows per pass add up to the totals (the benchmark's one-row shares)
+    assert sum(stats.tokens_by_rows.values()) == stats.tokens_computed
+    assert stats.tokens_by_rows.keys() == stats.seconds_by_rows.keys() == stats.batch_sizes.keys()
+    assert sum(stats.seconds_by_rows.values()) == pytest.approx(stats.forward_s)
 
 
 def test_duplicates_and_prompts_that_are_prefixes_of_others(tiny) -> None:

@@ -29,12 +29,23 @@ class BackendStats:
     """Nodes of the prompts' token trie: the least work exact scoring can do."""
     head_check: dict[str, object] | None = None
     """What the HF backend's once-per-run head check measured (prompts, largest letter gap)."""
+    seconds_by_rows: dict[int, float] = field(default_factory=dict)
+    """rows per batch → seconds its batches took (where a plan's time goes; benchmarks only)."""
+    tokens_by_rows: dict[int, int] = field(default_factory=dict)
+    """rows per batch → tokens its batches computed (HF trie passes; benchmarks only)."""
 
     def count_batch(self, rows: int, seconds: float) -> None:
         """Record one finished batch."""
         self.forward_s += seconds
         self.n_batches += 1
         self.batch_sizes[rows] = self.batch_sizes.get(rows, 0) + 1
+        self.seconds_by_rows[rows] = self.seconds_by_rows.get(rows, 0.0) + seconds
+
+    def count_pass(self, lengths: Sequence[int], width: int) -> None:
+        """Record the work of one trie pass: its rows' new tokens, padded to `width` slots."""
+        self.tokens_computed += sum(lengths)
+        self.padded_tokens += len(lengths) * width
+        self.tokens_by_rows[len(lengths)] = self.tokens_by_rows.get(len(lengths), 0) + sum(lengths)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ the longest node it computes, in every layer:
 
 Bytes: the weights once per pass (in the run's dtype; the head's float32 copy when the head
 runs), the KV of the R × (P + W) key slots read by attention, the KV copies around the pass
-(the ancestors' paths gathered right-aligned, the cache's concatenation, the paths kept for
-children), and the activations the layers read and write.
+(the ancestors' paths gathered right-aligned into the pass buffer, the pass's own keys and
+values written after them, the paths kept for children), and the activations the layers read
+and write.
 
 Time of a pass: a roofline per kind of work, `max(flops / peak, bytes / bandwidth)` for the
 linear layers, attention and the head, plus the copies and elementwise traffic at bandwidth,
@@ -124,7 +125,7 @@ class PassCost:
     kv_read_bytes: float
     """K and V of every key slot attention reads."""
     copy_bytes: float
-    """KV gathered before the pass, concatenated in the cache and kept after it (read + write)."""
+    """KV gathered before the pass, written by it and kept after it (read + write)."""
     act_bytes: float
     """Activations the layers read and write, padding included."""
 
@@ -142,15 +143,14 @@ def pass_cost(arch: Arch, shape: PassShape, dtype_bytes: int) -> PassCost:
 
     Formulas, with R rows, W = longest node, K = longest path + W, L layers, b bytes per value:
     linear 2·R·W·L·layer_params; attention 4·R·W·K·L·heads·head_dim; head 2·rows_ending·hidden·vocab
-    (float32); KV read R·K·L·kv_width·b; copies (Σ paths + R·P gathered, R·P + R·W read and R·K
-    written by the cache's concatenation — R·W written without a path — and 2·kept)·L·kv_width·b."""
+    (float32); KV read R·K·L·kv_width·b; copies (Σ paths + R·P gathered, R·W written in place by
+    the pass, and 2·kept)·L·kv_width·b."""
     rows, width, keys, path = len(shape.lengths), shape.width, shape.keys, max(shape.starts)
     slots = rows * width
     kv_token = arch.layers * arch.kv_width * dtype_bytes
     head_weights = arch.vocab * arch.hidden * 4 if shape.head_rows else 0
     gathered = sum(shape.starts) + rows * path  # each row's own path read, R × P padded slots written
-    concatenated = rows * path + slots + rows * keys if path else slots
-    copied = gathered + concatenated + 2 * shape.kept  # kept paths: read and written
+    copied = gathered + slots + 2 * shape.kept  # kept paths: read and written
     return PassCost(
         linear_flops=2.0 * slots * arch.layers * arch.layer_params,
         attention_flops=4.0 * slots * keys * arch.layers * arch.heads * arch.head_dim,

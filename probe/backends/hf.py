@@ -180,8 +180,7 @@ class HFScorer:
                 self._tap.disarm()
             if self._edit_hook is not None:
                 self._edit_hook.disarm()
-        self.stats.tokens_computed += sum(len(n.tokens) for n in nodes)
-        self.stats.padded_tokens += len(nodes) * int(last.max() + 1)
+        self.stats.count_pass([len(n.tokens) for n in nodes], int(last.max() + 1))
         if not keep:
             return None
         # a node where several identical prompts end gives each of them the same row
@@ -277,14 +276,14 @@ class HFScorer:
         """Largest letter log-prob gap between the scoring path and `model(input_ids)` over the
         chunk's prompts, whether every argmax token agrees (or the reference is tied), and
         whether every letter log-prob of both paths is finite or −inf (`_letter_gap`)."""
-        saved = (self.stats.tokens_computed, self.stats.padded_tokens)
+        saved = (self.stats.tokens_computed, self.stats.padded_tokens, dict(self.stats.tokens_by_rows))
         store = KVStore.for_chunk(chunk, buffers=self._passes.buffers)
         outs = []
         for step in chunk.steps:
             out = self._forward(chunk, step, store, letter_ids)
             store.ran(chunk, step)
             outs += [] if out is None else [(r, out.logprobs[k], out.argmax[k]) for k, r in enumerate(out.prompts)]
-        self.stats.tokens_computed, self.stats.padded_tokens = saved  # a check, not scoring work
+        self.stats.tokens_computed, self.stats.padded_tokens, self.stats.tokens_by_rows = saved  # a check, not work
         gap, argmax_ok = 0.0, True
         for r, logprobs, argmax in outs:
             ids = torch.from_numpy(r.token_ids.astype(np.int64))[None].to(self.device)

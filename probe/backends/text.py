@@ -142,8 +142,7 @@ class TextScorer:
         """Run a pass and the head at its nodes' sites; write the log-probs, return their slots."""
         hidden, last = run_pass(self.decoder, self.cache_kw, chunk.trie, rows, store)
         nodes = [chunk.trie.nodes[i] for i in rows]
-        self.stats.tokens_computed += sum(len(n.tokens) for n in nodes)
-        self.stats.padded_tokens += len(nodes) * int(last.max() + 1)
+        self.stats.count_pass([len(n.tokens) for n in nodes], int(last.max() + 1))
         here = [(j, chunk.sites[i]) for j, i in enumerate(rows) if i in chunk.sites]
         if not here:
             return np.zeros(0, dtype=np.int64)
