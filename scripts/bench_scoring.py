@@ -5,6 +5,7 @@
     python scripts/bench_scoring.py --engines probe,vllm --vllm-python .venv-vllm/bin/python
     python scripts/bench_scoring.py --text hybrid --items 4  # answer texts as continuations: probe vs lm-eval
     python scripts/bench_scoring.py --mixes demo,short,long --items 8  # probe vs lm-eval per item mix
+    python scripts/bench_scoring.py --mixes demo,short,long --items 4 --runs 3  # medians of 3 runs, in turn
     python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
     python scripts/bench_scoring.py --generate --items 2   # generation mode: trie prefill vs plain batches
     python scripts/bench_scoring.py --gpu [--tokenizer DIR] # random Gemma-3-12B text model, bf16, 304 × 52 prompts
@@ -218,13 +219,22 @@ def mixes(args: argparse.Namespace) -> None:
 def compare(args: argparse.Namespace) -> dict[str, dict]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
     results, logprobs = {}, {}
-    for engine in args.engines.split(","):
-        python = {"lm-eval": args.lm_eval_python, "vllm": args.vllm_python}.get(engine, sys.executable)
-        results[engine] = spawn(engine, args, tmp / f"{engine}.npy", python,
-                                ["--text", args.text] if args.text else [])
-        logprobs[engine] = np.load(tmp / f"{engine}.npy")
-        print(f"{engine:15s} {results[engine]['prompts_per_s']:8.2f} prompts/s", flush=True)
+    runs: dict[str, list[float]] = {}
+    for _ in range(args.runs):  # engines in turn, A B A B …: a drifting machine hits all alike
+        for engine in args.engines.split(","):
+            python = {"lm-eval": args.lm_eval_python, "vllm": args.vllm_python}.get(engine, sys.executable)
+            r = spawn(engine, args, tmp / f"{engine}.npy", python, ["--text", args.text] if args.text else [])
+            runs.setdefault(engine, []).append(r["prompts_per_s"])
+            results[engine] = {**r, "prompts_per_s": float(np.median(runs[engine]))}
+            logprobs[engine] = np.load(tmp / f"{engine}.npy")
+            print(f"{engine:15s} {r['prompts_per_s']:8.2f} prompts/s", flush=True)
     base = results.get("lm-eval")
+    if args.runs > 1:
+        print(f"\nmedians of {args.runs} runs each; run by run: "
+              + "; ".join(f"{e} {', '.join(f'{v:.2f}' for v in vs)}" for e, vs in runs.items()))
+        if base and "probe" in runs:
+            pairs = [a / b for a, b in zip(runs["probe"], runs["lm-eval"])]
+            print(f"probe / lm-eval pair by pair: {', '.join(f'{x:.2f}×' for x in pairs)}")
     print(f"\n{results[next(iter(results))]['n_prompts']} prompts, {args.threads or 'default'} threads\n")
     print("| engine | prompts/s | tokens computed / prompt tokens | peak RSS MiB | vs lm-eval |")
     print("|---|---|---|---|---|")
@@ -362,6 +372,7 @@ def main() -> None:
     p.add_argument("--lm-eval-python", default=sys.executable, help="python of the environment that has lm-eval")
     p.add_argument("--vllm-python", default=sys.executable, help="python of the environment that has vLLM")
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--runs", type=int, default=1, help="runs of each engine, in turn; medians are reported")
     p.add_argument("--vllm-block-size", type=int, default=None, help="vllm engine: KV block size (default: vLLM's)")
     p.add_argument("--mix", choices=MIXES, default="demo", help="item mix (probe.perf.MIXES)")
     p.add_argument("--mixes", default=None, help="compare on each of these mixes, e.g. demo,short,long")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -152,6 +153,24 @@ def test_the_validation_mixes_differ_in_length_and_keep_the_protocol() -> None:
     chars = {name: sum(len(p.message) for p in prompts) / len(prompts) for name, prompts in mixes.items()}
     assert chars["short"] < 0.8 * chars["demo"] and chars["long"] > 1.5 * chars["demo"]
     assert [p.order for p in mixes["long"]] == [p.order for p in mixes["demo"]]
+
+
+def test_the_script_predicts_disco_on_gemma3_for_each_gpu_and_pass_size(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--gemma3 DIR`: one row per data-sheet GPU and pass size; bigger passes are fewer and
+    no slower; no weights are needed."""
+    root = shared_dir()
+    if root is None:
+        pytest.skip("needs $PROBE_SHARED_DIR (real tokenizers)")
+    _script().predict_gemma3(str(root / "tokenizers" / "gemma3"), n_items=2)
+    out = capsys.readouterr().out
+    assert "104 prompts" in out
+    rows = re.findall(r"^\| (H200 SXM|H100 SXM|A100 80GB SXM) \| (\d+) \| (\d+) \| (\d+) \| ([\d.]+) \| [\d.]+ \| (\d+)% \|$",
+                      out, re.M)
+    assert len(rows) == 6
+    by = {(r[0], int(r[1])): (int(r[3]), float(r[4]), int(r[5])) for r in rows}
+    for gpu in ("H200 SXM", "H100 SXM", "A100 80GB SXM"):
+        (n_small, s_small, _), (n_big, s_big, mfu) = by[gpu, 8192], by[gpu, 65536]
+        assert n_big < n_small and 0 < s_big <= s_small and 0 < mfu <= 100
 
 
 def test_the_script_measures_host_dispatch() -> None:
