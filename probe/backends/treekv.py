@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,39 +119,35 @@ class KVStore:
         """Per layer `(K, V)` of `[rows, kv_heads, width, head_dim]` with row r's path at the
         right end (None: an empty row). Padding slots stay zero: the mask hides them, and finite
         zeros (unlike the NaNs a fully masked query can produce) cannot leak into a softmax."""
-        assert self.groups is not None
-        sample = next(p for p in paths if p is not None)
-        out: list[tuple[torch.Tensor, torch.Tensor]] = []
-        for g, group in enumerate(self.groups):
-            _, _, heads, _, dim = sample[g].shape
-            kv = torch.zeros((len(group), 2, len(paths), heads, width, dim), dtype=sample[g].dtype,
-                             device=sample[g].device)
-            for row, path in enumerate(paths):
-                if path is not None:
-                    kv[:, :, row, :, width - path[g].shape[3]:] = path[g]
-            out += [(kv[k, 0], kv[k, 1]) for k in range(len(group))]
-        return out
-
+        fresh = lambda g, shape, dtype, device: torch.empty(shape, dtype=dtype, device=device)  # noqa: E731
+        return [(kv[k, 0], kv[k, 1]) for kv in self._aligned(paths, width, 0, fresh) for k in range(kv.shape[0])]
 
     def pass_cache(self, paths: Sequence[PathKV | None], past: int, width: int) -> DynamicCache:
-        """A cache of `past + width` slots per row over `buffers`, row r's path right-aligned in
-        the first `past` (None: an empty row) and zeros before it, as `right_aligned` lays them
-        out; the pass writes its own `width` slots."""
+        """A cache of `past + width` slots per row over `buffers`, laid out as `right_aligned`
+        lays out its first `past`; the pass writes its own `width` slots after them."""
+        layers = [PassLayer(kv[k, 0], kv[k, 1], past) for kv in self._aligned(paths, past, width, self.buffers.take)
+                  for k in range(kv.shape[0])]
+        cache = DynamicCache()
+        cache.layers = layers  # all layers given: the cache appends none of its own
+        return cache
+
+    def _aligned(self, paths: Sequence[PathKV | None], past: int, width: int,
+                 alloc: Callable[[int, tuple[int, ...], torch.dtype, torch.device], torch.Tensor]) -> list[torch.Tensor]:
+        """Per device run of layers, `[layers, 2, rows, kv_heads, past + width, head_dim]` from
+        `alloc(run, shape, dtype, device)` with row r's path ending at slot `past` and zeros
+        before it (the last `width` slots are left as they are)."""
         assert self.groups is not None
         sample = next(p for p in paths if p is not None)
-        layers: list[PassLayer] = []
+        out = []
         for g, group in enumerate(self.groups):
             _, _, heads, _, dim = sample[g].shape
-            kv = self.buffers.take(g, (len(group), 2, len(paths), heads, past + width, dim), sample[g].dtype,
-                                   sample[g].device)
+            kv = alloc(g, (len(group), 2, len(paths), heads, past + width, dim), sample[g].dtype, sample[g].device)
             kv[..., :past, :].zero_()
             for row, path in enumerate(paths):
                 if path is not None:
                     kv[:, :, row, :, past - path[g].shape[3]:past] = path[g]
-            layers += [PassLayer(kv[k, 0], kv[k, 1], past) for k in range(len(group))]
-        cache = DynamicCache()
-        cache.layers = list(layers)
-        return cache
+            out.append(kv)
+        return out
 
 
 def _device_runs(devices: Sequence[torch.device]) -> list[list[int]]:
