@@ -104,9 +104,12 @@ class PassShares:
 
     @classmethod
     def of(cls, stats: BackendStats) -> PassShares:
+        """The shares of `stats`; NaN where no pass ran (no work has no share, and 0% would
+        read as a measurement)."""
         tokens, seconds = sum(stats.tokens_by_rows.values()), sum(stats.seconds_by_rows.values())
-        return cls(stats.n_batches, stats.batch_sizes.get(1, 0), stats.tokens_by_rows.get(1, 0) / max(tokens, 1),
-                   stats.seconds_by_rows.get(1, 0.0) / (seconds or 1.0))
+        return cls(stats.n_batches, stats.batch_sizes.get(1, 0),
+                   stats.tokens_by_rows.get(1, 0) / tokens if tokens else float("nan"),
+                   stats.seconds_by_rows.get(1, 0.0) / seconds if seconds else float("nan"))
 
 
 def peak_rss_mb() -> float:
@@ -147,7 +150,8 @@ def score_texts_with_probe(
     lp = np.array([got[r.prompt.prompt.prompt_id] for r in requests], dtype=np.float64)
     stats = scorer.stats
     return lp, Timing("probe" if prefix_reuse else "probe-noprefix", len(requests), seconds, stats.prompt_tokens,
-                      stats.tokens_computed, peak_rss_mb(), stats.unique_tokens, stats.padded_tokens)
+                      stats.tokens_computed, peak_rss_mb(), stats.unique_tokens, stats.padded_tokens,
+                      PassShares.of(stats))
 
 
 def gemm_peak_flops(seconds: float = 2.0, size: int = 2048) -> float:

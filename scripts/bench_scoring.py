@@ -207,13 +207,17 @@ def mixes(args: argparse.Namespace) -> None:
           "|---|---|---|---|---|---|---|---|---|---|")
     for mix, r in summary:
         p, lm, sh = r["probe"], r.get("lm-eval"), r["probe"]["passes"]
-        limit = p["n_prompts"] * p["peak_flops"] / p["unique_flops"]
         print(f"| {mix} | {p['n_prompts']} | {p['prompt_tokens'] / p['n_prompts']:.0f} | "
               f"{p['unique_tokens'] / p['prompt_tokens']:.3f} | {p['tokens_computed'] / p['unique_tokens']:.3f} | "
-              f"{p['prompts_per_s']:.2f} | {p['prompts_per_s'] / limit:.0%} | "
+              f"{p['prompts_per_s']:.2f} | {p['prompts_per_s'] / compute_limit(p):.0%} | "
               f"{lm['prompts_per_s'] if lm else float('nan'):.2f} | "
               f"{p.get('vs_lm_eval', p['prompts_per_s'] / lm['prompts_per_s'] if lm else float('nan')):.2f}× | "
               f"{sh['one_row']}/{sh['n_passes']} ({sh['one_row_token_share']:.1%}, {sh['one_row_time_share']:.1%}) |")
+
+
+def compute_limit(r: dict) -> float:
+    """Prompts/s if the trie's unique tokens ran at this machine's fp32 GEMM peak (a probe result)."""
+    return r["n_prompts"] * r["peak_flops"] / r["unique_flops"]
 
 
 def compare(args: argparse.Namespace) -> dict[str, dict]:
@@ -248,7 +252,7 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
     print(f"\ntrie limit: {first['unique_tokens'] / first['prompt_tokens']:.3f} of prompt tokens are unique")
     if "probe" in results:
         r = results["probe"]
-        limit = r["n_prompts"] * r["peak_flops"] / r["unique_flops"]
+        limit = compute_limit(r)
         print(f"compute limit: {limit:.2f} prompts/s = {r['unique_flops'] / r['n_prompts'] / 1e9:.1f} GFLOP per prompt "
               f"(unique tokens only) at {r['peak_flops'] / 1e9:.0f} GFLOP/s (fp32 GEMM peak, {args.threads or 'default'} "
               f"threads); probe reaches {r['prompts_per_s'] / limit:.0%} of it, padding "
@@ -258,7 +262,8 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
             print(f"3× lm-eval = {need:.2f} prompts/s = {need / limit:.0%} of the compute limit")
         if r.get("passes"):
             sh = r["passes"]
-            print(f"passes: {sh['n_passes']}, one row: {sh['one_row']} ({sh['one_row'] / sh['n_passes']:.1%}), holding "
+            share = sh["one_row"] / sh["n_passes"] if sh["n_passes"] else float("nan")
+            print(f"passes: {sh['n_passes']}, one row: {sh['one_row']} ({share:.1%}), holding "
                   f"{sh['one_row_token_share']:.1%} of the tokens computed and {sh['one_row_time_share']:.1%} of the "
                   "forward time")
     if "vllm" in results:

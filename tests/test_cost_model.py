@@ -199,3 +199,6 @@ def test_pass_shares_count_one_row_passes_by_tokens_and_time() -> None:
         stats.count_batch(4, 3.0)
     assert stats.tokens_computed == 40 and stats.padded_tokens == 10 + 20 + 12
     assert PassShares.of(stats) == PassShares(n_passes=3, one_row=1, one_row_token_share=0.25, one_row_time_share=0.25)
+    empty = PassShares.of(BackendStats())  # no pass ran: no share, not 0%
+    assert empty.n_passes == empty.one_row == 0
+    assert math.isnan(empty.one_row_token_share) and math.isnan(empty.one_row_time_share)
