@@ -202,3 +202,21 @@ def test_pass_shares_count_one_row_passes_by_tokens_and_time() -> None:
     empty = PassShares.of(BackendStats())  # no pass ran: no share, not 0%
     assert empty.n_passes == empty.one_row == 0
     assert math.isnan(empty.one_row_token_share) and math.isnan(empty.one_row_time_share)
+
+
+def test_uncounted_work_leaves_every_counter_as_it_was() -> None:
+    """A check's passes are not scoring work: counters come back, also when the check raises."""
+    from probe.backends.batching import BackendStats
+
+    stats = BackendStats()
+    stats.count_pass([4, 2], 4)
+    stats.count_batch(2, 1.0)
+    before = BackendStats(**{k: v.copy() if isinstance(v, dict) else v for k, v in vars(stats).items()})
+    with stats.uncounted():
+        stats.count_pass([7], 7)
+        stats.count_batch(1, 5.0)
+    assert stats == before
+    with pytest.raises(RuntimeError), stats.uncounted():
+        stats.count_pass([3], 3)
+        raise RuntimeError("check failed")
+    assert stats == before and stats.tokens_by_rows == {2: 6}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import copy
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from probe.errors import ProbeInputError
@@ -40,6 +42,15 @@ class BackendStats:
         self.n_batches += 1
         self.batch_sizes[rows] = self.batch_sizes.get(rows, 0) + 1
         self.seconds_by_rows[rows] = self.seconds_by_rows.get(rows, 0.0) + seconds
+
+    @contextmanager
+    def uncounted(self) -> Iterator[None]:
+        """Work done inside (a check, not scoring) leaves every counter as it was."""
+        saved = copy.deepcopy(self.__dict__)
+        try:
+            yield
+        finally:
+            self.__dict__.update(saved)
 
     def count_pass(self, lengths: Sequence[int], width: int) -> None:
         """Record the work of one trie pass: its rows' new tokens, padded to `width` slots."""
