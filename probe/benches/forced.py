@@ -29,6 +29,7 @@ from probe.benches.task import (
 )
 from probe.metrics.core import AnalysisOptions, capture_replicates, record_replicates
 from probe.metrics.letters import LetterOptions, analyse
+from probe.metrics.tree import Headline, MetricsTree
 from probe.metrics.text_agreement import Agreement, agreement, choice_agreement, per_byte
 from probe.prompts.parse import parse_answer
 from probe.prompts.text import TEXT_FORMS, TextMessage
@@ -62,14 +63,14 @@ def is_text_only_run(run: Run) -> bool:
 
 
 def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarray | None, AnalysisOptions],
-                                                                  dict[str, Any]]:
+                                                                  MetricsTree]:
     """The `Task.metrics` hook of a forced-choice bench: the header every such run reports, then
     the bench's own blocks from `compute` on the (masked) table.
 
     Generation runs read one-hot choices (invalid outputs excluded and counted); letter runs
     report the letter mass and how often the full-vocabulary argmax is a letter.
     """
-    def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+    def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
         spec = bench_spec(spec_type, run.manifest.bench.config)
         out: dict[str, Any] = {}
         if is_generation_run(run):
@@ -240,9 +241,9 @@ def text_columns(condition: str | None = None) -> tuple[Column, Column]:
                    optional=True))
 
 
-def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
+def headline(metrics: Mapping[str, Any]) -> Headline:
     """The expected (probability-weighted) tree and its intervals."""
-    return metrics.get("expected"), (metrics.get("ci95") or {}).get("expected")
+    return Headline(metrics.get("expected"), (metrics.get("ci95") or {}).get("expected"))
 
 
 def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Run], str]:
@@ -319,9 +320,9 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
                 text_message=bench.text_message or no_text_message)
 
 
-def _with_extra(metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], dict[str, Any]],
-                extra: Extra) -> Callable[[Run, np.ndarray | None, AnalysisOptions], dict[str, Any]]:
-    def both(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+def _with_extra(metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree],
+                extra: Extra) -> Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree]:
+    def both(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
         return {**metrics(run, mask, opts), **extra(run, mask)}
 
     return both

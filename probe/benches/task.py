@@ -26,6 +26,7 @@ from probe.config import build
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
+from probe.metrics.tree import Headline, MetricsTree, MetricValue
 from probe.prompts.render import ANSWER_CUE
 from probe.prompts.text import TextMessage
 from probe.results.run import Run
@@ -162,10 +163,10 @@ class Task:
     prepare: Callable[[Any, bool, Path], PreparedBench]
     """`(bench spec, generation mode?, data cache dir) → PreparedBench`; validates the data
     where it enters."""
-    metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], dict[str, Any]]
+    metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree]
     """`(run, prompt mask or None, options) → metrics.json` entries beyond `bench` and `model`,
     computed from the stored tables only."""
-    headline: Callable[[Mapping[str, Any]], tuple[Any, Any]]
+    headline: Callable[[Mapping[str, MetricValue]], Headline]
     """`metrics.json → (point-estimate tree, its ci95 tree)` that `Column.path`s index."""
     report: Callable[[Mapping[str, Any], Run], str]
     """`(metrics.json, run) → report.md` (markdown; the run's tables for listings such as

@@ -68,15 +68,3 @@ def judgements_schema(columns: Sequence[pa.Field] = ()) -> pa.Schema:
     ones, then its judge tasks' verdict columns), `JUDGEMENT_TAIL`. One row per verdict; a task
     fills the columns it uses and leaves the others null."""
     return pa.schema([*JUDGEMENT_HEAD, *columns, *JUDGEMENT_TAIL])
-
-
-SHARED_JUDGEMENT_COLUMNS: tuple[pa.Field, ...] = (
-    pa.field("template", pa.string()), pa.field("language", pa.string()),
-    pa.field("dimensions", pa.list_(pa.string())), pa.field("mentioned_answers", pa.list_(pa.string())),
-    pa.field("framing_style", pa.string()), pa.field("matches", pa.list_(pa.string())),
-    pa.field("match_locale", pa.bool_()), pa.field("mentions_us_answer", pa.bool_()),
-)
-"""The bench columns of the one `judgements.parquet` layout that runs of the built-in judged
-benches have always written (the results contract in the README): a frozen record of those
-files, kept so that they stay byte-for-byte what they were. Generic code never reads it; a new
-bench declares `judgements_schema(<its own columns>)` instead."""

@@ -17,15 +17,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from probe.benches.open_answer import OpenAnswer, kept_prompt_ids, open_answer_task
 from probe.benches.registry import register
-from probe.benches.task import Column, JudgeJob, Judging, PreparedBench, Presentation, Tables, Task
+from probe.benches.task import Column, JudgeJob, PreparedBench, Presentation
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import JudgeTask, register_judge, register_task
-from probe.metrics.core import AnalysisOptions, bootstrap_weights
+from probe.metrics.core import AnalysisOptions, bootstrap_weights, percentile_ci
+from probe.metrics.tree import MetricsTree
 from probe.results.generations import read_judgements
 from probe.results.run import Run
-from probe.results.schemas import judgements_schema
-from probe.types import Prompt, RenderedPrompt
+from probe.types import Prompt
 
 QUESTIONS = ("How many legs does a spider have?", "Name a colour.", "What year is it?", "Say hello.")
 
@@ -77,27 +78,12 @@ class JudgedToySpec:
     """How many of the built-in questions to ask."""
 
 
-PROMPTS = pa.schema([("prompt_id", pa.int64()), ("item_id", pa.string()), ("n_tokens", pa.int64()),
-                     ("text", pa.string()), ("token_ids", pa.list_(pa.int32()))])
-GENERATIONS = pa.schema([("prompt_id", pa.int64()), ("text", pa.string()), ("answer", pa.string())])
-JUDGEMENTS = judgements_schema((pa.field("item_id", pa.string()), *SHAPE.columns))
-
-
 def prepare(spec: JudgedToySpec, generate: bool, cache_dir: Path) -> PreparedBench:
     prompts = [Prompt(prompt_id=i, item_id=f"q{i}", condition="open", target=None, rotation=0, ctx_rotation=None,
                       order=(), groups=(), message=q, prefix_key=f"q{i}")
                for i, q in enumerate(QUESTIONS[: spec.n_items])]
     return PreparedBench(name=spec.name, kind=spec.kind, letters=(), items=list(QUESTIONS[: spec.n_items]),
                          prompts=prompts, source={"items": len(prompts)}, cue=None)
-
-
-def prompt_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
-    return [{"prompt_id": r.prompt.prompt_id, "item_id": r.prompt.item_id, "n_tokens": len(r.token_ids),
-             "text": r.text, "token_ids": r.token_ids} for r in rendered]
-
-
-def parse_generation(rendered: RenderedPrompt, text: str, bench: PreparedBench) -> dict[str, Any]:
-    return {"answer": text.strip()}
 
 
 def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
@@ -107,38 +93,32 @@ def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -
             for g in generations]
 
 
-def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
     """Digit rate and mean answer length over the judged answers; 95% CIs from item-bootstrap
     weights (one verdict per item)."""
-    keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
+    keep = kept_prompt_ids(mask)
     rows = [r for r in read_judgements(run.path) if keep is None or r["prompt_id"] in keep]
     ok = [r for r in rows if r["judge_error"] is None]
-    digit = np.array([float(r["has_digit"]) for r in ok])
-    chars = np.array([float(r["n_chars"]) for r in ok])
+    values = {"digit_rate": np.array([float(r["has_digit"]) for r in ok]),
+              "mean_chars": np.array([float(r["n_chars"]) for r in ok])}
     w = bootstrap_weights(len(ok), opts.n_boot, opts.seed)  # [boot, item]
-
-    def ci(x: np.ndarray) -> list[float]:
-        boots = (w @ x) / w.sum(axis=1)
-        return [float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))]
-
     return {"n_items": len(rows), "n_prompts": len(rows), "n_judge_errors": len(rows) - len(ok),
-            "metrics": {"digit_rate": float(digit.mean()), "mean_chars": float(chars.mean())},
-            "ci95": {"digit_rate": ci(digit), "mean_chars": ci(chars)}}
+            "metrics": {k: float(x.mean()) for k, x in values.items()},
+            "ci95": percentile_ci({k: (w @ x) / w.sum(axis=1) for k, x in values.items()})}
 
 
-def report(m: Mapping[str, Any], run: Run) -> str:
+def report(m: Mapping[str, Any]) -> str:
     v = m["metrics"]
     return (f"# Judged toy bench — {m['model']}\n\ndigit rate {v['digit_rate']:.3f}, "
             f"mean length {v['mean_chars']:.1f} characters\n")
 
 
-TASK = register(Task(
-    kind="judgedtoy", title="Judged toy bench", spec_type=JudgedToySpec, answers="open", prepare=prepare,
-    metrics=metrics, headline=lambda m: (m.get("metrics"), m.get("ci95")), report=report,
-    presentation=Presentation(sweep_columns=(Column("digit rate", "digit_rate"), Column("mean length", "mean_chars")),
-                              sweep_note="Judged open answers, 95% CIs over items.",
-                              pair_columns=(Column("digit rate", "digit_rate"),)),
-    tables=Tables(prompts_schema=PROMPTS, prompt_rows=prompt_rows, generations_schema=GENERATIONS,
-                  parse_generation=parse_generation),
-    judging=Judging(jobs=judge_jobs, judges=(ShapeJudge.name, "llm", "http"), schema=JUDGEMENTS),
+TASK = register(open_answer_task(
+    OpenAnswer(kind="judgedtoy", title="Judged toy bench", spec_type=JudgedToySpec, prepare=prepare,
+               prompt_columns=(pa.field("item_id", pa.string()),), prompt_values=lambda p: {"item_id": p.item_id},
+               judge_jobs=judge_jobs, judgement_columns=(pa.field("item_id", pa.string()), *SHAPE.columns),
+               judges=(ShapeJudge.name,), metrics=metrics, report=report),
+    Presentation(sweep_columns=(Column("digit rate", "digit_rate"), Column("mean length", "mean_chars")),
+                 sweep_note="Judged open answers, 95% CIs over items.",
+                 pair_columns=(Column("digit rate", "digit_rate"),)),
 ))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from probe.metrics.core import get_path
@@ -13,7 +14,7 @@ NO_GROUP = ("undefined: the run holds no country of the high-resource or of the 
 ENGLISH_ONLY = "undefined: the country's local language is English, so it is asked once (as local)"
 
 
-def report(m: dict[str, Any]) -> str:
+def report(m: Mapping[str, Any]) -> str:
     """Markdown: the headline scores on all pairs and on kept pairs, then per country and topic."""
     M, cis, n_boot = m["metrics"], m.get("ci95", {}), n_boot_of(m)
     notes = Footnotes()

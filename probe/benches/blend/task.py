@@ -4,9 +4,7 @@ annotated answers of each country, scored per country in the local language and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -17,25 +15,20 @@ from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
 from probe.benches.blend.judging import JUDGEMENT_COLUMNS, BlendRulesJudge, judge_jobs
 from probe.benches.blend.metrics import Verdict, compute
 from probe.benches.blend.prompts import build
-from probe.benches.task import Column, Judging, PreparedBench, Presentation, Tables, Task, bench_spec
+from probe.benches.open_answer import OpenAnswer, kept_prompt_ids, open_answer_task
+from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
 from probe.metrics.core import AnalysisOptions
-from probe.prompts.parse import strip_thinking
+from probe.metrics.tree import MetricsTree
 from probe.results.generations import read_judgements
 from probe.results.run import Run
-from probe.results.schemas import judgements_schema
-from probe.types import RenderedPrompt
+from probe.types import Prompt
 
 log = logging.getLogger(__name__)
 
-PROMPTS_SCHEMA = pa.schema([
-    ("prompt_id", pa.int64()), ("question_id", pa.string()), ("country", pa.string()), ("language", pa.string()),
-    ("template", pa.string()), ("topic", pa.string()), ("kept", pa.bool_()), ("n_tokens", pa.int64()),
-    ("text", pa.string()), ("token_ids", pa.list_(pa.int32())),
-])
-"""`prompts.parquet` of a BLEnD run: one row per question × country × template × language."""
-
-GENERATIONS_SCHEMA = pa.schema([("prompt_id", pa.int64()), ("text", pa.string()), ("answer", pa.string())])
-"""`generations.parquet` of a BLEnD run: the raw text and the answer (thinking removed, trimmed)."""
+PROMPT_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("question_id", pa.string()), pa.field("country", pa.string()), pa.field("language", pa.string()),
+    pa.field("template", pa.string()), pa.field("topic", pa.string()), pa.field("kept", pa.bool_()))
+"""BLEnD's `prompts.parquet` columns: one row per question × country × template × language."""
 
 
 def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
@@ -54,26 +47,20 @@ def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
                          source=source, cue=None)
 
 
-def prompt_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
-    """`PROMPTS_SCHEMA` rows."""
-    return [{"prompt_id": r.prompt.prompt_id, **{k: v for k, v in r.prompt.extra if k != "kept"},
-             "kept": r.prompt.extra_value("kept") == "true", "topic": r.prompt.category,
-             "n_tokens": len(r.token_ids), "text": r.text, "token_ids": r.token_ids} for r in rendered]
+def prompt_values(prompt: Prompt) -> dict[str, object]:
+    """The question, country, language and template of a prompt, its topic and whether the
+    source's multiple-choice rule keeps its (question, country) pair."""
+    return {**dict(prompt.extra), "kept": prompt.extra_value("kept") == "true", "topic": prompt.category}
 
 
-def parse_generation(rendered: RenderedPrompt, text: str, bench: PreparedBench) -> dict[str, Any]:
-    """The answer the judge reads: the text without thinking blocks, trimmed."""
-    return {"answer": strip_thinking(text).strip()}
-
-
-def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
     """Scores per country, language, topic and template (`probe.benches.blend.metrics`) from the
     stored prompts and verdicts; a mask keeps the chosen prompts."""
     spec = bench_spec(BlendSpec, run.manifest.bench.config)
     rows = pq.read_table(run.path / "prompts.parquet",
                          columns=["prompt_id", "question_id", "country", "language", "template", "topic",
                                   "kept"]).to_pylist()
-    keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
+    keep = kept_prompt_ids(mask)
     prompts = {r["prompt_id"]: r for r in rows if keep is None or r["prompt_id"] in keep}
     verdicts = [Verdict(p["question_id"], p["country"], p["language"], p["template"], p["topic"], p["kept"],
                         None if j["judge_error"] is not None else bool(j["correct"]))
@@ -88,33 +75,18 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
             **compute(verdicts, countries, (spec.high_resource, spec.low_resource), opts)}
 
 
-def headline(m: Mapping[str, Any]) -> tuple[Any, Any]:
-    """The `metrics` block (`all` and `kept` pairs) and its question-bootstrap intervals."""
-    return m.get("metrics"), m.get("ci95")
-
-
 _COLUMNS = (Column("local", "all.score.local"), Column("English", "all.score.en"),
             Column("local − English", "all.gap"))
 
-TASK = Task(
-    kind="blend",
-    unit="question_id",
-    title="BLEnD",
-    spec_type=BlendSpec,
-    answers="open",
-    prepare=prepare,
-    metrics=metrics,
-    headline=headline,
-    report=lambda m, run: report.report(dict(m)),
-    figures=figures.run_figures,
-    presentation=Presentation(sweep_columns=(*_COLUMNS, Column("high − low (local)", "all.resource_gap.local"),
-                                             Column("local (kept pairs)", "kept.score.local")),
-                              sweep_note="Share of short answers giving an annotated answer (all pairs; mean over "
-                                         "countries), 95% bootstrap CIs over question ids.",
-                              pair_columns=_COLUMNS, sweep_figures=figures.sweep_figures),
-    tables=Tables(prompts_schema=PROMPTS_SCHEMA, prompt_rows=prompt_rows,
-                  generations_schema=GENERATIONS_SCHEMA, parse_generation=parse_generation),
-    judging=Judging(jobs=judge_jobs, judges=(BlendRulesJudge.name, "llm", "http"),
-                    schema=judgements_schema(JUDGEMENT_COLUMNS)),
+TASK = open_answer_task(
+    OpenAnswer(kind="blend", title="BLEnD", spec_type=BlendSpec, prepare=prepare, prompt_columns=PROMPT_COLUMNS,
+               prompt_values=prompt_values, judge_jobs=judge_jobs, judgement_columns=JUDGEMENT_COLUMNS,
+               judges=(BlendRulesJudge.name,), metrics=metrics, report=report.report, figures=figures.run_figures,
+               unit="question_id"),
+    Presentation(sweep_columns=(*_COLUMNS, Column("high − low (local)", "all.resource_gap.local"),
+                                Column("local (kept pairs)", "kept.score.local")),
+                 sweep_note="Share of short answers giving an annotated answer (all pairs; mean over countries), "
+                            "95% bootstrap CIs over question ids.",
+                 pair_columns=_COLUMNS, sweep_figures=figures.sweep_figures),
     modes=(("whose_answer", whose_task.TASK),),
 )

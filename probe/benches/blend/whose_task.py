@@ -13,10 +13,11 @@ import numpy as np
 
 from probe.benches.blend import whose, whose_metrics
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
-from probe.benches.forced import parse_letter
+from probe.benches.forced import headline, parse_letter
 from probe.benches.task import Column, PreparedBench, Presentation, Tables, Task, bench_spec
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, get_path
+from probe.metrics.tree import MetricsTree
 from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
 from probe.results.scores import forced_choice_rows
@@ -52,7 +53,7 @@ def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
                          prompts=whose.prompts(limited), source=source)
 
 
-def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
     """The whose-answer metrics from the stored scores: the text reading's (a letters-only run's
     letter log-probs read the same way, over a 16-option question)."""
     spec = bench_spec(BlendSpec, run.manifest.bench.config)
@@ -71,11 +72,6 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
             "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "question", "n_units": len(items)},
             **whose_metrics.compute(reading, COUNTRIES, (spec.high_resource, spec.low_resource), opts.temperature,
                                     opts.n_boot, opts.seed)}
-
-
-def headline(m: Mapping[str, Any]) -> tuple[Any, Any]:
-    """The `expected` tree and its question-bootstrap intervals."""
-    return m.get("expected"), (m.get("ci95") or {}).get("expected")
 
 
 def report(m: Mapping[str, Any], run: Run) -> str:

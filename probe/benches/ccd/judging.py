@@ -49,6 +49,17 @@ def _dimensions_validate(obj: Any, payload: Mapping[str, Any]) -> dict[str, Any]
 DIMENSIONS = register_task(JudgeTask(DIMENSIONS_TASK, _dimensions_prompt, _dimensions_validate,
                                      (pa.field("dimensions", pa.list_(pa.string())),)))
 
+JUDGEMENT_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("template", pa.string()), pa.field("language", pa.string()), *DIMENSIONS.columns,
+    pa.field("mentioned_answers", pa.list_(pa.string())), pa.field("framing_style", pa.string()),
+    pa.field("matches", pa.list_(pa.string())), pa.field("match_locale", pa.bool_()),
+    pa.field("mentions_us_answer", pa.bool_()),
+)
+"""The `judgements.parquet` columns of a CCD run between `prompt_id, task` and the judge's. Only
+`dimensions` is CCD's; the others, always null here, are LocQA's verdict columns: CCD and LocQA
+runs have always been written in one shared layout (the README's results contract), kept so that
+stored files stay as they were."""
+
 
 CUES: dict[str, tuple[str, ...]] = {
     "Performance Orientation": ("perform", "achiev", "excellen", "merit", "productiv", "efficien", "improv", "success"),

@@ -19,7 +19,7 @@ from probe.benches.ccd.data import (
     resolve_source,
     text_message,
 )
-from probe.benches.ccd.judging import DIMENSIONS, KeywordJudge
+from probe.benches.ccd.judging import DIMENSIONS, JUDGEMENT_COLUMNS, KeywordJudge
 from probe.benches.ccd.metrics import compute, pluralism
 from probe.benches.designs import balance_score
 from probe.benches.task import Column, JudgeJob, Judging, PreparedBench, Presentation
@@ -29,7 +29,7 @@ from probe.metrics.core import AnalysisOptions
 from probe.prompts.render import ANSWER_CUE
 from probe.results.generations import read_judgements
 from probe.results.run import Run
-from probe.results.schemas import SHARED_JUDGEMENT_COLUMNS, judgements_schema
+from probe.results.schemas import judgements_schema
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS
 
@@ -92,5 +92,5 @@ TASK = forced.forced_choice_task(
                        Column("Cramér's V, position", "position_V")),
         sweep_figures=figures.sweep_figures),
     Judging(jobs=rationale_jobs, judges=(KeywordJudge.name, "llm", "http"),
-            schema=judgements_schema(SHARED_JUDGEMENT_COLUMNS)),
+            schema=judgements_schema(JUDGEMENT_COLUMNS)),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from probe.metrics.core import get_path
@@ -11,7 +12,7 @@ UNDEFINED = "undefined: no usable (judged) response counts towards it"
 NO_LOCAL = "undefined: the language's responses never give one of its locales' answers, so B_R's shares are undefined"
 
 
-def report(m: dict[str, Any]) -> str:
+def report(m: Mapping[str, Any]) -> str:
     """Markdown: the headline numbers, per-language B_US and |B_R − 1|, the taxonomy."""
     M, cis, n_boot, notes = m["metrics"], m.get("ci95", {}), n_boot_of(m), Footnotes()
 

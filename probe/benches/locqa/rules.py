@@ -1,43 +1,15 @@
-"""LocQA judging (SPEC §4): the three judge tasks and the deterministic `rules` judge
-(registered on import).
-
-Tasks (prompts and validators in `probe.benches.locqa.judge_tasks`; every judge's output passes the
-validator):
-
-- `semantic_match`, once per template × language. Payload `{"question"?, "us_answer",
-  "answers": {locale: raw answer}}` → `{"matches": [locales], "dropped": [...]}`: the locales
-  whose answer means the same as the US answer.
-- `implicit`, once per response. Payload `{"question"?, "response", "language", "us_answer",
-  "gold_answers": [raw strings, US + local]}` → `{"mentioned_answers": [raw gold strings],
-  "framing_style": "US_COMPARISON" | "NEUTRAL", "dropped": [...]}`.
-- `explicit`, once per (response, locale). Payload `{"question"?, "response", "language"?,
-  "locale", "locale_answer", "us_answer"}` → `{"match_locale": bool, "mentions_us_answer": bool}`.
-
-"Unknown answers are dropped and flagged" (SPEC §4): an entry of `matches` or
-`mentioned_answers` that names no locale / gold answer of the payload is removed from the
-list and reported under `dropped`, so a verdict is kept and the caller can count the flags.
-A wrong shape (not an object, a missing key, a non-string entry, an unknown framing label, a
-non-boolean flag) raises ValueError, which the LLM judge retries and then records as
-`judge_error`.
-
-The `rules` judge is the offline baseline: string and number matching on normalised text,
-no semantics. It cannot see that `Lunes` means `Monday`, or that "not 911" does not offer
-911, and yes/no answers (`No`) match any such word in a response. A one-letter Latin answer
-(`A`) is not counted where the letter is a one-letter word of English or the response's
-language ("…has a similar expression"; see `mentions_letter`). Use the LLM judge for reported
-numbers; this one makes runs and tests reproducible without one.
+"""The string-matching rules of LocQA's offline `rules` judge (`probe.benches.locqa.judging`):
+whether a response mentions an answer, whether two answers are the same, whether a response
+frames its answer against the US. String and number matching on normalised text, no
+semantics. A one-letter Latin answer (`A`) is not counted where the letter is a one-letter word
+of English or the response's language ("…has a similar expression"; see `mentions_letter`).
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
-from typing import Any
 
-from probe.benches.locqa.judge_tasks import gold_answers
-from probe.judges.base import JudgeRequest, JudgeResult
-from probe.judges.registry import judge_task, register_judge
 from probe.prompts.parse import normalize_answer
 
 NA_FORMS: frozenset[str] = frozenset({"n/a"})
@@ -203,52 +175,3 @@ def frames_us(response: str, language: str | None) -> bool:
         if any(re.search(_bounded(w), nfkc) for w in CASED_US_WORDS.get(lang, ())):
             return True
     return False
-
-
-class RulesJudge:
-    """Deterministic LocQA judge (normalised string and number matching), offline.
-
-    - semantic_match: a locale matches when `same_answer(its answer, US answer)`.
-    - implicit: a gold answer is mentioned when `mentions(response, answer)`; framing is
-      `US_COMPARISON` when `frames_us(response, language)` — any naming of the US counts,
-      since string rules cannot tell an anchor from a passing mention.
-    - explicit: `match_locale = mentions(response, locale answer)`, `mentions_us_answer =
-      mentions(response, US answer)`.
-    """
-
-    name = "rules"
-
-    def judge(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
-        out = []
-        for r in requests:
-            rule = _RULES.get(r.task)
-            if rule is None:
-                out.append(JudgeResult(None, f"rules judge has no rules for task {r.task!r}", self.name))
-                continue
-            try:
-                raw = rule(r.payload)
-            except KeyError as e:
-                out.append(JudgeResult(None, f"task {r.task!r}: payload lacks field {e}", self.name))
-                continue
-            out.append(JudgeResult(judge_task(r.task).validate(raw, r.payload), None, self.name))
-        return out
-
-
-def _rule_semantic(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {"matches": [loc for loc, ans in p["answers"].items() if same_answer(ans, p["us_answer"])]}
-
-
-def _rule_implicit(p: Mapping[str, Any]) -> dict[str, Any]:
-    return {"mentioned_answers": [g for g in gold_answers(p) if mentions(p["response"], g, p.get("language"))],
-            "framing_style": "US_COMPARISON" if frames_us(p["response"], p.get("language")) else "NEUTRAL"}
-
-
-def _rule_explicit(p: Mapping[str, Any]) -> dict[str, Any]:
-    language = p.get("language")
-    return {"match_locale": mentions(p["response"], p["locale_answer"], language),
-            "mentions_us_answer": mentions(p["response"], p["us_answer"], language)}
-
-
-_RULES = {"semantic_match": _rule_semantic, "implicit": _rule_implicit, "explicit": _rule_explicit}
-
-register_judge(RulesJudge.name, RulesJudge)

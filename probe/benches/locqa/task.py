@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from probe.benches.locqa import figures, judging, report
-from probe.benches.locqa.rules import RulesJudge
+from probe.benches.locqa import figures, report
 from probe.benches.locqa.data import (
     LocQASpec,
     build_prompts,
@@ -19,27 +16,22 @@ from probe.benches.locqa.data import (
     load_questions,
     resolve_source,
 )
+from probe.benches.locqa.judging import JUDGEMENT_COLUMNS, RulesJudge, judge_jobs
 from probe.benches.locqa.metrics import Judgement, PromptRef, compute
-from probe.benches.task import Column, Judging, PreparedBench, Presentation, Tables, Task, bench_spec
+from probe.benches.open_answer import OpenAnswer, kept_prompt_ids, open_answer_task
+from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions
-from probe.prompts.parse import strip_thinking
+from probe.metrics.tree import MetricsTree
 from probe.results.generations import read_judgements
 from probe.results.run import Run
-from probe.results.schemas import SHARED_JUDGEMENT_COLUMNS, judgements_schema
-from probe.types import RenderedPrompt
+from probe.types import Prompt
 
-
-OPEN_PROMPTS_SCHEMA = pa.schema([
-    ("prompt_id", pa.int64()), ("template", pa.string()), ("category", pa.string()), ("language", pa.string()),
-    ("mode", pa.string()), ("locale", pa.string()), ("n_tokens", pa.int64()), ("text", pa.string()),
-    ("token_ids", pa.list_(pa.int32())),
-])
-"""`prompts.parquet` of a LocQA run: one row per question (× locale in explicit mode)."""
-
-OPEN_GENERATIONS_SCHEMA = pa.schema([("prompt_id", pa.int64()), ("text", pa.string()), ("answer", pa.string())])
-"""`generations.parquet` of a LocQA run: raw text and the answer (thinking removed)."""
+PROMPT_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("template", pa.string()), pa.field("category", pa.string()), pa.field("language", pa.string()),
+    pa.field("mode", pa.string()), pa.field("locale", pa.string()))
+"""LocQA's `prompts.parquet` columns: one row per question (× locale in explicit mode)."""
 
 
 def prepare(spec: LocQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
@@ -51,18 +43,12 @@ def prepare(spec: LocQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
                          source={"path": str(path), "sha256": sha256_file(path), "mode": spec.mode}, cue=None)
 
 
-def prompt_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
-    """`OPEN_PROMPTS_SCHEMA` rows: the template, language, mode and locale of each prompt."""
-    return [{"prompt_id": r.prompt.prompt_id, **dict(r.prompt.extra), "category": r.prompt.category,
-             "n_tokens": len(r.token_ids), "text": r.text, "token_ids": r.token_ids} for r in rendered]
+def prompt_values(prompt: Prompt) -> dict[str, object]:
+    """The template, language, mode and locale of a prompt, and its category."""
+    return {**dict(prompt.extra), "category": prompt.category}
 
 
-def parse_generation(rendered: RenderedPrompt, text: str, bench: PreparedBench) -> dict[str, Any]:
-    """The answer the judge reads: the text without thinking blocks."""
-    return {"answer": strip_thinking(text)}
-
-
-def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[str, Any]:
+def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
     """B_US, B_R, the taxonomy and the rest (SPEC §4) from the stored prompts and judgements and
     the checksum-verified data file; a mask keeps the chosen prompts (semantic matches stay)."""
     bench = run.manifest.bench
@@ -72,7 +58,7 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
     spec = bench_spec(LocQASpec, bench.config)
     questions = first_templates(load_questions(path, spec.languages, spec.categories), spec.limit)
     rows = pq.read_table(run.path / "prompts.parquet").to_pylist()
-    keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
+    keep = kept_prompt_ids(mask)
     prompts = [PromptRef(r["prompt_id"], r["template"], r["language"], r["mode"], r["locale"])
                for r in rows if keep is None or r["prompt_id"] in keep]
     judgements = [Judgement.from_record(r) for r in read_judgements(run.path)
@@ -83,30 +69,15 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
             **compute(questions, prompts, judgements, opts)}
 
 
-def headline(m: Mapping[str, Any]) -> tuple[Any, Any]:
-    """The `metrics` block and its template-bootstrap intervals."""
-    return m.get("metrics"), m.get("ci95")
-
-
 _COLUMNS = (Column("B_US", "B_US_macro"), Column("|B_R − 1|", "B_R_dev_macro"),
             Column("multiplicity", "multiplicity"))
 
-TASK = Task(
-    kind="locqa",
-    unit="template",
-    title="LocQA",
-    spec_type=LocQASpec,
-    answers="open",
-    prepare=prepare,
-    metrics=metrics,
-    headline=headline,
-    report=lambda m, run: report.report(dict(m)),
-    figures=figures.run_figures,
-    presentation=Presentation(sweep_columns=(*_COLUMNS, Column("no-answer rate", "no_answer_rate")),
-                              sweep_note="Judged open answers, 95% bootstrap CIs over templates.",
-                              pair_columns=_COLUMNS, sweep_figures=figures.sweep_figures),
-    tables=Tables(prompts_schema=OPEN_PROMPTS_SCHEMA, prompt_rows=prompt_rows,
-                  generations_schema=OPEN_GENERATIONS_SCHEMA, parse_generation=parse_generation),
-    judging=Judging(jobs=judging.judge_jobs, judges=(RulesJudge.name, "llm", "http"),
-                    schema=judgements_schema(SHARED_JUDGEMENT_COLUMNS)),
+TASK = open_answer_task(
+    OpenAnswer(kind="locqa", title="LocQA", spec_type=LocQASpec, prepare=prepare, prompt_columns=PROMPT_COLUMNS,
+               prompt_values=prompt_values, judge_jobs=judge_jobs, judgement_columns=JUDGEMENT_COLUMNS,
+               judges=(RulesJudge.name,), metrics=metrics, report=report.report, figures=figures.run_figures,
+               unit="template"),
+    Presentation(sweep_columns=(*_COLUMNS, Column("no-answer rate", "no_answer_rate")),
+                 sweep_note="Judged open answers, 95% bootstrap CIs over templates.",
+                 pair_columns=_COLUMNS, sweep_figures=figures.sweep_figures),
 )
