@@ -1,11 +1,12 @@
 """What every backend offers: letter scores (letter mode), continuations (generation mode) and
-answer-text scores (the text modes); and what the HF scorer adds, activation patching between
-paired prompts."""
+answer-text scores (the text modes); what the HF scorer adds, activation patching between
+paired prompts; and what the vLLM engine adds, its prefix-cache counters. `make_backend`
+(`probe.backends.factory`) returns a `Backend`: a `Scorer` or, in `mode: generate`, a `Generator`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence, Set
-from typing import Protocol
+from typing import Protocol, Union, runtime_checkable
 
 import numpy as np
 
@@ -39,6 +40,19 @@ class TextBackend(Protocol):
         ...
 
 
+class Scorer(LetterBackend, Protocol):
+    """The letter and text modes on one set of weights (`HFScorer`, `VLLMEngine`): letter scores,
+    and a text scorer sharing them."""
+
+    capture: tuple[int, ...]
+    """The layers whose residual stream at the answer position the letter pass stores (empty:
+    none; only the HF scorer captures)."""
+
+    def texts(self) -> TextBackend:
+        """A scorer of answer texts as continuations on the same model."""
+        ...
+
+
 class Generator(Protocol):
     """Generation mode: continuations of rendered prompts, and chat answers for an LLM judge."""
 
@@ -63,3 +77,24 @@ class Patcher(Protocol):
         """Yield `(pair indices, [pair, layer, letter] log-probs)` group by group; groups whose
         pairs are all in `done` are skipped."""
         ...
+
+
+@runtime_checkable
+class PrefixCacheCounters(Protocol):
+    """A backend whose engine keeps a prefix cache and counts what it served (the vLLM engine):
+    the manifest's `prefix_cache_hit_rate`, `prefix_cache_limit` and `prefix_cache_block`."""
+
+    stats: BackendStats
+    cacheable_tokens: int
+    """Prompt tokens of the last plan that whole shared KV blocks could serve."""
+    block_size: int
+    """The engine's KV block size in tokens (it caches whole blocks only)."""
+
+    def prefix_cache_hit_rate(self) -> float | None:
+        """Share of prompt tokens served from the prefix cache (None: nothing looked up)."""
+        ...
+
+
+Backend = Union[Scorer, Generator]
+"""What `make_backend` returns: a `Scorer` in the letter and text modes, a `Generator` in
+`mode: generate` (the vLLM engine is both)."""

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList
+from transformers import DynamicCache, LogitsProcessor, LogitsProcessorList, PreTrainedModel
 
 from probe.backends.batching import BackendStats, Generation
 from probe.backends.specs import HFBackendSpec
@@ -30,6 +30,7 @@ from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
 from probe.backends.trie import build_chunk, sort_prompts, unique_tokens
 from probe.backends.units import generate_batches
 from probe.errors import ProbeInputError
+from probe.prompts.tokenizer import Tokenizer
 from probe.types import RenderedPrompt
 
 
@@ -59,7 +60,7 @@ class FiniteLogits(LogitsProcessor):
 class HFGenerator:
     """Batched greedy (or seeded sampled) decoding of rendered prompts."""
 
-    def __init__(self, model: Any, tokenizer: Any, spec: HFBackendSpec,
+    def __init__(self, model: PreTrainedModel, tokenizer: Tokenizer, spec: HFBackendSpec,
                  template_kwargs: dict[str, Any] | None = None) -> None:
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
         self.template_kwargs = dict(template_kwargs or {})

@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence, Set
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from transformers import PreTrainedModel
 
 from probe.backends.batching import BackendStats
 from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_edits
@@ -66,7 +67,7 @@ and reduced precision (bf16/fp16 rows differ with padding and prefix sharing).""
 class HFScorer:
     """Scores rendered prompts with a loaded `transformers` causal LM."""
 
-    def __init__(self, model: Any, spec: HFBackendSpec, mech: MechSpec | None = None,
+    def __init__(self, model: PreTrainedModel, spec: HFBackendSpec, mech: MechSpec | None = None,
                  intervention: InterventionPlan | None = None) -> None:
         self.model = model
         self.spec = spec

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from transformers import PreTrainedModel
 
 from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextChunk, TextPlan, TextRequest, TextScore, plan_texts
@@ -51,7 +52,8 @@ Head = Callable[[torch.Tensor], torch.Tensor]
 class TextScorer:
     """Scores continuations with a loaded model's decoder and the letter scorer's float32 head."""
 
-    def __init__(self, model: Any, head: Head, vocab_size: int, spec: HFBackendSpec, check_tol: float) -> None:
+    def __init__(self, model: PreTrainedModel, head: Head, vocab_size: int, spec: HFBackendSpec,
+                 check_tol: float) -> None:
         self.model = model
         self.decoder, self.cache_kw = decoder_and_cache_kw(model)
         self.head = head

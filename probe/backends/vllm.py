@@ -33,6 +33,7 @@ from probe.backends.trie import (
 )
 from probe.backends.vllm_text import VLLMTextScorer
 from probe.errors import ProbeInputError
+from probe.prompts.tokenizer import Tokenizer
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
 
@@ -52,7 +53,7 @@ class VLLMEngine:
     """One vLLM engine for a model directory or hub id; scores letters or generates text."""
 
     def __init__(self, model_ref: str, revision: str | None, trust_remote_code: bool, spec: VLLMSpec,
-                 tokenizer: Any = None, template_kwargs: dict[str, Any] | None = None) -> None:
+                 tokenizer: Tokenizer | None = None, template_kwargs: dict[str, Any] | None = None) -> None:
         vllm = _import_vllm()
         self.spec = spec
         self.tokenizer, self.template_kwargs = tokenizer, dict(template_kwargs or {})

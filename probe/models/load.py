@@ -16,14 +16,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 from probe.errors import ProbeInputError, os_errors
 from probe.files import sha256_file
 from probe.models.tiny import TinySpec, tiny_model_dir
 from probe.prompts.render import RenderSettings
+from probe.prompts.tokenizer import Tokenizer
 from probe.types import ModelKind
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +83,12 @@ class ModelSpec:
 
 @dataclass
 class LoadedModel:
-    model: Any
-    tokenizer: Any
+    """A model as loaded: its weights (None when a backend loads its own, e.g. vLLM, or in a dry
+    run), its tokenizer and where they came from."""
+
+    model: PreTrainedModel | None
+    """The transformers causal LM, in eval mode (the HF backend reads its decoder layers and head)."""
+    tokenizer: Tokenizer
     info: dict[str, Any]
     """Provenance for the manifest: source, resolved id, revision, commit hash."""
 
@@ -216,7 +224,7 @@ def _from_dir(
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
 
 
-def load_tokenizer(spec: ModelSpec, ref: str, **kw: Any) -> Any:
+def load_tokenizer(spec: ModelSpec, ref: str, **kw: Any) -> Tokenizer:
     """The tokenizer per `spec.tokenizer_loader` (see there)."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -310,7 +318,7 @@ def _quantization(spec: ModelSpec) -> Any:
     return BitsAndBytesConfig(load_in_8bit=True)
 
 
-def resolve_kind(spec: ModelSpec, tokenizer: Any) -> ModelSpec:
+def resolve_kind(spec: ModelSpec, tokenizer: Tokenizer) -> ModelSpec:
     """`kind: auto` → instruct when the tokenizer carries a chat template, else base."""
     if spec.kind != "auto":
         return spec

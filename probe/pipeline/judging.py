@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from probe.backends.base import Generator
 from probe.backends.generate import HFGenerator
 from probe.backends.specs import HFBackendSpec
 from probe.benches.task import JudgeJob, verdict_row
@@ -156,7 +157,7 @@ def verdict_config(cfg: RunConfig) -> dict[str, Any]:
     return {k: v for k, v in judge_config(cfg).items() if k not in TRANSPORT}
 
 
-def build_judge(cfg: RunConfig, loaded: LoadedModel, engine: Any = None) -> Judge:
+def build_judge(cfg: RunConfig, loaded: LoadedModel, engine: Generator | None = None) -> Judge:
     """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model
     (through the run's vLLM engine when that is the backend)."""
     if cfg.judge.name != "llm":  # keyword, rules and http need no local model

@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from tqdm import tqdm
 
-from probe.backends.base import LetterBackend
+from probe.backends.base import Backend, Generator, PrefixCacheCounters, Scorer
 from probe.backends.factory import make_backend
 from probe.backends.roofline import predict_chunks
 from probe.backends.trie import unique_tokens
@@ -53,6 +53,7 @@ from probe.pipeline.spec import RunConfig
 from probe.pipeline.text_reading import TextReading, describe, prepare_text, prompt_columns, score_texts, text_counters
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
+from probe.prompts.tokenizer import Tokenizer
 from probe.report.summary import run_summary
 from probe.results.generations import write_generations, write_judgements
 from probe.results.manifest import ShardRecord, new_manifest, pass_quantiles, read_manifest, write_manifest
@@ -60,6 +61,9 @@ from probe.results.mech import ActivationWriter
 from probe.results.parts import PartStore
 from probe.results.scores import ScoreWriter, write_prompts
 from probe.types import LetterIds, LetterScore, RenderedPrompt
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +145,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
             "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
             "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
             "resumed_prompts": resumed, **text_work,
-            **_prefix_cache(backend, cfg.backend.name == "vllm")}
+            **_prefix_cache(backend)}
     timings = {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
                "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
                **patching}
@@ -283,7 +287,7 @@ def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
     analyze_run(cfg.out_dir)
 
 
-def _generate(cfg: RunConfig, bench: PreparedBench, generator: Any, rendered: Sequence[RenderedPrompt],
+def _generate(cfg: RunConfig, bench: PreparedBench, generator: Generator, rendered: Sequence[RenderedPrompt],
               own: Sequence[RenderedPrompt], loaded: LoadedModel) -> dict[str, Any]:
     """Decode the run's own prompts (planned with all of them), parse each text as the task says,
     store; then let the judge read them. Returns what the manifest notes about the judging
@@ -336,10 +340,10 @@ class Writers:
             self.activations.close()
 
 
-def _prefix_cache(backend: Any, vllm: bool) -> dict[str, float | None]:
+def _prefix_cache(backend: Backend) -> dict[str, float | None]:
     """vLLM: the share of prompt tokens its prefix cache served, and the most whole shared
     blocks could serve (the trie's unique tokens bound it further; see the manifest)."""
-    if not vllm:
+    if not isinstance(backend, PrefixCacheCounters):
         return {"prefix_cache_hit_rate": None, "prefix_cache_limit": None}
     total = backend.stats.prompt_tokens
     return {"prefix_cache_hit_rate": backend.prefix_cache_hit_rate(),
@@ -347,7 +351,7 @@ def _prefix_cache(backend: Any, vllm: bool) -> dict[str, float | None]:
             "prefix_cache_block": backend.block_size}
 
 
-def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendered: Sequence[RenderedPrompt],
+def _score(cfg: RunConfig, bench: PreparedBench, backend: Scorer, rendered: Sequence[RenderedPrompt],
            own: Sequence[RenderedPrompt], letter_ids: LetterIds, loaded: LoadedModel) -> int:
     """Stream the scores (and lens / activations) of the run's own prompts to disk, planned with
     all of them; returns how many prompts an interrupted earlier run had already scored."""
@@ -356,7 +360,7 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: LetterBackend, rendere
     decode = _token_text(loaded.tokenizer)
     writers = Writers(_score_writer(cfg, bench, decode))
     if mech.capture_layers:
-        writers.activations = ActivationWriter(cfg.out_dir, expected, getattr(backend, "capture", ()),
+        writers.activations = ActivationWriter(cfg.out_dir, expected, backend.capture,
                                                _d_model(loaded.model), mech.capture_dtype, writers.scores.done)
         if writers.scores.done and not writers.activations.resumed:  # rows lost: score those prompts again
             writers.scores.store.remove()
@@ -382,18 +386,18 @@ def _score_writer(cfg: RunConfig, bench: PreparedBench, decode: Callable[[int], 
                        part_seconds=cfg.part_seconds, decode=decode)
 
 
-def _token_text(tokenizer: Any) -> Callable[[int], str]:
+def _token_text(tokenizer: Tokenizer) -> Callable[[int], str]:
     """Token id → the text it decodes to alone (`argmax_token`: what the model wanted to say)."""
     return lambda token_id: str(tokenizer.decode([token_id]))
 
 
-def _text_config(model: Any) -> Any:
+def _text_config(model: PreTrainedModel) -> Any:
     return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
 
 
-def _n_layers(model: Any) -> int:
+def _n_layers(model: PreTrainedModel | None) -> int:
     return 0 if model is None else int(_text_config(model).num_hidden_layers)  # None: vLLM, no weights here
 
 
-def _d_model(model: Any) -> int:
+def _d_model(model: PreTrainedModel | None) -> int:
     return 0 if model is None else int(_text_config(model).hidden_size)

@@ -25,6 +25,7 @@ from probe.benches.task import PreparedBench
 from probe.pipeline.spec import RunConfig
 from probe.prompts.render import RenderSettings
 from probe.prompts.text import RenderedText, TextDesign, render_texts, text_design
+from probe.prompts.tokenizer import Tokenizer
 from probe.results.parts import PartStore
 from probe.results.text import (
     TEXT_PART_SCHEMA,
@@ -45,7 +46,7 @@ class TextReading:
     """Indexed by text prompt id."""
 
 
-def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Any, settings: RenderSettings,
+def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Tokenizer, settings: RenderSettings,
                  max_positions: int | None) -> TextReading | None:
     """The text reading's prompts (None when the run has none), checked before any weight loads."""
     if not cfg.text_reading:

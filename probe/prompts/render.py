@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from probe.errors import ProbeInputError
+from probe.prompts.tokenizer import Tokenizer
 from probe.types import LetterIds, ModelKind, Prompt, RenderedPrompt
 
 ANSWER_CUE = '{"answer_choice":"'
@@ -38,7 +39,7 @@ class RenderSettings:
     otherwise stamps today's date), `enable_thinking=False` for Qwen3."""
 
 
-def render_text(tokenizer: Any, prompt: Prompt, settings: RenderSettings) -> str:
+def render_text(tokenizer: Tokenizer, prompt: Prompt, settings: RenderSettings) -> str:
     """The full prompt text: ending exactly in the answer cue, or, when `settings.cue` is None
     (open answers), where the model's answer starts.
 
@@ -69,7 +70,7 @@ def render_text(tokenizer: Any, prompt: Prompt, settings: RenderSettings) -> str
     return text
 
 
-def encode(tokenizer: Any, text: str, settings: RenderSettings) -> list[int]:
+def encode(tokenizer: Tokenizer, text: str, settings: RenderSettings) -> list[int]:
     """Token ids of a rendered prompt.
 
     Chat templates write their own BOS into the text, so encoding must not add another;
@@ -79,7 +80,7 @@ def encode(tokenizer: Any, text: str, settings: RenderSettings) -> list[int]:
 
 
 def derive_letter_ids(
-    tokenizer: Any, text: str, letters: Sequence[str], settings: RenderSettings, model_name: str
+    tokenizer: Tokenizer, text: str, letters: Sequence[str], settings: RenderSettings, model_name: str
 ) -> LetterIds:
     """Find each letter's token id as it appears right after the cue, with a preflight.
 
@@ -112,7 +113,7 @@ def derive_letter_ids(
 
 
 def render_prompts(
-    tokenizer: Any,
+    tokenizer: Tokenizer,
     prompts: Sequence[Prompt],
     letters: Sequence[str] | None,
     settings: RenderSettings,
@@ -151,7 +152,7 @@ def render_prompts(
     return rendered, letter_ids
 
 
-def check_distinct(rendered: Sequence[RenderedPrompt], settings: RenderSettings, tokenizer: Any,
+def check_distinct(rendered: Sequence[RenderedPrompt], settings: RenderSettings, tokenizer: Tokenizer,
                    model_name: str) -> None:
     """Prompts whose inputs differ (message and example turns; a base model's text) must render
     different texts. A chat template that drops the user message renders every prompt alike,
@@ -177,7 +178,7 @@ def _template_input(p: Prompt, settings: RenderSettings) -> tuple[Any, ...]:
     return (p.shots, p.message)
 
 
-def _encoded(tokenizer: Any, prompts: Sequence[Prompt], settings: RenderSettings):
+def _encoded(tokenizer: Tokenizer, prompts: Sequence[Prompt], settings: RenderSettings):
     """`(prompt, text, int32 ids)` per prompt, tokenised in chunks: the tokenizer returns Python
     int lists, ~9× the size of the arrays kept, so one call for all prompts would set the run's
     peak memory."""
@@ -205,7 +206,7 @@ def _checked(
     return RenderedPrompt(prompt=p, text=text, token_ids=ids)
 
 
-def template_hash(tokenizer: Any, settings: RenderSettings) -> str:
+def template_hash(tokenizer: Tokenizer, settings: RenderSettings) -> str:
     """Hash of everything that turns a message into tokens except the message itself."""
     blob = json.dumps({
         "chat_template": getattr(tokenizer, "chat_template", None) if settings.kind == "instruct" else None,
@@ -217,7 +218,7 @@ def template_hash(tokenizer: Any, settings: RenderSettings) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def tokenizer_hash(tokenizer: Any) -> str:
+def tokenizer_hash(tokenizer: Tokenizer) -> str:
     """Hash of the tokenizer's full serialisation (vocab, merges, normaliser, added tokens)."""
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
     blob = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)

@@ -25,6 +25,7 @@ import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.prompts.render import RenderSettings, encode, render_text
+from probe.prompts.tokenizer import Tokenizer
 from probe.types import Item, Prompt, RenderedPrompt
 
 TEXT_CUE = '{"answer":"'
@@ -97,7 +98,7 @@ def continuation_text(option: str, form: str, settings: RenderSettings) -> str:
     return f" {option}" if settings.kind == "base" else option
 
 
-def render_texts(tokenizer: Any, design: TextDesign, settings: RenderSettings, model_name: str,
+def render_texts(tokenizer: Tokenizer, design: TextDesign, settings: RenderSettings, model_name: str,
                  max_positions: int | None = None) -> list[RenderedText]:
     """Render every text prompt with the text cue and tokenize its options in context."""
     settings = text_settings(settings, design.form)
@@ -118,7 +119,7 @@ def render_texts(tokenizer: Any, design: TextDesign, settings: RenderSettings, m
     return out
 
 
-def _continuation(tokenizer: Any, prompt: list[int], full: list[int], option: str, p: Prompt,
+def _continuation(tokenizer: Tokenizer, prompt: list[int], full: list[int], option: str, p: Prompt,
                   model_name: str) -> np.ndarray:
     """The option's ids after the prompt's, checked: the prompt stays a prefix, and the
     continuation has a token."""
