@@ -1,8 +1,11 @@
 """The choice distribution read from letter log-probs (SPEC §1): the quantity every metric and the
-run API start from. Pure numpy, shared by the results API and the metrics.
+run API start from, and the exposure-normalised group share (CSD) read from it. Pure numpy,
+shared by the results API and the metrics.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -39,3 +42,32 @@ def unscorable(logprobs: np.ndarray) -> np.ndarray:
     """
     lp = np.asarray(logprobs, dtype=np.float64)
     return np.isnan(lp).any(axis=-1) | np.isposinf(lp).any(axis=-1) | np.isneginf(lp).all(axis=-1)
+
+
+def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """`num / den`, NaN where `den` is 0 (a category with no exposure in this (re)sample)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+
+
+def group_sums(probs: np.ndarray, groups: np.ndarray, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per group of `names`: `sel` = the choice probability summed over every (prompt, letter)
+    showing it, and `app` = the number of prompts showing it (float), from `[prompt, letter]`
+    probabilities and the `[prompt, letter]` groups shown; the inputs of `exposure_shares`."""
+    sel = np.array([probs[groups == c].sum() for c in names])
+    app = np.array([(groups == c).any(axis=1).sum() for c in names], dtype=np.float64)
+    return sel, app
+
+
+def exposure_shares(sel: np.ndarray, shown: np.ndarray) -> np.ndarray:
+    """The exposure-normalised group shares (CSD) on the last axis:
+    `CSD(c) = (sel_c / app_c) / Σ_c' (sel_c' / app_c')`, `sel_c` the choice probability that went
+    to group c, `app_c` its exposure (how often it was shown); leading axes broadcast (bootstrap
+    replicates).
+
+    A group never shown (`app_c = 0`) has a NaN share and is left out of the sum; a NaN
+    selection of a shown group (a broken reading) makes every share NaN, as does a sum of 0.
+    """
+    rate = ratio(sel, shown)
+    total = np.sum(np.where(shown > 0, rate, 0.0), axis=-1, keepdims=True)
+    return ratio(rate, total)

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 import numpy as np
 
 from probe.config import Ge, Gt, Le, Seed
-from probe.probs import choice_probs, greedy_onehot
+from probe.probs import choice_probs, greedy_onehot, ratio
 
 
 MAX_BOOT = 1_000_000
@@ -201,12 +201,6 @@ def wsum(w: np.ndarray, a: np.ndarray) -> np.ndarray:
     """`Σ_i w[..., i] a[i, ...]`: item weights `[..., n_items]` × per-item sums `[n_items, *rest]`
     → `[..., *rest]` (the point estimate for all-ones weights, B replicates for `[B, n_items]`)."""
     return np.tensordot(w, a, axes=([-1], [0]))
-
-
-def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    """`num / den`, NaN where `den` is 0 (a category with no exposure in this (re)sample)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
 def nanmean(a: np.ndarray, axis: int = -1) -> np.ndarray:

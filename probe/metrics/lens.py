@@ -13,16 +13,8 @@ import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.metrics.core import jsd_bits
-from probe.probs import choice_probs
+from probe.probs import choice_probs, exposure_shares, group_sums
 from probe.results.run import Run
-
-
-def _csd(probs: np.ndarray, groups: np.ndarray, names: list[str]) -> np.ndarray:
-    """Exposure-normalised group shares (`[names]`) of `[prompt, letter]` choice probabilities."""
-    sel = np.array([probs[groups == c].sum() for c in names])
-    app = np.array([(groups == c).any(axis=1).sum() for c in names], dtype=np.float64)
-    rate = sel / np.where(app > 0, app, 1.0)
-    return rate / rate.sum()
 
 
 def layer_table(run: Run, condition: str | None = "C0", temperature: float = 1.0) -> dict[str, Any]:
@@ -45,7 +37,7 @@ def layer_table(run: Run, condition: str | None = "C0", temperature: float = 1.0
     csd, letters, per_prompt = [], [], []
     for layer in range(lens.shape[1]):
         probs = choice_probs(lens[table.prompt_id[mask], layer], temperature)
-        csd.append(_csd(probs, groups, names))
+        csd.append(exposure_shares(*group_sums(probs, groups, names)))
         letters.append(probs.mean(axis=0))
         per_prompt.append(probs)
     final = csd[-1]

@@ -17,7 +17,7 @@ Per condition, over its prompts:
   correlation of the average ranks); a prompt where either reading ties all K options has no
   ranking and is left out (NaN when no prompt has one);
 - `JSD`: the Jensen–Shannon divergence in bits between the two readings' exposure-normalised
-  group shares `CSD(c) = (sel_c / app_c) / Σ (sel / app)`, `sel_c` the choice probability summed
+  group shares (`probe.probs.exposure_shares`) `CSD(c) = (sel_c / app_c) / Σ (sel / app)`, `sel_c` the choice probability summed
   over the letters showing group c, `app_c` how often c is shown (the bench-independent CSD of
   SPEC §2; for DiSCo's C0 it is its own CSD).
 
@@ -45,7 +45,7 @@ import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, bootstrap_weights, jsd_bits, percentile_ci, ratio, to_scalars, wsum
-from probe.probs import choice_probs
+from probe.probs import choice_probs, exposure_shares
 from probe.results.scores import ScoreTable
 
 
@@ -141,18 +141,11 @@ def pair_sums(a: Reading, b: Reading, groups: np.ndarray, item: np.ndarray, n_it
                     either=either, both=both)
 
 
-def csd(sel: np.ndarray, shown: np.ndarray) -> np.ndarray:
-    """Exposure-normalised shares on the last axis, `(sel/app) / Σ (sel/app)`; NaN for a group not
-    shown (left out of the sum)."""
-    rate = ratio(sel, shown)
-    return ratio(rate, np.nansum(rate, axis=-1, keepdims=True))
-
-
 def evaluate(s: PairSums, w: np.ndarray, names: list[str], by_group: bool = True) -> dict[str, Any]:
     """The comparison's tree for item weights `w` (`[n_items]`: point estimate; `[B, n_items]`:
     the B replicates)."""
     shown = wsum(w, s.shown)
-    csd_a, csd_b = csd(wsum(w, s.sel_a), shown), csd(wsum(w, s.sel_b), shown)
+    csd_a, csd_b = exposure_shares(wsum(w, s.sel_a), shown), exposure_shares(wsum(w, s.sel_b), shown)
     out: dict[str, Any] = {"argmax": ratio(wsum(w, s.agree), wsum(w, s.n)),
                            "spearman": ratio(wsum(w, s.rho), wsum(w, s.n_rho)),
                            "JSD": jsd_bits(csd_a, csd_b)}

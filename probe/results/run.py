@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
-from probe.probs import choice_probs, greedy_onehot
+from probe.probs import choice_probs, exposure_shares, greedy_onehot, group_sums
 from probe.results.generations import read_generation_table
 from probe.results.io import open_tensors
 from probe.results.manifest import Manifest, read_manifest
@@ -161,11 +161,7 @@ class Run:
         probs = self.choice_probs(temperature, greedy)[rows]
         groups = table.groups[rows]
         names = sorted({str(g) for g in groups.ravel()})
-        sel = {c: float(probs[groups == c].sum()) for c in names}
-        app = {c: float((groups == c).any(axis=1).sum()) for c in names}
-        rate = {c: sel[c] / app[c] for c in names}
-        total = sum(rate.values())
-        return {c: r / total for c, r in rate.items()}
+        return dict(zip(names, map(float, exposure_shares(*group_sums(probs, groups, names)))))
 
     def recompute_metrics(self, mask: np.ndarray | None = None, analysis: Mapping[str, Any] | None = None) -> dict:
         """The bench's metric tree (`expected`, `greedy`, `ci95`) on the masked prompts only,

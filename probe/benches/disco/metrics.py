@@ -24,6 +24,7 @@ from probe.metrics.core import (
     ratio,
     wsum,
 )
+from probe.probs import exposure_shares
 from probe.results.scores import ScoreTable
 
 
@@ -119,8 +120,9 @@ def evaluate(s: ItemSums, w: np.ndarray, opts: DiscoAnalysis) -> dict[str, Any]:
     csd, rate = {}, {}
     for name in ("C0", "C2", "C3", "C3_aligned"):
         present = s.app[name].sum(axis=0) > 0
-        rate[name] = ratio(wsum(w, s.sel[name]), wsum(w, s.app[name]))[..., present]
-        csd[name] = (rate[name] / np.nansum(rate[name], axis=-1, keepdims=True), np.array(s.cultures)[present])
+        sel, app = wsum(w, s.sel[name])[..., present], wsum(w, s.app[name])[..., present]
+        rate[name] = ratio(sel, app)
+        csd[name] = (exposure_shares(sel, app), np.array(s.cultures)[present])
     cr = {}
     for name in ("C1", "C2"):
         present = s.target_n[name].sum(axis=0) > 0
