@@ -46,8 +46,8 @@ from probe.benches.locqa.metrics import (
     evaluate,
     locqa_sums,
 )
+from probe.benches.locqa.judging import RulesJudge
 from probe.benches.locqa.rules import (
-    RulesJudge,
     frames_us,
     mentions,
     normalize_answer,

@@ -9,7 +9,8 @@ import pytest
 from conftest import shared_dir
 
 from probe.judges import JudgeRequest
-from probe.benches.locqa.rules import RulesJudge, mentions
+from probe.benches.locqa.judging import RulesJudge
+from probe.benches.locqa.rules import mentions
 
 # The two responses of issue 28 that the rules judge counted as naming `A`: English text
 # answering a German and a Japanese prompt.
