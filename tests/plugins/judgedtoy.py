@@ -22,7 +22,7 @@ from probe.benches.registry import register
 from probe.benches.task import Column, JudgeJob, PreparedBench, Presentation
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import JudgeTask, register_judge, register_task
-from probe.metrics.core import AnalysisOptions, bootstrap_weights, percentile_ci
+from probe.metrics.core import AnalysisOptions, bootstrap_weights
 from probe.metrics.tree import MetricsTree
 from probe.results.generations import read_judgements
 from probe.results.run import Run
@@ -102,9 +102,10 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     values = {"digit_rate": np.array([float(r["has_digit"]) for r in ok]),
               "mean_chars": np.array([float(r["n_chars"]) for r in ok])}
     w = bootstrap_weights(len(ok), opts.n_boot, opts.seed)  # [boot, item]
+    boots = {k: (w @ x) / w.sum(axis=1) for k, x in values.items()}
     return {"n_items": len(rows), "n_prompts": len(rows), "n_judge_errors": len(rows) - len(ok),
             "metrics": {k: float(x.mean()) for k, x in values.items()},
-            "ci95": percentile_ci({k: (w @ x) / w.sum(axis=1) for k, x in values.items()})}
+            "ci95": {k: [float(np.quantile(b, 0.025)), float(np.quantile(b, 0.975))] for k, b in boots.items()}}
 
 
 def report(m: Mapping[str, Any]) -> str:
