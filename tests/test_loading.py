@@ -175,3 +175,27 @@ def test_a_model_neither_cached_nor_reachable_is_one_line(tmp_path: Path) -> Non
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
     assert lines[0].startswith("probe: error: model 'does-not-exist': org/does-not-exist is not in the hub cache "
                                f"{hub_cache} and cannot be downloaded (HF_HUB_OFFLINE=1 forbids downloads)")
+
+
+def test_prefix_cache_counters_are_the_vllm_engines_capability() -> None:
+    """The manifest's prefix-cache counters come through `PrefixCacheCounters`, which the vLLM
+    engine has (no engine built here) and an HF scorer has not."""
+    from types import SimpleNamespace
+
+    from probe.backends.base import PrefixCacheCounters, Scorer
+    from probe.backends.batching import BackendStats
+    from probe.backends.hf import HFScorer
+    from probe.backends.vllm import VLLMEngine
+    from probe.pipeline.run import _prefix_cache
+
+    engine = VLLMEngine.__new__(VLLMEngine)  # the attributes __init__ sets, without vLLM
+    engine.stats, engine.cacheable_tokens, engine.block_size = BackendStats(prompt_tokens=10), 5, 16
+    engine.llm = SimpleNamespace(get_metrics=lambda: [])
+    assert isinstance(engine, PrefixCacheCounters)
+    assert _prefix_cache(engine) == {"prefix_cache_hit_rate": None, "prefix_cache_limit": 0.5,
+                                     "prefix_cache_block": 16}
+    scorer = HFScorer.__new__(HFScorer)
+    scorer.stats, scorer.capture = BackendStats(), ()
+    assert not isinstance(scorer, PrefixCacheCounters)
+    assert _prefix_cache(scorer) == {"prefix_cache_hit_rate": None, "prefix_cache_limit": None}
+    assert {"texts", "score", "capture"} <= {n for n in (*dir(Scorer), *Scorer.__annotations__)}
