@@ -56,8 +56,8 @@ def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
 
 def prompt_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
     """`PROMPTS_SCHEMA` rows."""
-    return [{"prompt_id": r.prompt.prompt_id, **{k: v for k, v in r.prompt.extra if k != "kept"},
-             "kept": r.prompt.extra_value("kept") == "true", "topic": r.prompt.category,
+    return [{"prompt_id": r.prompt.prompt_id, **{k: v for k, v in r.prompt.design if k != "kept"},
+             "kept": r.prompt.value("kept") == "true", "topic": r.prompt.category,
              "n_tokens": len(r.token_ids), "text": r.text, "token_ids": r.token_ids} for r in rendered]
 
 

@@ -53,7 +53,7 @@ def prepare(spec: LocQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
 
 def prompt_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
     """`OPEN_PROMPTS_SCHEMA` rows: the template, language, mode and locale of each prompt."""
-    return [{"prompt_id": r.prompt.prompt_id, **dict(r.prompt.extra), "category": r.prompt.category,
+    return [{"prompt_id": r.prompt.prompt_id, **dict(r.prompt.design), "category": r.prompt.category,
              "n_tokens": len(r.token_ids), "text": r.text, "token_ids": r.token_ids} for r in rendered]
 
 
