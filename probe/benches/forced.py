@@ -250,6 +250,30 @@ def headline(metrics: Mapping[str, Any]) -> tuple[Any, Any]:
     return metrics.get("expected"), (metrics.get("ci95") or {}).get("expected")
 
 
+LETTER_READING = (
+    "Each letter log-prob is split into a letter effect (the prior π, the same for every item), a content "
+    "effect (the option shown) and a residual. The letter share is the part common to the condition's "
+    "items; letter × group is what differs between items (item-specific letter preferences; at DiSCo's "
+    "C3 also the primacy of the fact in slot 1, whose letter moves with the context rotation). The "
+    "`debiased` column of the tables above is every metric recomputed with the letter prior removed; "
+    "metrics of position itself (letter probabilities, PPR) are 1/K there by construction. Top pick share: "
+    "the letter most often picked (greedy or generated) and its share over the complete groups, 1/K for "
+    "a model blind to letters whatever its content preference.")
+"""How the letter-prior section of a forced-choice report reads (`probe.viz.letters.letter_section`)."""
+
+ESTIMATORS = {
+    "rotations": "closed form over the orderings of each item (every option once at every letter)",
+    "prior_division": "prior pooled over the run's balanced design, each prompt debiased as p / π renormalised "
+                      "(PriDe); assumes the design balances content across letters",
+    "mixed": "closed form where an item has all orderings, p / π elsewhere (π from the complete groups; an "
+             "incomplete group keeps its own letter effects, e.g. DiSCo C3's primacy)",
+    "count_fit": "fit of the choice counts: π by the pairwise conditional likelihood within each item's orderings "
+                 "(free of the contents), contents by iterative proportional fitting with π held; with one ordering "
+                 "per item, both jointly by IPF with content per label",
+}
+"""What each letter-prior estimator (`probe.metrics.letters`) does, as the report says it."""
+
+
 def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Run], str]:
     """The `Task.report` hook: the bench's own markdown, opened by the letter-prior warning when it
     fires and followed by the letter-prior section (and, with a text reading, the letter-vs-text
@@ -262,7 +286,7 @@ def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping
         title, _, rest = text.partition("\n")
         # the letter warning comes first: it changes how every number below reads
         text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")])
-        text += letter_section(metrics) + agreement_section(metrics)
+        text += letter_section(metrics, LETTER_READING, ESTIMATORS) + agreement_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
         return text

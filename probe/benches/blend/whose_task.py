@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from probe.benches import forced
 from probe.benches.blend import whose, whose_metrics
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
-from probe.benches.forced import LETTER_TABLES, ROTATION_DESIGN
 from probe.benches.task import Column, PreparedBench, Presentation, Task, bench_spec
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, get_path
@@ -129,8 +129,8 @@ TASK = Task(
                               sweep_note="Which country's annotated answer the model's scores favour: KL from "
                                          "uniform and high − low-resource share of the neutral form, compliance "
                                          "and stickiness under country cues; 95% CIs over questions."),
-    tables=LETTER_TABLES,  # a forced-choice bench's tables
-    design=ROTATION_DESIGN,
+    tables=forced.LETTER_TABLES,  # a forced-choice bench's tables
+    design=forced.ROTATION_DESIGN,
     text_forms=("cloze",),
     text_message=whose.text_message,
 )
