@@ -39,7 +39,7 @@ def run_analyses(run: Run, task: Task, opts: AnalysisOptions) -> RunAnalyses:
         figures.append(Figure("lens.png", figures_dir / "lens.png", LENS_CAPTION))
     if patching is not None:
         figures.append(Figure("patching.png", figures_dir / "patching.png", PATCHING_CAPTION))
-    return RunAnalyses(figures=tuple(figures), lens=lens, patching=patching)
+    return RunAnalyses(figures=tuple(figures), lens=lens, patching=patching, design=task.design)
 
 
 def lens_outputs(run: Run, task: Task, figures_dir: Path) -> dict[str, Any]:
