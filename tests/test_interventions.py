@@ -251,10 +251,10 @@ def test_a_resumed_patch_pass_skips_finished_groups_and_agrees(tiny) -> None:
 def test_patch_pairs_match_item_order_and_target() -> None:
     from probe.errors import ProbeInputError
     from probe.benches.disco.task import DESIGN
-    from probe.pipeline.intervention import PatchSpec, patch_pairs, resolved
+    from probe.pipeline.intervention import PatchSpec, patch_pairs, with_contrast
 
     def pairs(spec: PatchSpec) -> list[dict]:
-        return patch_pairs(rendered, resolved(spec, DESIGN), DESIGN)  # type: ignore[arg-type]
+        return patch_pairs(rendered, with_contrast(spec, DESIGN), DESIGN)  # type: ignore[arg-type]
 
     bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
     rendered = [RenderedPrompt(p, "", np.arange(3)) for p in bench.prompts[:104]]

@@ -83,7 +83,7 @@ InterventionSpec = NoIntervention | PatchSpec | SteerSpec
 INTERVENTIONS: dict[str, type] = {"none": NoIntervention, "patch": PatchSpec, "steer": SteerSpec}
 
 
-def resolved(spec: InterventionSpec, design: Design) -> InterventionSpec:
+def with_contrast(spec: InterventionSpec, design: Design) -> InterventionSpec:
     """The spec with its source and dest conditions set: null ones are the bench's `design.contrast`'s
     (what the manifest records)."""
     if isinstance(spec, NoIntervention):
@@ -95,7 +95,7 @@ def resolved(spec: InterventionSpec, design: Design) -> InterventionSpec:
 def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec, design: Design) -> list[dict[str, Any]]:
     """`patching.parquet` rows: each source prompt with the destination prompt of its item that
     shows the options in the same order (so letter j means the same option in both); conditions,
-    targets and rotations are the design fields `design` names, `spec` is `resolved`."""
+    targets and rotations are the design fields `design` names; `spec` has its conditions set (`with_contrast`)."""
     condition, target = design.condition_of, design.target_of
     # destinations with targets of their own (a cued condition as another's destination) pair by target too
     targeted = any(target(r.prompt) is not None for r in rendered if condition(r.prompt) == spec.dest)
@@ -150,7 +150,7 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
                    model_record: Mapping[str, Any], n_layers: int, d_model: int) -> Prepared:
     """Load `v_c` from the vectors run (checked: same model, the layer captured, c a target, as
     wide as the model's residual stream, `alpha · v_c` finite in float32) and build one `add`
-    edit per prompt; `spec` is `resolved`, the vectors run's conditions and targets are read as
+    edit per prompt; `spec` has its conditions set (`with_contrast`); the vectors run's conditions and targets are read as
     its bench's design says."""
     import torch
 
@@ -213,7 +213,7 @@ def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedProm
     the config leaves null are the bench's (`design`)."""
     if isinstance(spec, NoIntervention):
         return Prepared()
-    spec = resolved(spec, design)
+    spec = with_contrast(spec, design)
     from probe.backends.interventions import InterventionPlan
 
     if isinstance(spec, PatchSpec):
