@@ -166,7 +166,8 @@ def test_each_culture_is_target_four_times(design: tuple[list[Item], list[Prompt
         cultures = {o.group for o in item.options}
         assert len(cultures) == 4
         for condition in ("C1", "C2"):
-            targets = Counter(p.value("target") for p in prompts if p.item_id == item.item_id and p.value("condition") == condition)
+            targets = Counter(p.value("target") for p in prompts
+                              if p.item_id == item.item_id and p.value("condition") == condition)
             assert targets == {c: 4 for c in cultures}
         assert {p.value("target") for p in prompts if p.value("condition") in ("C0", "C3")} == {None}
 

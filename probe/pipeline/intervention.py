@@ -2,13 +2,15 @@
 
 - `intervention=patch`: after scoring, for each pair of a source prompt (condition `source`)
   and the destination prompt (condition `dest`) of the same item showing the options in the
-  same order (the conditions the bench's `Design.contrast` names unless the config does), and each layer of `layers`, the destination's residual stream after that layer at
+  same order, and each layer of `layers`, the destination's residual stream after that layer at
   the answer position is replaced by the source's and its letters read
   (`patching.safetensors` `[pair, layer, letter]`, pairs in `patching.parquet`).
 - `intervention=steer`: the run's scores are read with `alpha · v_c` added to the residual stream
   after `layer` (answer position, or every position from the end of the shared prefix), where
   `v_c = mean(residual | source prompts targeting c) − mean(residual | dest prompts)` comes from
   the activations a previous run captured (`vectors`).
+
+Null `source` and `dest` are the conditions the bench's `Design.contrast` names (DiSCo: C1, C0).
 
 Both ride on the HF backend's trie passes (`probe.backends.interventions`), so batching and
 prefix sharing stay exact.
@@ -95,7 +97,8 @@ def with_contrast(spec: InterventionSpec, design: Design) -> InterventionSpec:
 def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec, design: Design) -> list[dict[str, Any]]:
     """`patching.parquet` rows: each source prompt with the destination prompt of its item that
     shows the options in the same order (so letter j means the same option in both); conditions,
-    targets and rotations are the design fields `design` names; `spec` has its conditions set (`with_contrast`)."""
+    targets and rotations are the design fields `design` names; `spec` has its conditions set
+    (`with_contrast`)."""
     condition, target = design.condition_of, design.target_of
     # destinations with targets of their own (a cued condition as another's destination) pair by target too
     targeted = any(target(r.prompt) is not None for r in rendered if condition(r.prompt) == spec.dest)
@@ -117,7 +120,8 @@ def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec, design: Des
         if value not in conditions:
             raise ProbeInputError(f"intervention.{name}={value}: no prompts of that condition in this run "
                                   f"(its conditions: {conditions})")
-    untargeted = [r.prompt.prompt_id for r in rendered if condition(r.prompt) == spec.source and target(r.prompt) is None]
+    untargeted = [r.prompt.prompt_id for r in rendered
+                  if condition(r.prompt) == spec.source and target(r.prompt) is None]
     if untargeted:
         raise ProbeInputError(f"intervention.source={spec.source}: its prompts name no target group (e.g. prompt "
                               f"{untargeted[0]}), and the share of the cue's effect restored is read at the target's "
@@ -131,8 +135,8 @@ def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec, design: Des
         if d is None:
             raise ProbeInputError(f"intervention=patch: source prompt {p.prompt_id} (item {p.item_id!r}, order "
                                   f"{list(p.order)}) has no {spec.dest} prompt with the same options in the same order")
-        rows.append({"pair": len(rows), "item_id": p.item_id, "rotation": p.value(design.ordering), "target": target(p),
-                     "source_id": p.prompt_id, "dest_id": d.prompt.prompt_id})
+        rows.append({"pair": len(rows), "item_id": p.item_id, "rotation": p.value(design.ordering),
+                     "target": target(p), "source_id": p.prompt_id, "dest_id": d.prompt.prompt_id})
     return rows
 
 
@@ -150,8 +154,8 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
                    model_record: Mapping[str, Any], n_layers: int, d_model: int) -> Prepared:
     """Load `v_c` from the vectors run (checked: same model, the layer captured, c a target, as
     wide as the model's residual stream, `alpha · v_c` finite in float32) and build one `add`
-    edit per prompt; `spec` has its conditions set (`with_contrast`); the vectors run's conditions and targets are read as
-    its bench's design says."""
+    edit per prompt; `spec` has its conditions set (`with_contrast`); the vectors run's conditions
+    and targets are read as its bench's design says."""
     import torch
 
     from probe.backends.interventions import Edit, InterventionPlan
