@@ -16,8 +16,8 @@ PROMPT_HEAD: tuple[pa.Field, ...] = (pa.field("prompt_id", pa.int64()), pa.field
 """The first columns of a forced-choice run's `prompts.parquet`; the bench's design columns follow."""
 PROMPT_TAIL: tuple[pa.Field, ...] = (
     pa.field("category", pa.string()), pa.field("order", pa.list_(pa.int64())),
-    pa.field("groups", pa.list_(pa.string())), pa.field("n_tokens", pa.int64()), pa.field("prefix_len", pa.int64()), pa.field("text", pa.string()),
-    pa.field("token_ids", pa.list_(pa.int32())),
+    pa.field("groups", pa.list_(pa.string())), pa.field("n_tokens", pa.int64()), pa.field("prefix_len", pa.int64()),
+    pa.field("text", pa.string()), pa.field("token_ids", pa.list_(pa.int32())),
 )
 """The last columns of a forced-choice run's `prompts.parquet`, after the bench's design columns.
 `token_ids` are the exact ids every backend received (follow-up studies feed these, not a
