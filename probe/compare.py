@@ -123,7 +123,7 @@ def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: 
         raise ProbeInputError(f"{a.path}: a backend.mode=text run has no letter reading; score it with "
                               "backend.mode=letters+text")
     options = run_options(a, opts)
-    result = generated_choice_agreement(a, b, options)
+    result = generated_choice_agreement(a, b, task.design, options)
     print(f"A = {a.path}  \nB = {b.path}  \nbootstrap over A's items, {options.n_boot} resamples, seed "
           f"{options.seed}, temperature {options.temperature:g}\n", end="")
     print(choice_agreement_markdown(result.block, result.ci, options.n_boot), end="")

@@ -11,6 +11,8 @@ from typing import Literal
 
 import numpy as np
 
+from probe.errors import ProbeInputError
+
 LETTERS: tuple[str, ...] = tuple("ABCDEFGHIJ")
 """Option letters in display order; a K-option bench uses the first K."""
 
@@ -46,9 +48,17 @@ class Item:
     """Columns of the source row the loader does not interpret, kept verbatim."""
 
 
+DesignValue = str | int | None
+"""The value of one design field of a prompt (None: the prompt has none)."""
+
+ONE_CONDITION = "all"
+"""The condition of every prompt of a bench whose design names no condition field."""
+
+
 @dataclass(frozen=True)
 class Prompt:
-    """One (item, condition, ordering) presentation, before chat-template rendering.
+    """One presentation of an item, before chat-template rendering: what every bench has, and
+    the bench's own design fields in `design`.
 
     `order[i]` is the index (into `Item.options`) of the option shown at letter i, so
     `groups[i]` is the group a choice of letter i counts for.
@@ -56,10 +66,6 @@ class Prompt:
 
     prompt_id: int
     item_id: str
-    condition: str
-    target: str | None
-    rotation: int
-    ctx_rotation: int | None
     order: tuple[int, ...]
     groups: tuple[str, ...]
     message: str
@@ -72,12 +78,69 @@ class Prompt:
     """Example (user, assistant) turns shown before the message (few-shot prompting)."""
     base_text: str | None = None
     """The text a base model sees, when it is not simply the message (e.g. few-shot blocks)."""
-    extra: tuple[tuple[str, str | None], ...] = ()
-    """Bench-specific fields its prompts table records (e.g. LocQA's template and language)."""
+    design: tuple[tuple[str, DesignValue], ...] = ()
+    """The bench's own fields of this prompt, by name: its design factors (the condition, the
+    group a cue names, the option rotation; LocQA's template, language and mode) and whatever
+    else its tables and hooks read. The bench's prompts table declares which become columns;
+    the bench's `Design` says which field plays which part in generic analyses."""
 
-    def extra_value(self, name: str) -> str | None:
-        """The value of one `extra` field (None when absent)."""
-        return dict(self.extra).get(name)
+    def value(self, name: str | None) -> DesignValue:
+        """The value of one design field (None when the prompt has no such field, or `name` is None)."""
+        return None if name is None else dict(self.design).get(name)
+
+    def describe(self) -> str:
+        """`item 'x', condition=C1, rotation=2`: the prompt's item and set design values, for messages."""
+        return ", ".join([f"item {self.item_id!r}", *(f"{k}={v}" for k, v in self.design if v is not None)])
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Two conditions an intervention compares: `source` prompts (whose cue names a group)
+    against `dest` prompts (the same items without it)."""
+
+    source: str
+    dest: str
+
+
+@dataclass(frozen=True)
+class Design:
+    """The parts a bench's design fields (`Prompt.design`, its prompts-table columns) play in the
+    analyses generic code runs; every part is optional (None: the bench has no such field).
+
+    A *prompt group* is one item under one value of every design field except `ordering`: the
+    prompts that differ only in the option order, which the letter-prior analysis compares."""
+
+    condition: str | None = None
+    """The field whose values split the prompts into conditions, analysed apart (letter prior,
+    warnings, the letter–text audit, the lens, interventions); None: every prompt is in one
+    condition, `ONE_CONDITION`."""
+    target: str | None = None
+    """The field naming the group a prompt's cue points at (steering vectors, patching pairs)."""
+    ordering: str | None = None
+    """The field numbering the option orders of a prompt group (a rotation)."""
+    contrast: Contrast | None = None
+    """The conditions interventions and steering vectors compare unless the config names others;
+    None: the config must name them."""
+    reference: str | None = None
+    """The condition the logit lens reads in a run of several conditions (None, or a run without
+    it: the first); a run of one condition reads all its prompts."""
+
+    def condition_of(self, prompt: Prompt) -> str:
+        """The prompt's condition label."""
+        return ONE_CONDITION if self.condition is None else str(prompt.value(self.condition))
+
+    def target_of(self, prompt: Prompt) -> DesignValue:
+        """The group the prompt's cue names (None: no cue, or no target field)."""
+        return prompt.value(self.target)
+
+    def contrast_of(self, source: str | None, dest: str | None) -> tuple[str, str]:
+        """`(source, dest)` conditions of an intervention: the given ones, None replaced by the contrast's."""
+        if source is not None and dest is not None:
+            return source, dest
+        if self.contrast is None:
+            raise ProbeInputError("intervention.source and intervention.dest: this bench declares no default "
+                                  "conditions to compare; name both")
+        return (self.contrast.source if source is None else source, self.contrast.dest if dest is None else dest)
 
 
 @dataclass(frozen=True)

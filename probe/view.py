@@ -18,8 +18,10 @@ from probe import cli
 from probe.errors import ProbeInputError
 from probe.files import make_dirs
 from probe.report.entries import find_runs
-from probe.results.run import load_run
-from probe.viz.samples import sample_set, write_samples_html
+from probe.benches.registry import task_of
+from probe.results.run import Run, load_run
+from probe.types import Design
+from probe.viz.samples import SampleSet, sample_set, write_samples_html
 
 
 def write_view(path: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
@@ -27,10 +29,19 @@ def write_view(path: Path, out_dir: Path | None = None) -> tuple[Path, list[Path
     (default `path`); returns the page and the unfinished runs left out."""
     runs, unfinished = find_runs([path])
     root = path if (path / "manifest.json").is_file() else None
-    sets = [sample_set(load_run(run), _label(run, path, root)) for run in runs]
+    sets = [_samples(load_run(run), _label(run, path, root)) for run in runs]
     out_dir = make_dirs(Path(out_dir or path))
     title = f"probe samples — {path.resolve().name}"
     return write_samples_html(out_dir / "samples.html", title, sets), unfinished
+
+
+def _samples(run: Run, label: str) -> SampleSet:
+    """A run's samples, its condition and target columns as its bench's design names them."""
+    try:
+        design = task_of(run.manifest).design
+    except ProbeInputError:  # a plugin bench not importable here: its prompts are still worth showing
+        design = Design()
+    return sample_set(run, label, design)
 
 
 def _label(run: Path, path: Path, root: Path | None) -> str:

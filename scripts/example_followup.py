@@ -18,7 +18,8 @@ import argparse
 import numpy as np
 
 import probe
-from probe.metrics.lens import chosen_groups, first_layer_within, fit_linear_probe, layer_table
+from probe.benches.registry import task_of
+from probe.metrics.lens import chosen_groups, first_layer_within, fit_linear_probe, layer_table, lens_condition
 
 
 def main() -> None:
@@ -28,8 +29,9 @@ def main() -> None:
     args = parser.parse_args()
 
     run = probe.load_run(args.run_dir)
-    condition = "C0" if run.bench_kind == "disco" else None
-    table = layer_table(run, condition)
+    design = task_of(run.manifest).design  # the condition a run's report reads (DiSCo: C0)
+    condition = lens_condition(run.table().conditions(design), design)
+    table = layer_table(run, design, condition)
     culture = first_layer_within(table, args.bits)
     letters = first_layer_within(table, args.bits, "letter_jsd_to_final")
     n_layers = len(table["csd"])

@@ -118,3 +118,16 @@ def prepare(cfg: dict, generate: bool = False):  # type: ignore[no-untyped-def]
 
     ref = bench_ref(cfg)
     return ref.task.prepare(ref.spec, generate, cache_root() / "data")
+
+
+def design_columns(prompts):  # type: ignore[no-untyped-def]
+    """`ScoreTable.design` of forced-choice prompts as `probe.results.scores.read_prompts` reads the
+    `probe.benches.forced.ROTATION_COLUMNS` back (integers: −1 where null)."""
+    import numpy as np
+
+    def values(name: str, integer: bool):  # type: ignore[no-untyped-def]
+        raw = [p.value(name) for p in prompts]
+        return np.array([-1 if v is None else v for v in raw], np.int64) if integer else np.array(raw, object)
+
+    return {"condition": values("condition", False), "target": values("target", False),
+            "rotation": values("rotation", True), "ctx_rotation": values("ctx_rotation", True)}

@@ -25,7 +25,7 @@ from probe.benches.ccd.data import CLUSTERS
 from probe.benches.ccd.metrics import compute as ccd_compute
 from probe.benches.disco.data import DiscoSpec, build_prompts
 from probe.benches.disco.metrics import DiscoAnalysis, compute
-from probe.benches.forced import letter_blocks, letter_metrics, letter_report
+from probe.benches.forced import ROTATION_DESIGN, letter_blocks, letter_metrics, letter_report
 from probe.benches.registry import get_task
 from probe.compare import main as compare_main
 from probe.errors import ProbeInputError
@@ -49,15 +49,17 @@ from probe.results.scores import ScoreTable
 from probe.types import Item, Option
 from probe.viz.text_agreement import agreement_section
 
+from conftest import design_columns
+
 L = np.log
 
 
 def _table(lp: np.ndarray, text: np.ndarray | None, orders: list[list[int]], items: list[str],
            names: list[str]) -> ScoreTable:
     n = len(lp)
-    return ScoreTable(prompt_id=np.arange(n), item_id=np.array(items, object), condition=np.array(["C0"] * n, object),
-                      target=np.array([None] * n, object), rotation=np.zeros(n, np.int64),
-                      ctx_rotation=-np.ones(n, np.int64),
+    return ScoreTable(prompt_id=np.arange(n), item_id=np.array(items, object),
+                      design={"condition": np.array(["C0"] * n, object), "target": np.array([None] * n, object),
+                              "rotation": np.zeros(n, np.int64), "ctx_rotation": -np.ones(n, np.int64)},
                       groups=np.array([[names[o] for o in order] for order in orders], object),
                       logprobs=np.asarray(lp, np.float64), greedy_valid=np.ones(n, bool),
                       order=np.array(orders, np.int64), text_logprobs=text,
@@ -75,8 +77,8 @@ def test_a_hand_computed_audit() -> None:
     # picks (letters, text): i1 (X, Y), (Y, Y); i2 (X, X), (Y, X) → two of four agree; with K = 2
     # each prompt's rank correlation is +1 (same pick) or −1, mean 0.
     table = _hand()
-    q = analyse(table, LetterOptions(n_boot=0)).debiased
-    got = agreement(table, q, AnalysisOptions(n_boot=0)).block["C0"]
+    q = analyse(table, ROTATION_DESIGN, LetterOptions(n_boot=0)).debiased
+    got = agreement(table, ROTATION_DESIGN, q, AnalysisOptions(n_boot=0)).block["C0"]
     assert got["n_prompts"] == 4 and got["argmax"] == 0.5 and got["spearman"] == 0.0
     # letters put 0.8 + 0.4 + 0.7 + 0.1 = 2.0 of 4 on X (shown 4 times each): CSD 1/2 each;
     # the text puts a = 1/(1+e) on X in both i1 prompts and b = e²/(1+e²) in both i2 prompts.
@@ -102,7 +104,7 @@ def test_group_shares_are_exposure_normalised() -> None:
     lp = np.array([L([.5, .5]), L([.5, .5])])
     table = _table(lp, np.array([[-1.0, -1.0 - math.log(3)], [-1.0, -1.0]]), [[0, 1], [0, 2]], ["i1", "i2"],
                    ["X", "Y", "Z"])
-    got = agreement(table, None, AnalysisOptions(n_boot=0)).block["C0"]["by_group"]
+    got = agreement(table, ROTATION_DESIGN, None, AnalysisOptions(n_boot=0)).block["C0"]["by_group"]
     assert [got[g]["CSD_letters"] for g in "XYZ"] == pytest.approx([1 / 3] * 3)
     # text: X gets 3/4 then 1/2 of 2 showings (5/8), Y 1/4, Z 1/2 → shares ∝ (5/8, 1/4, 1/2)
     assert [got[g]["CSD_text"] for g in "XYZ"] == pytest.approx([5 / 11, 2 / 11, 4 / 11])
@@ -136,7 +138,7 @@ def test_the_same_reading_twice_agrees_perfectly() -> None:
     content = rng.normal(size=(6, 4))
     table = _rotated(6, 4, lambda i, o: content[i][o] - 2.0, lambda i, o: content[i][o] * 1.0)
     table = replace(table, text_logprobs=table.logprobs - 5.0)  # a constant shift is the same reading
-    out = agreement(table, None, AnalysisOptions(n_boot=200))
+    out = agreement(table, ROTATION_DESIGN, None, AnalysisOptions(n_boot=200))
     got, ci = out.block["C0"], out.ci["C0"]
     assert got["argmax"] == 1.0 and got["spearman"] == pytest.approx(1.0) and got["JSD"] == pytest.approx(0, abs=1e-12)
     assert all(g["CSD_diff"] == pytest.approx(0, abs=1e-12) for g in got["by_group"].values())
@@ -150,7 +152,7 @@ def test_the_same_reading_twice_agrees_perfectly() -> None:
 def test_a_letter_locked_model_disagrees_with_a_content_driven_text() -> None:
     # letters: A far above three tied letters, whatever is shown; text: option 0 > 1 > 2 > 3
     locked = _rotated(5, 4, lambda i, o: [-0.1, -3.0, -3.0, -3.0], lambda i, o: [-1.0 - x for x in o])
-    got = agreement(locked, None, AnalysisOptions(n_boot=0)).block["C0"]
+    got = agreement(locked, ROTATION_DESIGN, None, AnalysisOptions(n_boot=0)).block["C0"]
     assert got["argmax"] == 0.25  # only the ordering that shows option 0 at A
     # letter ranks (4, 2, 2, 2) against text ranks: ρ = (2·rank_A − 5)/√15, rank_A = 4, 3, 2, 1 → mean 0
     assert got["spearman"] == pytest.approx(0.0, abs=1e-12)
@@ -159,7 +161,7 @@ def test_a_letter_locked_model_disagrees_with_a_content_driven_text() -> None:
     assert g0["CSD_letters"] == pytest.approx(0.25) and g0["CSD_diff"] < -0.2
     # a model whose letters follow the content agrees with that text everywhere
     content = _rotated(5, 4, lambda i, o: [-1.0 - x for x in o], lambda i, o: [-2.0 * (1 + x) for x in o])
-    assert agreement(content, None, AnalysisOptions(n_boot=0)).block["C0"]["argmax"] == 1.0
+    assert agreement(content, ROTATION_DESIGN, None, AnalysisOptions(n_boot=0)).block["C0"]["argmax"] == 1.0
 
 
 def test_a_bootstrap_replicate_is_the_audit_of_its_resample() -> None:
@@ -201,10 +203,7 @@ def _disco(text: bool) -> ScoreTable:
     content = {c: -float(i + 1) for i, c in enumerate(CULTURES)}
     return ScoreTable(
         prompt_id=np.array([p.prompt_id for p in prompts]), item_id=np.array([p.item_id for p in prompts], object),
-        condition=np.array([p.condition for p in prompts], object),
-        target=np.array([p.target for p in prompts], object),
-        rotation=np.array([p.rotation for p in prompts]),
-        ctx_rotation=np.array([-1 if p.ctx_rotation is None else p.ctx_rotation for p in prompts]),
+        design=design_columns(prompts),
         groups=np.array([list(p.groups) for p in prompts], object), logprobs=lp.astype(np.float32),
         greedy_valid=np.ones(len(prompts), bool), order=np.array([list(p.order) for p in prompts]),
         text_logprobs=np.array([[content[g] * 3 for g in p.groups] for p in prompts]) if text else None,
@@ -223,7 +222,7 @@ def test_the_text_trees_are_the_bench_metrics_of_the_text_scores() -> None:
     table = _disco(text=True)
     ci95: dict[str, Any] = {}
     with capture_replicates() as box:
-        out = letter_blocks(_compute, table, OPTS, None, False, ci95)
+        out = letter_blocks(_compute, table, ROTATION_DESIGN, OPTS, None, False, ci95)
     direct = _compute(replace(table, logprobs=table.text_logprobs), OPTS, None)
     assert out["text"] == direct["expected"] and ci95["text"] == direct["ci95"]["expected"]
     norm = _compute(replace(table, logprobs=table.text_logprobs / table.text_n_bytes), OPTS, None)
@@ -250,7 +249,7 @@ def test_ten_options_under_cyclic_rotations_go_through_the_cluster_metrics() -> 
         return ccd_compute(t, opts)
 
     ci95: dict[str, Any] = {}
-    out = letter_blocks(ccd, table, OPTS, None, False, ci95)
+    out = letter_blocks(ccd, table, ROTATION_DESIGN, OPTS, None, False, ci95)
     direct = ccd(replace(table, logprobs=table.text_logprobs), OPTS, None)["expected"]
     assert json.dumps(out["text"], sort_keys=True) == json.dumps(direct, sort_keys=True)  # NaN where no domain
     shares = out["text"]["shares"]
@@ -267,8 +266,8 @@ def test_ten_options_under_cyclic_rotations_go_through_the_cluster_metrics() -> 
 def test_a_run_without_a_text_reading_gains_no_key() -> None:
     with_text, ci_text = _disco(text=True), {}
     letters_only, ci_letters = _disco(text=False), {}
-    a = letter_blocks(_compute, letters_only, OPTS, None, False, ci_letters)
-    b = letter_blocks(_compute, with_text, OPTS, None, False, ci_text)
+    a = letter_blocks(_compute, letters_only, ROTATION_DESIGN, OPTS, None, False, ci_letters)
+    b = letter_blocks(_compute, with_text, ROTATION_DESIGN, OPTS, None, False, ci_text)
     assert set(b) - set(a) == {"text", "text_norm", "agreement"} and set(ci_text) - set(ci_letters) == {
         "text", "text_norm", "agreement"}
     # the letter reading of a paired run is the letters-only run's, key for key and in order
@@ -281,7 +280,7 @@ def test_the_report_says_how_often_letters_and_text_agree() -> None:
     table = _hand()
     metrics = {"bench": "x", "model": "m", "n_prompts": 4, "bootstrap": {"n_boot": 0}, "expected": {},
                "ci95": {}, **letter_blocks(lambda t, o, s: {"expected": {}, "greedy": {}, "ci95": {}}, table,
-                                           AnalysisOptions(n_boot=0), None, False, {})}
+                                           ROTATION_DESIGN, AnalysisOptions(n_boot=0), None, False, {})}
     text = agreement_section(metrics)
     assert "## Letters and answer text" in text
     assert "C0: letters and text pick the same option in 50% of 4 prompts (0% with the letter prior removed)" in text
@@ -315,14 +314,14 @@ class _TextRun:
 def test_the_metrics_hook_audits_the_masked_prompts_only() -> None:
     table = _disco(text=True)
     mask = np.isin(table.item_id.astype(str), ["i0", "i2"])
-    hook = letter_metrics(_compute, DiscoSpec)
+    hook = letter_metrics(_compute, DiscoSpec, ROTATION_DESIGN)
     got = hook(_TextRun(table), mask, AnalysisOptions(n_boot=0))  # type: ignore[arg-type]
     kept = table.subset(mask)
     assert got["n_prompts"] == int(mask.sum()) == sum(v["n_prompts"] for v in got["agreement"].values())
     direct = _compute(replace(kept, logprobs=kept.text_logprobs), AnalysisOptions(n_boot=0), None)
     assert got["text"] == direct["expected"]
-    assert got["agreement"] == agreement(kept, analyse(kept, LetterOptions(n_boot=0)).debiased,
-                                         AnalysisOptions(n_boot=0)).block
+    q = analyse(kept, ROTATION_DESIGN, LetterOptions(n_boot=0)).debiased
+    assert got["agreement"] == agreement(kept, ROTATION_DESIGN, q, AnalysisOptions(n_boot=0)).block
 
 
 def test_a_text_only_run_has_no_letters_to_audit() -> None:
@@ -330,7 +329,8 @@ def test_a_text_only_run_has_no_letters_to_audit() -> None:
     table = _disco(text=True)
     table = replace(table, logprobs=table.text_logprobs)
     run = _TextRun(table, "text")
-    got = letter_metrics(_compute, DiscoSpec)(run, None, AnalysisOptions(n_boot=0))  # type: ignore[arg-type]
+    got = letter_metrics(_compute, DiscoSpec, ROTATION_DESIGN)(run, None,  # type: ignore[arg-type]
+                                                                AnalysisOptions(n_boot=0))
     assert "text" not in got and "agreement" not in got
     assert got["text_norm"] == _compute(replace(table, logprobs=per_byte(table)), AnalysisOptions(n_boot=0), None)[
         "expected"]
@@ -368,8 +368,8 @@ def test_each_reading_against_the_generated_answers_by_hand() -> None:
     table = _hand()
     gen = table.subset(np.array([0, 1, 3]))
     gen = replace(gen, logprobs=np.array([[0.0, -np.inf], [0.0, -np.inf], [-np.inf, 0.0]]), text_logprobs=None)
-    q = analyse(table, LetterOptions(n_boot=0)).debiased
-    got = choice_agreement(table, gen, q, AnalysisOptions(n_boot=0)).block["C0"]
+    q = analyse(table, ROTATION_DESIGN, LetterOptions(n_boot=0)).debiased
+    got = choice_agreement(table, gen, ROTATION_DESIGN, q, AnalysisOptions(n_boot=0)).block["C0"]
     # letters pick X, Y, Y: 2 of 3; text Y, Y, X: 2 of 3; debiased q picks X, X, Y: 1 of 3
     assert got["n_prompts"] == 3
     assert (got["letters"]["argmax"], got["text"]["argmax"], got["debiased"]["argmax"]) == pytest.approx(
@@ -382,7 +382,7 @@ def test_each_reading_against_the_generated_answers_by_hand() -> None:
     assert got["letters"]["JSD"] == pytest.approx(jsd, abs=1e-12)
     other = replace(gen, order=np.array([[1, 0], [1, 0], [1, 0]]))
     with pytest.raises(ProbeInputError, match="different orders"):
-        choice_agreement(table, other, None, AnalysisOptions(n_boot=0))
+        choice_agreement(table, other, ROTATION_DESIGN, None, AnalysisOptions(n_boot=0))
 
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -21,6 +21,7 @@ import pytest
 
 from probe.benches.registry import BUILTIN, tasks
 from probe.benches.task import Column, Task
+from probe.types import Prompt
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "probe"
@@ -73,6 +74,61 @@ def test_no_generic_module_names_a_benchmark() -> None:
     assert found == []
 
 
+DESIGN_WORD = re.compile(r"\b(C[0-3]|ctx_rotation)\b")
+"""A bench's design vocabulary (DiSCo's conditions and context rotation) that generic code must
+get from the task's `Design`, never name itself."""
+
+
+def _identifiers(tree: ast.AST) -> list[tuple[int, str]]:
+    """`(line, name)` of every name the code binds or reads: variables, attributes, arguments,
+    keyword arguments, functions, classes and imported names."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            out.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute):
+            out.append((node.lineno, node.attr))
+        elif isinstance(node, ast.arg):
+            out.append((node.lineno, node.arg))
+        elif isinstance(node, ast.keyword) and node.arg:
+            out.append((node.value.lineno, node.arg))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.append((node.lineno, node.name))
+        elif isinstance(node, ast.alias):
+            out.append((node.lineno, node.asname or node.name))
+    return out
+
+
+def _design_words(source: str) -> list[tuple[int, str]]:
+    """`(line, text)` of each identifier or (non-docstring) string literal naming a design word."""
+    tree = ast.parse(source)
+    return sorted((line, text) for line, text in [*_identifiers(tree), *_string_constants(tree)]
+                  if DESIGN_WORD.search(text))
+
+
+def test_no_generic_module_names_a_bench_design_field() -> None:
+    """Outside `probe/benches/`, no identifier or string literal says `C0`–`C3` or `ctx_rotation`:
+    conditions, targets, rotations and the contrasts interventions compare come from the task's
+    `Design` (`probe.types.Design`), so a bench with another design edits no generic module."""
+    benches = PACKAGE / "benches"
+    found = [f"{path.relative_to(ROOT)}:{line}: {text!r}" for path in sorted(PACKAGE.rglob("*.py"))
+             if benches not in path.parents for line, text in _design_words(path.read_text())]
+    assert found == []
+
+
+def test_the_design_word_check_sees_names_and_literals() -> None:
+    source = ('"""C0 in a docstring is prose."""\nx = table.ctx_rotation\ny = f(source="C1")\n'
+              'def g(ctx_rotation=None): return "C3_aligned"\nz = "C10"\n')
+    assert _design_words(source) == [(2, "ctx_rotation"), (3, "C1"), (4, "ctx_rotation")]
+
+
+def test_a_prompt_has_no_bench_design_field() -> None:
+    """`Prompt` holds what every bench has; a bench's design fields live in `Prompt.design`."""
+    names = {f.name for f in dataclasses.fields(Prompt)}
+    assert names & {"condition", "target", "rotation", "ctx_rotation"} == set()
+    assert "design" in names
+
+
 @pytest.mark.parametrize("task", BUILTIN, ids=lambda t: t.kind)
 def test_every_registered_task_fills_every_hook(task: Task) -> None:
     assert task in tasks()
@@ -92,6 +148,10 @@ def test_every_registered_task_fills_every_hook(task: Task) -> None:
     for schema in (task.tables.prompts_schema, task.tables.generations_schema):
         assert isinstance(schema, pa.Schema) and {"prompt_id", "text"} <= set(schema.names)
     assert "n_tokens" in task.tables.prompts_schema.names
+    # the parts its design names are columns of its prompts table (a letter bench's conditions at least)
+    roles = [task.design.condition, task.design.target, task.design.ordering]
+    assert {r for r in roles if r is not None} <= set(task.tables.prompts_schema.names)
+    assert (task.design.condition is not None) == (task.answers == "letters")
 
 
 def _module_name(path: Path) -> str:

@@ -111,10 +111,10 @@ def test_candidates_are_each_countrys_top_answer_shared_once(real_design: whose.
 def test_prompts_ask_the_neutral_form_then_each_country(real_design: whose.WhoseDesign) -> None:
     first = whose.WhoseDesign(real_design.questions[:2], 500, (), ())
     prompts = whose.prompts(first)
-    assert len(prompts) == 2 * 17 and [p.condition for p in prompts[:2]] == ["neutral", "cued"]
+    assert len(prompts) == 2 * 17 and [p.value("condition") for p in prompts[:2]] == ["neutral", "cued"]
     q = first.questions[0]
-    assert prompts[0].target is None and prompts[0].extra_value("question") == q.neutral
-    assert prompts[3].target == "Azerbaijan" and prompts[3].extra_value("question") == q.cued["Azerbaijan"]
+    assert prompts[0].value("target") is None and prompts[0].value("question") == q.neutral
+    assert prompts[3].value("target") == "Azerbaijan" and prompts[3].value("question") == q.cued["Azerbaijan"]
     assert prompts[3].order == tuple(q.of_country[c] for c in blend.COUNTRIES) and prompts[3].groups == blend.COUNTRIES
 
 

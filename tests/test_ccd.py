@@ -69,7 +69,7 @@ def test_items_and_cyclic_design(tmp_path: Path) -> None:
     prompts = ccd.build_prompts(items, ccd.CCDSpec())
     assert len(prompts) == 30
     p = prompts[13]  # item 1, rotation 3: option (i + 3) mod 10 at letter i
-    assert (p.item_id, p.rotation, p.order[:3]) == ("ccd-0001", 3, (3, 4, 5))
+    assert (p.item_id, p.value("rotation"), p.order[:3]) == ("ccd-0001", 3, (3, 4, 5))
     lines = p.message.splitlines()
     assert lines[0] == "Question: Dilemma 1: how should the group decide?" and lines[1] == "Options:"
     assert lines[2] == "A. Approach 3 for dilemma 1" and lines[11] == "J. Approach 2 for dilemma 1"
@@ -96,7 +96,7 @@ def test_latin_square_design(tmp_path: Path) -> None:
         assert len(orders) == 10
         for pos in range(10):  # each cluster once per position within the domain's 10 items
             assert sorted(o[pos] for o in orders) == list(range(10))
-    assert [p.rotation for p in bench.prompts if p.category == "Arts"] == list(range(10))
+    assert [p.value("rotation") for p in bench.prompts if p.category == "Arts"] == list(range(10))
 
 
 def test_source_url_downloaded_once_and_checksummed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

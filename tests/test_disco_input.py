@@ -156,7 +156,7 @@ def test_52_prompts_per_item(design: tuple[list[Item], list[Prompt]]) -> None:
     assert len(prompts) == 52 * len(items)
     assert [p.prompt_id for p in prompts] == list(range(len(prompts)))
     for item in items:
-        counts = Counter(p.condition for p in prompts if p.item_id == item.item_id)
+        counts = Counter(p.value("condition") for p in prompts if p.item_id == item.item_id)
         assert counts == {"C0": 4, "C1": 16, "C2": 16, "C3": 16}
 
 
@@ -166,16 +166,17 @@ def test_each_culture_is_target_four_times(design: tuple[list[Item], list[Prompt
         cultures = {o.group for o in item.options}
         assert len(cultures) == 4
         for condition in ("C1", "C2"):
-            targets = Counter(p.target for p in prompts if p.item_id == item.item_id and p.condition == condition)
+            targets = Counter(p.value("target") for p in prompts
+                              if p.item_id == item.item_id and p.value("condition") == condition)
             assert targets == {c: 4 for c in cultures}
-        assert {p.target for p in prompts if p.condition in ("C0", "C3")} == {None}
+        assert {p.value("target") for p in prompts if p.value("condition") in ("C0", "C3")} == {None}
 
 
 def test_rotation_k_shows_option_i_plus_k_at_letter_i(design: tuple[list[Item], list[Prompt]]) -> None:
     items, prompts = design
     by_id = {item.item_id: item for item in items}
     for p in prompts:
-        item, k = by_id[p.item_id], p.rotation
+        item, k = by_id[p.item_id], p.value("rotation")
         assert p.order == tuple((i + k) % 4 for i in range(4))
         assert p.groups == tuple(item.options[o].group for o in p.order)
         expected = [f"{L}. {item.options[(i + k) % 4].text}" for i, L in enumerate("ABCD")]
@@ -185,10 +186,10 @@ def test_rotation_k_shows_option_i_plus_k_at_letter_i(design: tuple[list[Item], 
 def test_c3_context_line_1_is_fact_of_letter_j(design: tuple[list[Item], list[Prompt]]) -> None:
     items, prompts = design
     by_id = {item.item_id: item for item in items}
-    c3 = [p for p in prompts if p.condition == "C3"]
-    assert {(p.rotation, p.ctx_rotation) for p in c3} == {(k, j) for k in range(4) for j in range(4)}
+    c3 = [p for p in prompts if p.value("condition") == "C3"]
+    assert {(p.value("rotation"), p.value("ctx_rotation")) for p in c3} == {(k, j) for k in range(4) for j in range(4)}
     for p in c3:
-        item, j = by_id[p.item_id], p.ctx_rotation
+        item, j = by_id[p.item_id], p.value("ctx_rotation")
         assert j is not None
         lines = p.message.splitlines()
         start = lines.index("Context:") + 1
@@ -197,7 +198,7 @@ def test_c3_context_line_1_is_fact_of_letter_j(design: tuple[list[Item], list[Pr
         option = next(o for o in item.options if o.text == shown_at_j)
         assert context[0] == f"1. {option.context}"
         assert sorted(line.split(". ", 1)[1] for line in context) == sorted(o.context for o in item.options)
-    assert {p.ctx_rotation for p in prompts if p.condition != "C3"} == {None}
+    assert {p.value("ctx_rotation") for p in prompts if p.value("condition") != "C3"} == {None}
 
 
 def test_message_lines_per_condition(design: tuple[list[Item], list[Prompt]]) -> None:
@@ -207,15 +208,15 @@ def test_message_lines_per_condition(design: tuple[list[Item], list[Prompt]]) ->
         item, lines = by_id[p.item_id], p.message.splitlines()
         assert lines[0] == f"Question: {item.question}"
         assert lines[-1] == FORMAT_LINE
-        info = f"User info: The user is located in {p.target}."
+        info = f"User info: The user is located in {p.value('target')}."
         instruction = f"User instruction: {item.user_instruction}"
-        if p.condition == "C0":
+        if p.value("condition") == "C0":
             assert not any(line.startswith(("User info:", "User instruction:", "Context:")) for line in lines)
-        if p.condition == "C1":
+        if p.value("condition") == "C1":
             assert lines[1] == info and not any(line.startswith("User instruction:") for line in lines)
-        if p.condition == "C2":
+        if p.value("condition") == "C2":
             assert lines[1:3] == [info, instruction]
-        if p.condition == "C3":
+        if p.value("condition") == "C3":
             assert lines[1] == "Context:" and not any(line.startswith("User info:") for line in lines)
 
 

@@ -34,10 +34,10 @@ class PairSpec:
 
 def prepare(spec: PairSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     items = [Item(f"p{i}", q, (Option("x", a, "x"), Option("y", b, "y"))) for i, (q, a, b) in enumerate(QUESTIONS)]
-    prompts = [Prompt(prompt_id=2 * i + k, item_id=it.item_id, condition="pair", target=None, rotation=k,
-                      ctx_rotation=None, order=(k, 1 - k), groups=(it.options[k].group, it.options[1 - k].group),
+    prompts = [Prompt(prompt_id=2 * i + k, item_id=it.item_id, order=(k, 1 - k),
+                      groups=(it.options[k].group, it.options[1 - k].group),
                       message=f"{it.question}\nA. {it.options[k].text}\nB. {it.options[1 - k].text}",
-                      prefix_key=it.item_id)
+                      prefix_key=it.item_id, design=(("condition", "pair"), ("rotation", k)))
                for i, it in enumerate(items) for k in range(2)]
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:2], items=items, prompts=prompts,
                          source={"items": len(items)})

@@ -112,8 +112,8 @@ def _patch(loaded, rendered, letters, pairs, reuse: bool) -> np.ndarray:
 def test_patching_identities(tiny) -> None:
     loaded, rendered, letters, plain = tiny
     prompts = [r.prompt for r in rendered]
-    c0 = {(p.item_id, p.order): p.prompt_id for p in prompts if p.condition == "C0"}
-    pairs = [(p.prompt_id, c0[(p.item_id, p.order)]) for p in prompts if p.condition == "C1"]
+    c0 = {(p.item_id, p.order): p.prompt_id for p in prompts if p.value("condition") == "C0"}
+    pairs = [(p.prompt_id, c0[(p.item_id, p.order)]) for p in prompts if p.value("condition") == "C1"]
     pairs += [(d, d) for d in list(c0.values())[:3]]  # a prompt patched with itself
     on, off = _patch(loaded, rendered, letters, pairs, True), _patch(loaded, rendered, letters, pairs, False)
     assert np.abs(on - off).max() <= 1e-5
@@ -235,8 +235,8 @@ def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
 def test_a_resumed_patch_pass_skips_finished_groups_and_agrees(tiny) -> None:
     loaded, rendered, letters, _ = tiny
     prompts = [r.prompt for r in rendered]
-    c0 = {(p.item_id, p.order): p.prompt_id for p in prompts if p.condition == "C0"}
-    pairs = [(p.prompt_id, c0[(p.item_id, p.order)]) for p in prompts if p.condition == "C1"]
+    c0 = {(p.item_id, p.order): p.prompt_id for p in prompts if p.value("condition") == "C0"}
+    pairs = [(p.prompt_id, c0[(p.item_id, p.order)]) for p in prompts if p.value("condition") == "C1"]
     scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=16, batch_tokens=1500),
                       intervention=InterventionPlan(patch_layers=(1, 3)))
     groups = list(scorer.patch(rendered, letters, pairs))
@@ -250,23 +250,27 @@ def test_a_resumed_patch_pass_skips_finished_groups_and_agrees(tiny) -> None:
 
 def test_patch_pairs_match_item_order_and_target() -> None:
     from probe.errors import ProbeInputError
-    from probe.pipeline.intervention import PatchSpec, patch_pairs
+    from probe.benches.disco.task import DESIGN
+    from probe.pipeline.intervention import PatchSpec, patch_pairs, with_contrast
+
+    def pairs(spec: PatchSpec) -> list[dict]:
+        return patch_pairs(rendered, with_contrast(spec, DESIGN), DESIGN)  # type: ignore[arg-type]
 
     bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, False)
     rendered = [RenderedPrompt(p, "", np.arange(3)) for p in bench.prompts[:104]]
     by_id = {r.prompt.prompt_id: r.prompt for r in rendered}
-    rows = patch_pairs(rendered, PatchSpec())
+    rows = pairs(PatchSpec())
     assert len(rows) == 32 and [r["pair"] for r in rows] == list(range(32))
     for r in rows:
         s, d = by_id[r["source_id"]], by_id[r["dest_id"]]
-        assert (s.condition, d.condition, s.item_id, s.order) == ("C1", "C0", d.item_id, d.order)
-        assert r["target"] == s.target and d.target is None
-    c2_c1 = patch_pairs(rendered, PatchSpec(source="C2", dest="C1"))  # C1 has targets: paired by target too
-    assert c2_c1 and all(by_id[r["dest_id"]].target == by_id[r["source_id"]].target for r in c2_c1)
+        assert (s.value("condition"), d.value("condition"), s.item_id, s.order) == ("C1", "C0", d.item_id, d.order)
+        assert r["target"] == s.value("target") and d.value("target") is None
+    c2_c1 = pairs(PatchSpec(source="C2", dest="C1"))  # C1 has targets: paired by target too
+    assert c2_c1 and all(by_id[r["dest_id"]].value("target") == by_id[r["source_id"]].value("target") for r in c2_c1)
     with pytest.raises(ProbeInputError, match="intervention.source=C3: its prompts name no target"):
-        patch_pairs(rendered, PatchSpec(source="C3"))
+        pairs(PatchSpec(source="C3"))
     with pytest.raises(ProbeInputError, match=r"intervention.dest=C9: no prompts of that condition"):
-        patch_pairs(rendered, PatchSpec(dest="C9"))
+        pairs(PatchSpec(dest="C9"))
 
 
 def _pipeline_run(out: Path, *overrides: str) -> Path:

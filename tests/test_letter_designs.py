@@ -14,6 +14,7 @@ from probe.metrics.ipf import fit_choices
 from probe.metrics.letter_warnings import prior_threshold
 from probe.metrics.letters import COUNTS, NONE, ROTATIONS, LetterOptions, analyse, label_balance
 from probe.results.scores import ScoreTable
+from probe.benches.forced import ROTATION_DESIGN as DESIGN
 
 K = 4
 
@@ -21,9 +22,10 @@ K = 4
 def _table(lp: np.ndarray, orders: np.ndarray, items: list[str], conds: list[str],
            ctx: list[int] | None = None) -> ScoreTable:
     n, k = lp.shape
-    return ScoreTable(prompt_id=np.arange(n), item_id=np.array(items, object), condition=np.array(conds, object),
-                      target=np.array([None] * n, object), rotation=np.zeros(n, np.int64),
-                      ctx_rotation=np.array(ctx if ctx is not None else [-1] * n, np.int64),
+    return ScoreTable(prompt_id=np.arange(n), item_id=np.array(items, object),
+                      design={"condition": np.array(conds, object), "target": np.array([None] * n, object),
+                              "rotation": np.zeros(n, np.int64),
+                              "ctx_rotation": np.array(ctx if ctx is not None else [-1] * n, np.int64)},
                       groups=np.array([[f"g{o}" for o in order] for order in orders], object),
                       logprobs=lp.astype(np.float64), greedy_valid=np.ones(n, bool), order=orders.astype(np.int64))
 
@@ -56,7 +58,7 @@ def _c3_like(primacy: float, item_letter: float, n_items: int = 5, seed: int = 1
 def test_primacy_is_letter_by_group_not_a_common_letter_effect() -> None:
     """Slot 1's letter moves with the context rotation: averaged over j it is no letter prior.
     The split puts it in letter × group, π stays uniform, and no warning fires."""
-    res = analyse(_c3_like(primacy=3.0, item_letter=0.0), LetterOptions(n_boot=0))
+    res = analyse(_c3_like(primacy=3.0, item_letter=0.0), DESIGN, LetterOptions(n_boot=0))
     split = res.blocks["letter_split"]["C3"]
     assert split["letter"] < 1e-12 and split["letter_by_group"] > split["content"]
     assert sum(split.values()) == pytest.approx(1.0, abs=1e-12)
@@ -67,7 +69,8 @@ def test_primacy_is_letter_by_group_not_a_common_letter_effect() -> None:
 def test_item_specific_letter_preferences_are_letter_by_group() -> None:
     """Five items, each preferring its own letter (items 0 and 4 the same): the common part is
     what the items share — exactly the letter SS of the mean letter effect."""
-    res = analyse(_c3_like(primacy=0.0, item_letter=2.0), LetterOptions(n_boot=0)).blocks["letter_split"]["C3"]
+    res = analyse(_c3_like(primacy=0.0, item_letter=2.0), DESIGN,
+                  LetterOptions(n_boot=0)).blocks["letter_split"]["C3"]
     # letter effect of an item preferring letter m, centred: 2·(e_m − 1/4); the mean over the
     # five items (letters 0, 1, 2, 3, 0) is 2·((2, 1, 1, 1)/5 − 1/4)
     a = [2.0 * (np.eye(K)[m] - 0.25) for m in (0, 1, 2, 3, 0)]
@@ -91,8 +94,8 @@ def test_the_prior_reads_complete_groups_only() -> None:
     full = _table(np.array(lp), np.array(orders), items, ["C0"] * 24)
     drop_one = full.subset(np.arange(24) != 5)
     drop_group = full.subset(np.array(items) != "i1")
-    a = analyse(drop_one, LetterOptions(n_boot=0)).blocks
-    b = analyse(drop_group, LetterOptions(n_boot=0)).blocks
+    a = analyse(drop_one, DESIGN, LetterOptions(n_boot=0)).blocks
+    b = analyse(drop_group, DESIGN, LetterOptions(n_boot=0)).blocks
     assert a["letter_prior_estimator"]["C0"]["estimator"] == "mixed"
     assert a["letter_prior"]["C0"] == pytest.approx(b["letter_prior"]["C0"], abs=1e-12)
 
@@ -104,11 +107,11 @@ def test_an_unbalanced_single_ordering_design_gets_no_prior() -> None:
     lp = np.log(np.full((K, K), 0.25))
     assert label_balance(np.array([[f"g{o}" for o in r] for r in rows])) == pytest.approx(1.0)
     part = _table(lp[:3], rows[:3], ["a", "b", "c"], ["latin_square"] * 3)
-    res = analyse(part, LetterOptions(n_boot=10))
+    res = analyse(part, DESIGN, LetterOptions(n_boot=10))
     est = res.blocks["letter_prior_estimator"]["latin_square"]
     assert est["estimator"] == NONE and est["label_balance"] < 0.9 and "bench.limit" in est["reason"]
     assert res.debiased is None and "latin_square" not in res.blocks["letter_prior"]
-    single = analyse(_table(lp[:1], rows[:1], ["a"], ["latin_square"]), LetterOptions(n_boot=0))
+    single = analyse(_table(lp[:1], rows[:1], ["a"], ["latin_square"]), DESIGN, LetterOptions(n_boot=0))
     assert single.debiased is None and single.blocks["letter_prior_estimator"]["latin_square"]["label_balance"] == 0.0
 
 
@@ -120,7 +123,7 @@ def test_two_options_can_fire_the_prior_criterion() -> None:
         c = rng.normal(scale=0.1, size=2)
         for order in _rotations(2):
             lp.append(_normalise(np.log([0.8, 0.2]) + c[order])), orders.append(order), items.append(f"i{i}")
-    res = analyse(_table(np.array(lp), np.array(orders), items, ["C0"] * 16), LetterOptions(n_boot=0))
+    res = analyse(_table(np.array(lp), np.array(orders), items, ["C0"] * 16), DESIGN, LetterOptions(n_boot=0))
     (w,) = res.blocks["letter_warnings"]
     assert w["letter"] == "A" and "prior" in w["reasons"] and w["threshold"] == 0.75
 
@@ -144,7 +147,7 @@ def test_the_pairwise_fit_of_generated_choices_is_unbiased_where_the_joint_fit_i
     fit of π and every item's content reads it far from the truth (incidental parameters)."""
     prior = np.array([0.4, 0.2, 0.2, 0.2])
     table = _sampled_picks(prior, n_items=3000, seed=7)
-    res = analyse(table, LetterOptions(n_boot=40, fit_boot=40), generated=True)
+    res = analyse(table, DESIGN, LetterOptions(n_boot=40, fit_boot=40), generated=True)
     got = np.array(list(res.blocks["letter_prior"]["C0"].values()))
     assert res.blocks["letter_prior_estimator"]["C0"]["prior_fit"] == "pairwise_conditional"
     assert np.abs(got - prior).max() < 0.02
@@ -166,7 +169,7 @@ def test_greedy_picks_of_a_letter_run_warn_by_their_pick_shares() -> None:
         for order in _rotations(K):
             lp.append(_normalise(np.log(prior) + np.roll(content, i)[order]))
             orders.append(order), items.append(f"i{i}")
-    res = analyse(_table(np.array(lp), np.array(orders), items, ["C0"] * 40), LetterOptions(n_boot=0))
+    res = analyse(_table(np.array(lp), np.array(orders), items, ["C0"] * 40), DESIGN, LetterOptions(n_boot=0))
     assert res.blocks["letter_prior_estimator"]["C0"]["estimator"] == ROTATIONS
     assert res.blocks["letter_pick_shares"]["C0"] == {"A": 0.0, "B": 0.0, "C": 1.0, "D": 0.0}
     (w,) = res.blocks["letter_warnings"]
@@ -195,17 +198,17 @@ def test_separable_picks_report_pick_shares_not_a_fitted_prior() -> None:
     """Ten items locked on C, ten on A, one on D, B never picked: every pair can be won by one
     direction of log π, so the likelihood has no maximum and a fit would print whatever the ridge
     left (D ≈ 1). The estimator says so and π is the pick shares; the warning names C."""
-    res = analyse(_locked([2] * 10 + [0] * 10 + [3]), LetterOptions(n_boot=20), generated=True)
+    res = analyse(_locked([2] * 10 + [0] * 10 + [3]), DESIGN, LetterOptions(n_boot=20), generated=True)
     est = res.blocks["letter_prior_estimator"]["C0"]
     assert est["separated"] is True and est["prior_fit"] == "pick_shares"
     assert res.blocks["letter_prior"]["C0"] == pytest.approx({"A": 10 / 21, "B": 0.0, "C": 10 / 21, "D": 1 / 21})
     assert res.blocks["letter_warnings"] == []  # 0.48 < 0.5: no letter holds half the picks
-    tilted = analyse(_locked([2] * 14 + [0] * 6 + [3]), LetterOptions(n_boot=0), generated=True)
+    tilted = analyse(_locked([2] * 14 + [0] * 6 + [3]), DESIGN, LetterOptions(n_boot=0), generated=True)
     (w,) = tilted.blocks["letter_warnings"]
     assert (w["letter"], w["reasons"]) == ("C", ["pick_share"]) and w["pick_share"] == pytest.approx(14 / 21)
     # sampled picks of a mixed model are not separable
-    sampled = analyse(_sampled_picks(np.array([0.4, 0.2, 0.2, 0.2]), n_items=200, seed=2), LetterOptions(n_boot=0),
-                      generated=True)
+    sampled = analyse(_sampled_picks(np.array([0.4, 0.2, 0.2, 0.2]), n_items=200, seed=2), DESIGN,
+                      LetterOptions(n_boot=0), generated=True)
     assert sampled.blocks["letter_prior_estimator"]["C0"]["separated"] is False
 
 
@@ -214,7 +217,7 @@ def test_no_prior_still_warns_on_the_picks() -> None:
     picks still fire the warning."""
     rows = _rotations(K)[:3]
     lp = np.log(np.tile([[0.1, 0.1, 0.7, 0.1]], (3, 1)))
-    res = analyse(_table(lp, rows, ["a", "b", "c"], ["latin_square"] * 3), LetterOptions(n_boot=0))
+    res = analyse(_table(lp, rows, ["a", "b", "c"], ["latin_square"] * 3), DESIGN, LetterOptions(n_boot=0))
     assert res.debiased is None and res.blocks["letter_prior_estimator"]["latin_square"]["estimator"] == NONE
     (w,) = res.blocks["letter_warnings"]
     assert (w["letter"], w["reasons"], w["prior"]) == ("C", ["pick_share"], None)

@@ -16,6 +16,7 @@ from probe.metrics.letters import COUNTS, PRIOR, ROTATIONS, LetterOptions, analy
 from probe.report.summary import warnings as summary_warnings
 from probe.results.scores import ScoreTable
 from probe.viz.letters import warnings_block
+from probe.benches.forced import ROTATION_DESIGN as DESIGN
 
 K = 4
 PRIOR_TRUE = np.array([0.1, 0.2, 0.5, 0.2])
@@ -24,9 +25,9 @@ PRIOR_TRUE = np.array([0.1, 0.2, 0.5, 0.2])
 def _table(lp: list[np.ndarray], orders: list[list[int]], items: list[str], conds: list[str],
            targets: list[str | None] | None = None) -> ScoreTable:
     n = len(lp)
-    return ScoreTable(prompt_id=np.arange(n), item_id=np.array(items, object), condition=np.array(conds, object),
-                      target=np.array(targets or [None] * n, object), rotation=np.zeros(n, np.int64),
-                      ctx_rotation=-np.ones(n, np.int64),
+    return ScoreTable(prompt_id=np.arange(n), item_id=np.array(items, object),
+                      design={"condition": np.array(conds, object), "target": np.array(targets or [None] * n, object),
+                              "rotation": np.zeros(n, np.int64), "ctx_rotation": -np.ones(n, np.int64)},
                       groups=np.array([[f"g{o}" for o in order] for order in orders], object),
                       logprobs=np.array(lp, dtype=np.float64), greedy_valid=np.ones(n, bool),
                       order=np.array(orders, np.int64))
@@ -53,25 +54,27 @@ def _planted(prior: np.ndarray | None, content: bool, n_items: int = 6, seed: in
 
 def test_planted_prior_and_content_are_recovered_exactly() -> None:
     table, truth = _planted(PRIOR_TRUE, content=True)
-    res = analyse(table, LetterOptions(n_boot=0))
+    res = analyse(table, DESIGN, LetterOptions(n_boot=0))
     for cond in ("C0", "C1"):
         assert np.abs(np.array(list(res.blocks["letter_prior"][cond].values())) - PRIOR_TRUE).max() < 1e-9
         assert res.blocks["letter_prior_estimator"][cond]["estimator"] == ROTATIONS
         split = res.blocks["letter_split"][cond]
         assert sum(split.values()) == pytest.approx(1.0, abs=1e-12) and split["residual"] < 1e-12
     for row in range(len(table.prompt_id)):
-        q = truth[f"{table.condition[row]}/{table.item_id[row].split('-')[1]}"]
+        q = truth[f"{table.column('condition')[row]}/{table.item_id[row].split('-')[1]}"]
         assert np.abs(res.debiased[row] - q[table.order[row]]).max() < 1e-9
 
 
 def test_split_has_no_letter_share_without_a_prior_and_no_content_share_without_content() -> None:
-    no_prior = analyse(_planted(None, content=True)[0], LetterOptions(n_boot=0)).blocks["letter_split"]["C0"]
+    no_prior = analyse(_planted(None, content=True)[0], DESIGN,
+                       LetterOptions(n_boot=0)).blocks["letter_split"]["C0"]
     assert no_prior["letter"] < 1e-12 and no_prior["content"] == pytest.approx(1.0)
-    no_content = analyse(_planted(PRIOR_TRUE, content=False)[0], LetterOptions(n_boot=0)).blocks
+    no_content = analyse(_planted(PRIOR_TRUE, content=False)[0], DESIGN, LetterOptions(n_boot=0)).blocks
     assert no_content["letter_split"]["C0"]["content"] < 1e-12
     assert no_content["letter_split"]["C0"]["letter"] == pytest.approx(1.0)
     # without content the debiased distribution is uniform
-    assert np.abs(analyse(_planted(PRIOR_TRUE, content=False)[0], LetterOptions(n_boot=0)).debiased - 0.25).max() < 1e-12
+    flat = analyse(_planted(PRIOR_TRUE, content=False)[0], DESIGN, LetterOptions(n_boot=0)).debiased
+    assert np.abs(flat - 0.25).max() < 1e-12
 
 
 def test_a_hand_computed_split() -> None:
@@ -82,18 +85,18 @@ def test_a_hand_computed_split() -> None:
     table = _table([np.log(p0), np.log(p1)], [[0, 1], [1, 0]], ["x", "x"], ["C0", "C0"])
     d0, d1 = np.log(0.8 / 0.2), np.log(0.6 / 0.4)
     letter, content = 2 * 2 * ((d0 + d1) / 4) ** 2, 2 * 2 * ((d0 - d1) / 4) ** 2
-    split = analyse(table, LetterOptions(n_boot=0)).blocks["letter_split"]["C0"]
+    split = analyse(table, DESIGN, LetterOptions(n_boot=0)).blocks["letter_split"]["C0"]
     assert split["letter"] == pytest.approx(letter / (letter + content))
     assert split["content"] == pytest.approx(content / (letter + content)) and split["residual"] < 1e-15
     # q(option 0) = geometric mean of 0.8 (letter A) and 0.4 (letter B, row 2), renormalised
     q0 = np.sqrt(0.8 * 0.4) / (np.sqrt(0.8 * 0.4) + np.sqrt(0.2 * 0.6))
-    assert analyse(table, LetterOptions(n_boot=0)).debiased[0, 0] == pytest.approx(q0)
+    assert analyse(table, DESIGN, LetterOptions(n_boot=0)).debiased[0, 0] == pytest.approx(q0)
 
 
 def test_a_constant_on_one_letter_leaves_the_debiased_distribution_unchanged() -> None:
     table, _ = _planted(PRIOR_TRUE, content=True)
     shifted = ScoreTable(**{**table.__dict__, "logprobs": table.logprobs + np.array([0, 0, 2.0, 0])})
-    a, b = analyse(table, LetterOptions(n_boot=0)), analyse(shifted, LetterOptions(n_boot=0))
+    a, b = analyse(table, DESIGN, LetterOptions(n_boot=0)), analyse(shifted, DESIGN, LetterOptions(n_boot=0))
     assert np.abs(a.debiased - b.debiased).max() < 1e-12
     ratio_c = b.blocks["letter_prior"]["C0"]["C"] / b.blocks["letter_prior"]["C0"]["A"]
     assert ratio_c == pytest.approx(np.exp(2.0) * 0.5 / 0.1)
@@ -110,7 +113,7 @@ def test_single_ordering_designs_divide_by_the_pooled_prior() -> None:
         lp.append(x - np.log(np.exp(x).sum()))
         orders.append(order)
     table = _table(lp, orders, [f"i{r}" for r in range(K)], ["latin_square"] * K)
-    res = analyse(table, LetterOptions(n_boot=20))
+    res = analyse(table, DESIGN, LetterOptions(n_boot=20))
     assert res.blocks["letter_prior_estimator"]["latin_square"]["estimator"] == PRIOR
     assert np.abs(np.array(list(res.blocks["letter_prior"]["latin_square"].values())) - PRIOR_TRUE).max() < 1e-9
     q = np.exp(c) / np.exp(c).sum()
@@ -123,13 +126,13 @@ def test_count_fit_recovers_a_planted_model_from_its_expected_counts() -> None:
     reproduces the planted prior and contents."""
     table, truth = _planted(PRIOR_TRUE, content=True)
     p = np.exp(table.logprobs) / np.exp(table.logprobs).sum(axis=1, keepdims=True)
-    g = np.unique([f"{c}/{i}" for c, i in zip(table.condition, table.item_id)], return_inverse=True)[1]
+    g = np.unique([f"{c}/{i}" for c, i in zip(table.column("condition"), table.item_id)], return_inverse=True)[1]
     key = g[:, None] * K + table.order
     fit = fit_choices(p, np.ones((1, len(p))), key, max_iter=5000, tol=1e-12)
     assert np.abs(fit.prior[0] - PRIOR_TRUE).max() < 1e-6
     q = fit.content[0][key] / fit.content[0][key].sum(axis=1, keepdims=True)
     for row in range(len(p)):
-        want = truth[f"{table.condition[row]}/{table.item_id[row].split('-')[1]}"][table.order[row]]
+        want = truth[f"{table.column('condition')[row]}/{table.item_id[row].split('-')[1]}"][table.order[row]]
         assert np.abs(q[row] - want).max() < 1e-6
 
 
@@ -139,7 +142,8 @@ def test_generated_choices_of_a_letter_locked_model() -> None:
     table, _ = _planted(PRIOR_TRUE, content=True)
     onehot = np.full(table.logprobs.shape, -np.inf)
     onehot[:, 2] = 0.0
-    res = analyse(ScoreTable(**{**table.__dict__, "logprobs": onehot}), LetterOptions(n_boot=50), generated=True)
+    res = analyse(ScoreTable(**{**table.__dict__, "logprobs": onehot}), DESIGN, LetterOptions(n_boot=50),
+                  generated=True)
     # every pair is won by C: separable, so no likelihood maximum — π is the pick shares
     assert res.blocks["letter_prior"]["C0"] == {"A": 0.0, "B": 0.0, "C": 1.0, "D": 0.0}
     est = res.blocks["letter_prior_estimator"]["C0"]
@@ -248,7 +252,7 @@ def test_an_invalid_generation_keeps_content_per_group() -> None:
     onehot = np.where(table.order == 0, 0.0, -np.inf)
     kept = np.arange(len(onehot)) != 3
     t = ScoreTable(**{**table.__dict__, "logprobs": onehot}).subset(kept)
-    res = analyse(t, LetterOptions(n_boot=0), generated=True)
+    res = analyse(t, DESIGN, LetterOptions(n_boot=0), generated=True)
     on_zero = np.take_along_axis(res.debiased, np.argmax(t.order == 0, axis=1)[:, None], axis=1)
     assert on_zero.min() > 0.99
     assert res.blocks["letter_prior_estimator"]["C0"]["estimator"] == COUNTS

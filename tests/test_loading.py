@@ -49,7 +49,8 @@ def test_unknown_bench_kind_and_key() -> None:
 def test_prompt_longer_than_the_model_allows() -> None:
     tok = build_tokenizer(TinySpec())
     prompts = disco.build_prompts(disco.load_items(disco.resolve_source(disco.DiscoSpec(packaged="demo_disco.csv"))))
-    with pytest.raises(ProbeInputError, match=r"model 'tiny', prompt 0 \(item 'demo-01', C0\): \d+ tokens, "
+    with pytest.raises(ProbeInputError, match=r"model 'tiny', prompt 0 \(item 'demo-01', condition=C0, rotation=0\): "
+                                              r"\d+ tokens, "
                                               r"longer than the model allows \(64 positions\)"):
         render_prompts(tok, prompts[:4], "ABCD", RenderSettings(kind="instruct"), "tiny", max_positions=64)
 

@@ -221,7 +221,7 @@ def test_prompt_ids_and_explicit_text(tmp_path: Path) -> None:
         (2, "How ", "China (Chinese)"), (3, "How ", "Singapore (Chinese)")]
     assert ps[1].message == "Locale: Singapore (Chinese). 人们开车靠哪边行驶？"
     g = ps[1].to_prompt()
-    assert (g.item_id, g.condition, g.target, g.prefix_key, g.category, g.message) == (
+    assert (g.item_id, g.value("mode"), g.value("locale"), g.prefix_key, g.category, g.message) == (
         "What side of the road do people drive on? | Chinese", "explicit", "Singapore (Chinese)",
         "What side of the road do people drive on?|Chinese", "State and Country", ps[1].message)
 
@@ -245,7 +245,7 @@ def test_render_instruct(tmp_path: Path, tokenizer) -> None:
     assert r[0].text.endswith(f"{qs[0].question}<|im_end|>\n<|im_start|>assistant\n")
     assert r[0].text.count("<|im_start|>") == 8  # 7 turns + the generation prompt
     assert r[0].token_ids[0] == tokenizer.bos_token_id and list(r[0].token_ids).count(tokenizer.bos_token_id) == 1
-    assert r[0].prompt.condition == "three_shot" and r[0].prompt.target is None
+    assert r[0].prompt.value("mode") == "three_shot" and r[0].prompt.value("locale") is None
     sys = RenderSettings(kind="instruct", system_prompt="Be brief.")
     zero = locqa.build_prompts(qs, locqa.LocQASpec())
     text = render(zero[:1], tokenizer, sys)[0].text

@@ -16,6 +16,7 @@ from conftest import ccd_items, prepare, write_json_file
 
 import probe
 from probe.backends.hf import HFScorer
+from probe.benches.disco.task import TASK as DISCO
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec
 from probe.errors import ProbeInputError
@@ -157,7 +158,7 @@ def test_run_directory_and_load_run(mech_run: Path) -> None:
     assert food.sum() == 8 * 52
     csd = run.group_distribution(run.mask(condition="C0"))
     assert csd == pytest.approx(run.metrics["expected"]["C0"]["CSD"])
-    assert layer_table(run, "C0")["csd"][-1] == pytest.approx(csd)
+    assert layer_table(run, DISCO.design, "C0")["csd"][-1] == pytest.approx(csd)
 
 
 def test_example_followup_script(mech_run: Path) -> None:

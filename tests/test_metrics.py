@@ -29,6 +29,8 @@ from probe.metrics.core import (
 from probe.results.scores import ScoreTable
 from probe.types import Item, Option
 
+from conftest import design_columns
+
 WEIGHT = {"US": 4.0, "UK": 2.0, "China": 1.0, "Assam": 1.0, "Spain": 3.0, "Ethiopia": 0.5,
           "Greece": 1.5, "Algeria": 0.7, "South_Korea": 2.5}
 
@@ -87,19 +89,16 @@ def _table(items: list[Item], mass: float = 0.9, c2_boost: dict[str, float] | No
     rows = []
     for p in prompts:
         w = np.array([WEIGHT[g] for g in p.groups])
-        if p.condition in ("C1", "C2"):
-            boost = 3.0 if p.condition == "C1" else (c2_boost or {}).get(p.target, 5.0)
-            w = w * np.array([boost if g == p.target else 1.0 for g in p.groups])
-        if p.condition == "C3":
-            w[p.ctx_rotation] *= 2.0  # slot 1 holds the fact of the option at letter j
+        if p.value("condition") in ("C1", "C2"):
+            boost = 3.0 if p.value("condition") == "C1" else (c2_boost or {}).get(p.value("target"), 5.0)
+            w = w * np.array([boost if g == p.value("target") else 1.0 for g in p.groups])
+        if p.value("condition") == "C3":
+            w[p.value("ctx_rotation")] *= 2.0  # slot 1 holds the fact of the option at letter j
         rows.append(np.log(mass * w / w.sum()))
     return ScoreTable(
         prompt_id=np.array([p.prompt_id for p in prompts]),
         item_id=np.array([p.item_id for p in prompts], dtype=object),
-        condition=np.array([p.condition for p in prompts], dtype=object),
-        target=np.array([p.target for p in prompts], dtype=object),
-        rotation=np.array([p.rotation for p in prompts]),
-        ctx_rotation=np.array([-1 if p.ctx_rotation is None else p.ctx_rotation for p in prompts]),
+        design=design_columns(prompts),
         groups=np.array([list(p.groups) for p in prompts], dtype=object),
         logprobs=np.array(rows, dtype=np.float32),
         greedy_valid=np.ones(len(prompts), dtype=bool),

@@ -33,10 +33,8 @@ def _table(prompts: list[tuple[str, str, list[str], list[float]]], mass: float =
     return ScoreTable(
         prompt_id=np.arange(n),
         item_id=np.array([pr[0] for pr in prompts], dtype=object),
-        condition=np.array(["latin_square"] * n, dtype=object),
-        target=np.array([None] * n, dtype=object),
-        rotation=np.zeros(n, dtype=np.int64),
-        ctx_rotation=np.full(n, -1),
+        design={"condition": np.array(["latin_square"] * n, dtype=object), "target": np.array([None] * n, dtype=object),
+                "rotation": np.zeros(n, dtype=np.int64), "ctx_rotation": np.full(n, -1)},
         groups=np.array([pr[2] for pr in prompts], dtype=object),
         logprobs=lp.astype(np.float32),
         greedy_valid=np.ones(n, dtype=bool),

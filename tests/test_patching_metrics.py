@@ -134,13 +134,13 @@ def _pairs(run_dir: Path) -> tuple[list[dict], np.ndarray]:
     whose target is null or not shown. Patched log-probs: the destination's scores at layer 0, their
     mean with the source's at layer 1, the source's scores at layer 3."""
     table = load_run(run_dir).table()
-    c0 = {(i, r): p for p, i, r, c in zip(table.prompt_id, table.item_id, table.rotation, table.condition)
-          if c == "C0"}
+    condition, rotation, target = (table.column(name) for name in ("condition", "rotation", "target"))
+    c0 = {(i, r): p for p, i, r, c in zip(table.prompt_id, table.item_id, rotation, condition) if c == "C0"}
     rows = []
-    for p in np.flatnonzero(table.condition == "C1"):
-        d = c0[(table.item_id[p], table.rotation[p])]
+    for p in np.flatnonzero(condition == "C1"):
+        d = c0[(table.item_id[p], rotation[p])]
         assert (table.groups[p] == table.groups[d]).all()
-        rows.append({"item_id": table.item_id[p], "rotation": int(table.rotation[p]), "target": table.target[p],
+        rows.append({"item_id": table.item_id[p], "rotation": int(rotation[p]), "target": target[p],
                      "source_id": int(p), "dest_id": int(d)})
     rows += [{**rows[0], "target": None}, {**rows[1], "target": "Atlantis"}]
     rows = [{"pair": k, **r} for k, r in enumerate(rows)]

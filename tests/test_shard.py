@@ -203,8 +203,7 @@ def test_merge_out_must_be_apart_from_its_inputs(sharded: tuple[Path, Path, list
 
 
 def _prompt(pid: int, item: str, n_tokens: int) -> RenderedPrompt:
-    p = Prompt(prompt_id=pid, item_id=item, condition="C0", target=None, rotation=0, ctx_rotation=None, order=(0,),
-               groups=("g",), message="", prefix_key=item)
+    p = Prompt(prompt_id=pid, item_id=item, order=(0,), groups=("g",), message="", prefix_key=item)
     return RenderedPrompt(p, "", np.arange(n_tokens))
 
 

@@ -157,8 +157,8 @@ def test_letter_ids_in_context(case: Case, kind: ModelKind) -> None:
 def test_render_prompts(case: Case, kind: ModelKind) -> None:
     tok, settings, verified = _setup(case, kind)
     # Two items' prompts: every condition, rotations 0 and 3, several targets and context rotations.
-    prompts: list[Prompt] = [p for p in build_prompts([_item(0), _item(1)]) if p.rotation in (0, 3)][::3]
-    assert {p.condition for p in prompts} == {"C0", "C1", "C2", "C3"}
+    prompts: list[Prompt] = [p for p in build_prompts([_item(0), _item(1)]) if p.value("rotation") in (0, 3)][::3]
+    assert {p.value("condition") for p in prompts} == {"C0", "C1", "C2", "C3"}
 
     rendered, letter_ids = render_prompts(tok, prompts, list("ABCD"), settings, case.id, max_positions=4096)
     assert [r.prompt for r in rendered] == prompts

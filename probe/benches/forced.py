@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from probe.benches.task import (
     Column,
@@ -35,17 +37,17 @@ from probe.prompts.parse import parse_answer
 from probe.prompts.text import TEXT_FORMS, TextMessage
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
-from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
+from probe.results.schemas import GENERATIONS_SCHEMA, forced_prompts_schema
 from probe.results.scores import ScoreTable, forced_choice_rows
-from probe.types import RenderedPrompt
+from probe.types import Design, RenderedPrompt
 from probe.viz.figures import Figure
 from probe.viz.letters import letter_section, warnings_block
 from probe.viz.markdown import invalid_section, value_ci
 from probe.viz.text_agreement import agreement_section, choice_agreement_markdown
 
-__all__ = ["LETTER_TABLES", "ForcedChoice", "choice_agreement_markdown", "forced_choice_task",
-           "generated_choice_agreement", "headline", "is_generation_run", "is_text_only_run", "letter_columns",
-           "letter_metrics", "letter_report", "parse_letter", "text_columns"]
+__all__ = ["LETTER_TABLES", "ROTATION_COLUMNS", "ROTATION_DESIGN", "ForcedChoice", "choice_agreement_markdown",
+           "forced_choice_task", "generated_choice_agreement", "headline", "is_generation_run", "is_text_only_run",
+           "letter_columns", "letter_metrics", "letter_report", "letter_tables", "parse_letter", "text_columns"]
 
 Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
 """`(table, options, bench spec) → {"expected", "greedy", "ci95", …}` of one bench."""
@@ -62,10 +64,11 @@ def is_text_only_run(run: Run) -> bool:
     return run.manifest.backend.mode == "text"
 
 
-def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarray | None, AnalysisOptions],
-                                                                  MetricsTree]:
+def letter_metrics(compute: Compute, spec_type: type, design: Design
+                   ) -> Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree]:
     """The `Task.metrics` hook of a forced-choice bench: the header every such run reports, then
-    the bench's own blocks from `compute` on the (masked) table.
+    the bench's own blocks from `compute` on the (masked) table, and the letter-prior blocks over
+    the conditions and prompt groups of its `design`.
 
     Generation runs read one-hot choices (invalid outputs excluded and counted); letter runs
     report the letter mass and how often the full-vocabulary argmax is a letter.
@@ -102,7 +105,7 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
                                   "n_units": len(np.unique(table.item_id.astype(str)))}})
         if len(table.prompt_id):
             out.update(compute(table, opts, spec))
-            out.update(letter_blocks(compute, table, opts, spec, is_generation_run(run), out.get("ci95"),
+            out.update(letter_blocks(compute, table, design, opts, spec, is_generation_run(run), out.get("ci95"),
                                      letters_read=not is_text_only_run(run)))
         else:  # every generation invalid: nothing to aggregate, which the report says
             out.update({"expected": None, "greedy": None, "ci95": {}})
@@ -111,8 +114,8 @@ def letter_metrics(compute: Compute, spec_type: type) -> Callable[[Run, np.ndarr
     return metrics
 
 
-def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, generated: bool,
-                  ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
+def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: AnalysisOptions, spec: Any,
+                  generated: bool, ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
     """The letter-prior decomposition (`probe.metrics.letters`) and the `debiased` tree.
 
     The debiased tree is the bench's own `compute` on the debiased choice distribution `q`
@@ -126,11 +129,12 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     """
     lopts = LetterOptions(temperature=opts.temperature, n_boot=opts.n_boot, seed=opts.seed,
                           prior_ratio=opts.letter_prior_ratio)
-    letters = analyse(table, lopts, generated)
+    letters = analyse(table, design, lopts, generated)
     if letters.debiased is None:  # some condition's design cannot separate letter from content
         if ci95 is not None and opts.n_boot > 0:
             ci95.update(letters.ci)
-        return {"debiased": None, **letters.blocks, **text_blocks(compute, table, opts, spec, None, ci95, letters_read)}
+        return {"debiased": None, **letters.blocks,
+                **text_blocks(compute, table, design, opts, spec, None, ci95, letters_read)}
     with np.errstate(divide="ignore"):
         lp = opts.temperature * np.log(letters.debiased)
     with capture_replicates() as box:
@@ -140,11 +144,11 @@ def letter_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, sp
     if ci95 is not None and opts.n_boot > 0:
         ci95.update({"debiased": (debiased.get("ci95") or {}).get("expected"), **letters.ci})
     return {"debiased": debiased.get("expected"), **letters.blocks,
-            **text_blocks(compute, table, opts, spec, letters.debiased, ci95, letters_read)}
+            **text_blocks(compute, table, design, opts, spec, letters.debiased, ci95, letters_read)}
 
 
-def text_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, debiased: np.ndarray | None,
-                ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
+def text_blocks(compute: Compute, table: ScoreTable, design: Design, opts: AnalysisOptions, spec: Any,
+                debiased: np.ndarray | None, ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
     """The answer-text reading's trees and the letter-vs-text `agreement` audit; `{}` for a run
     without a text reading (its metrics.json gains no key).
 
@@ -165,7 +169,7 @@ def text_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec
         out["text_norm"] = _tree_of(compute, replace(table, logprobs=per_byte(table)), opts, spec, "text_norm", ci95)
     if not letters_read:
         return out
-    audit = agreement(table, debiased, opts)
+    audit = agreement(table, design, debiased, opts)
     if audit.replicates is not None:
         record_replicates("agreement", audit.replicates)
     if ci95 is not None and opts.n_boot > 0:
@@ -173,13 +177,14 @@ def text_blocks(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec
     return {**out, "agreement": audit.block}
 
 
-def generated_choice_agreement(scored: Run, generated: Run, opts: AnalysisOptions) -> Agreement:
+def generated_choice_agreement(scored: Run, generated: Run, design: Design, opts: AnalysisOptions) -> Agreement:
     """How often the letter, debiased and text readings of a letters(+text) run `scored` pick what
-    the generation run `generated` of the same design generated
-    (`probe.metrics.text_agreement.choice_agreement`)."""
+    the generation run `generated` of the same design generated, per condition of the bench's
+    `design` (`probe.metrics.text_agreement.choice_agreement`)."""
     table = scored.table()
-    letters = analyse(table, LetterOptions(temperature=opts.temperature, n_boot=0, seed=opts.seed))
-    return choice_agreement(table, read_generation_table(generated.path, generated.letters)[0], letters.debiased, opts)
+    letters = analyse(table, design, LetterOptions(temperature=opts.temperature, n_boot=0, seed=opts.seed))
+    return choice_agreement(table, read_generation_table(generated.path, generated.letters)[0], design,
+                            letters.debiased, opts)
 
 
 def _tree_of(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, name: str,
@@ -246,6 +251,30 @@ def headline(metrics: Mapping[str, Any]) -> Headline:
     return Headline(metrics.get("expected"), (metrics.get("ci95") or {}).get("expected"))
 
 
+LETTER_READING = (
+    "Each letter log-prob is split into a letter effect (the prior π, the same for every item), a content "
+    "effect (the option shown) and a residual. The letter share is the part common to the condition's "
+    "items; letter × group is what differs between items (item-specific letter preferences; at DiSCo's "
+    "C3 also the primacy of the fact in slot 1, whose letter moves with the context rotation). The "
+    "`debiased` column of the tables above is every metric recomputed with the letter prior removed; "
+    "metrics of position itself (letter probabilities, PPR) are 1/K there by construction. Top pick share: "
+    "the letter most often picked (greedy or generated) and its share over the complete groups, 1/K for "
+    "a model blind to letters whatever its content preference.")
+"""How the letter-prior section of a forced-choice report reads (`probe.viz.letters.letter_section`)."""
+
+ESTIMATORS = {
+    "rotations": "closed form over the orderings of each item (every option once at every letter)",
+    "prior_division": "prior pooled over the run's balanced design, each prompt debiased as p / π renormalised "
+                      "(PriDe); assumes the design balances content across letters",
+    "mixed": "closed form where an item has all orderings, p / π elsewhere (π from the complete groups; an "
+             "incomplete group keeps its own letter effects, e.g. DiSCo C3's primacy)",
+    "count_fit": "fit of the choice counts: π by the pairwise conditional likelihood within each item's orderings "
+                 "(free of the contents), contents by iterative proportional fitting with π held; with one ordering "
+                 "per item, both jointly by IPF with content per label",
+}
+"""What each letter-prior estimator (`probe.metrics.letters`) does, as the report says it."""
+
+
 def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Run], str]:
     """The `Task.report` hook: the bench's own markdown, opened by the letter-prior warning when it
     fires and followed by the letter-prior section (and, with a text reading, the letter-vs-text
@@ -258,7 +287,7 @@ def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping
         title, _, rest = text.partition("\n")
         # the letter warning comes first: it changes how every number below reads
         text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")])
-        text += letter_section(metrics) + agreement_section(metrics)
+        text += letter_section(metrics, LETTER_READING, ESTIMATORS) + agreement_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
         return text
@@ -272,10 +301,30 @@ def parse_letter(rendered: RenderedPrompt, text: str, bench: PreparedBench) -> d
     return {"parsed_letter": parsed.letter, "rationale": parsed.rationale}
 
 
-LETTER_TABLES = Tables(prompts_schema=PROMPTS_SCHEMA, prompt_rows=forced_choice_rows,
-                       generations_schema=GENERATIONS_SCHEMA, parse_generation=parse_letter)
-"""Every forced-choice bench's tables: one row per prompt with its option order and groups; a
-generated answer's parsed letter and rationale."""
+ROTATION_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field("condition", pa.string()), pa.field("target", pa.string()), pa.field("rotation", pa.int64()),
+    pa.field("ctx_rotation", pa.int64()),
+)
+"""The design columns the built-in forced-choice benches store (a bench's stored layout, kept as
+it was): the condition, the group a cue names, the option rotation and the context rotation of
+each prompt (null where a bench has none of these)."""
+
+ROTATION_DESIGN = Design(condition="condition", target="target", ordering="rotation")
+"""The parts `ROTATION_COLUMNS` play: conditions analysed apart, cue targets, rotations within a
+prompt group (a bench adds its default contrast and lens reference with `dataclasses.replace`)."""
+
+
+@cache
+def letter_tables(design: tuple[pa.Field, ...]) -> Tables:
+    """A forced-choice bench's tables: one prompt row with its `design` columns, option order and
+    groups; a generated answer's parsed letter and rationale."""
+    return Tables(prompts_schema=forced_prompts_schema(design),
+                  prompt_rows=partial(forced_choice_rows, design=tuple(f.name for f in design)),
+                  generations_schema=GENERATIONS_SCHEMA, parse_generation=parse_letter)
+
+
+LETTER_TABLES = letter_tables(ROTATION_COLUMNS)
+"""The tables of a forced-choice bench with `ROTATION_COLUMNS` (the `ForcedChoice` default)."""
 
 Extra = Callable[[Run, np.ndarray | None], dict[str, Any]]
 """`(run, prompt mask or None) → metrics.json` entries read from other tables, after the letter
@@ -304,19 +353,24 @@ class ForcedChoice:
     """Metrics beyond the letter ones, appended to `metrics.json` (None: none)."""
     text_message: TextMessage | None = None
     """Its answer-text reading's user message (`probe.prompts.text`; both forms); None: none."""
+    design_columns: tuple[pa.Field, ...] = ROTATION_COLUMNS
+    """Its design fields stored as `prompts.parquet` columns (after `item_id`), in order; a prompt
+    without one of them stores null."""
+    design: Design = ROTATION_DESIGN
+    """The parts its design fields play (`Task.design`)."""
 
 
 def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging: Judging = Judging()) -> Task:
     """The `Task` of a forced-choice bench: letter answers, the letter tables and metric header,
     the letter-prior blocks around its own `compute`, the expected tree as headline, its report
     body inside the letter report; `judging` only for a bench that judges generated rationales."""
-    metrics = letter_metrics(bench.compute, bench.spec_type)
+    metrics = letter_metrics(bench.compute, bench.spec_type, bench.design)
     if bench.extra_metrics is not None:
         metrics = _with_extra(metrics, bench.extra_metrics)
     return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers="letters",
                 prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report),
-                presentation=presentation, tables=LETTER_TABLES, figures=bench.figures, judging=judging,
-                text_forms=TEXT_FORMS if bench.text_message else (),
+                presentation=presentation, tables=letter_tables(bench.design_columns), figures=bench.figures,
+                judging=judging, design=bench.design, text_forms=TEXT_FORMS if bench.text_message else (),
                 text_message=bench.text_message or no_text_message)
 
 

@@ -31,7 +31,7 @@ from probe.prompts.render import ANSWER_CUE
 from probe.prompts.text import TextMessage
 from probe.results.run import Run
 from probe.results.schemas import judgements_schema
-from probe.types import Item, Prompt, RenderedPrompt
+from probe.types import Design, Item, Prompt, RenderedPrompt
 from probe.viz.figures import Figure
 
 
@@ -99,6 +99,11 @@ def no_judging(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -
     return []
 
 
+def judge_errors(metrics: Mapping[str, Any]) -> int:
+    """The failed judge verdicts a run's `metrics.json` counts in `n_judge_errors`."""
+    return int(metrics.get("n_judge_errors") or 0)
+
+
 @dataclass(frozen=True)
 class Presentation:
     """How the reports show a bench beyond its own `report.md`: the columns of the sweep, paired,
@@ -145,6 +150,9 @@ class Judging:
     schema: pa.Schema = judgements_schema()
     """`judgements.parquet` (`probe.results.schemas.judgements_schema` over the columns that
     identify its verdicts and its judge tasks' verdict columns); only a bench that judges needs one."""
+    errors: Callable[[Mapping[str, Any]], int] = judge_errors
+    """`metrics.json → how many judge verdicts failed` (left out of its metrics; the run's summary
+    warns of them), wherever its metrics count them."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +187,10 @@ class Task:
     """A run's figures, written into the given directory."""
     judging: Judging = Judging()
     """What it asks a judge, which judges can answer, and its `judgements.parquet`."""
+    design: Design = Design()
+    """The parts its prompts' design fields play in generic analyses: the field of the conditions
+    analysed apart, of the group a cue names, of the option rotation; the conditions interventions
+    compare by default and the one the logit lens reads (`probe.types.Design`; default: none)."""
     text_forms: tuple[str, ...] = ()
     """The answer-text formulations it supports (`bench.text_form`, `probe.prompts.text`); empty:
     no text reading, and `backend.mode=text|letters+text` is refused. A bench with some has a

@@ -6,6 +6,7 @@ Both read only stored files (`lens.safetensors`, `activations.safetensors`, the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,10 +16,12 @@ from probe.errors import ProbeInputError
 from probe.metrics.core import jsd_bits
 from probe.probs import choice_probs, exposure_shares, group_sums
 from probe.results.run import Run
+from probe.types import Design
 
 
-def layer_table(run: Run, condition: str | None = "C0", temperature: float = 1.0) -> dict[str, Any]:
-    """Per layer, over one condition's prompts (`None` = all prompts; CCD-Bench runs use None):
+def layer_table(run: Run, design: Design, condition: str | None = None, temperature: float = 1.0) -> dict[str, Any]:
+    """Per layer, over the prompts of one condition of the bench's `design` (`None` = all prompts;
+    `lens_condition` picks the one a run's report reads):
     the group distribution (CSD), the mean letter-position distribution, `jsd_to_final` — the
     JSD (bits) of the layer's *group* distribution to the final layer's — and
     `letter_jsd_to_final`, the mean over prompts of each prompt's *letter* distribution's JSD
@@ -29,7 +32,7 @@ def layer_table(run: Run, condition: str | None = "C0", temperature: float = 1.0
     letter distributions are far from the final layer's."""
     lens = run.lens()  # [prompt, layer, letter]
     table = run.table()
-    mask = np.ones(len(table.prompt_id), bool) if condition is None else table.condition == condition
+    mask = np.ones(len(table.prompt_id), bool) if condition is None else table.conditions(design) == condition
     if not mask.any():
         raise ProbeInputError(f"{run.path}: no prompts of condition {condition!r}")
     groups = table.groups[mask]
@@ -48,6 +51,16 @@ def layer_table(run: Run, condition: str | None = "C0", temperature: float = 1.0
         "jsd_to_final": [float(jsd_bits(c, final)) for c in csd],
         "letter_jsd_to_final": [float(jsd_bits(p, per_prompt[-1]).mean()) for p in per_prompt],
     }
+
+
+def lens_condition(conditions: Sequence[str], design: Design) -> str | None:
+    """The condition the lens table of a run with these `conditions` (in prompt order) reads: of
+    several, the design's reference condition when the run has it, else the first; of one, None
+    (all prompts)."""
+    distinct = list(dict.fromkeys(conditions))
+    if len(distinct) < 2:
+        return None
+    return design.reference if design.reference in distinct else distinct[0]
 
 
 def first_layer_within(table: dict[str, Any], bits: float = 0.01, key: str = "jsd_to_final") -> int:

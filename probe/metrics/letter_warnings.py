@@ -23,14 +23,15 @@ def prior_threshold(k: int, ratio_: float) -> float:
     return min(ratio_ / k, (1.0 + 1.0 / k) / 2.0)
 
 
-def warnings_of(blocks: Mapping[str, Any], table: ScoreTable, opts: _Options,
+def warnings_of(blocks: Mapping[str, Any], table: ScoreTable, conditions: np.ndarray, opts: _Options,
                 picks_kind: str = "greedy") -> list[dict[str, Any]]:
     """Conditions where the letter drives the answer, with the reasons that fired:
     `letter_share` (the common letter effect explains more log-prob variance than the content),
     `prior` (the largest fitted prior exceeds `prior_threshold`), `pick_share` (more than that
     share of the greedy — or generated, `picks_kind` — picks land on one letter). The last needs
     no model, so it fires also where no prior could be estimated. Each names the letter, its
-    prior and pick share, the variance shares and how many picks it took."""
+    prior and pick share, the variance shares and how many picks it took; `conditions` is
+    `[prompt]` each prompt's condition label."""
     out = []
     k = table.logprobs.shape[1]
     limit = prior_threshold(k, opts.prior_ratio)
@@ -52,7 +53,7 @@ def warnings_of(blocks: Mapping[str, Any], table: ScoreTable, opts: _Options,
             reasons.append("pick_share")
         if not reasons:
             continue
-        mine = np.asarray(table.condition) == cond
+        mine = np.asarray(conditions) == cond
         out.append({"condition": cond, "letter": letter, "prior": prior.get(letter), "uniform": 1.0 / k,
                     "threshold": limit, "pick_share": shares[letter],
                     "letter_share": split.get("letter"), "content_share": split.get("content"),

@@ -1,8 +1,8 @@
 """Is a choice the content or the letter? The letter-prior decomposition of a forced-choice run
 (SPEC §8), computed from the stored letter log-probs alone.
 
-A *prompt group* is one item under one condition, target and context rotation (the prompts
-that differ only in the option order). With letters renormalised over the K letters, write
+A *prompt group* is one item under one value of every design field but the ordering (the
+prompts that differ only in the option order; `probe.types.Design`). With letters renormalised over the K letters, write
 
     L[r, j] = log p_r(j) = μ_r + a_j + c(o[r, j]) + e[r, j]
 
@@ -43,7 +43,7 @@ from probe.metrics.ipf import fit_choices
 from probe.metrics.letter_warnings import warnings_of
 from probe.metrics.pairfit import fit_prior, pair_data, separated
 from probe.results.scores import ScoreTable
-from probe.types import LETTERS
+from probe.types import LETTERS, Design
 
 ROTATIONS, PRIOR, MIXED, COUNTS, NONE = "rotations", "prior_division", "mixed", "count_fit", "none"
 """Estimators: the closed form over complete groups; PriDe's `p / π` where no group is complete;
@@ -82,6 +82,10 @@ class PromptGroups:
     """`[prompt]` group of each prompt."""
     condition: np.ndarray
     """`[group]` condition label."""
+    conditions: np.ndarray
+    """`[prompt]` condition label."""
+    cells: list[tuple[Any, ...]]
+    """Per prompt, its design values besides the condition and the ordering (`ScoreTable.cells`)."""
     item: np.ndarray
     """`[group]` item index into the sorted item ids."""
     complete: np.ndarray
@@ -102,13 +106,15 @@ class LetterAnalysis:
     """`letter_prior`, `letter_split` intervals (empty without a bootstrap)."""
 
 
-def prompt_groups(table: ScoreTable) -> PromptGroups:
-    """Group prompts by (item, condition, target, context rotation); mark complete groups."""
+def prompt_groups(table: ScoreTable, design: Design) -> PromptGroups:
+    """Group prompts by item, condition and the other design values but the ordering (`design`);
+    mark complete groups."""
     items, item_idx = np.unique(table.item_id.astype(str), return_inverse=True)
+    conditions, cells = table.conditions(design), table.cells(design)
     keys: dict[tuple[Any, ...], int] = {}
     index = np.empty(len(table.prompt_id), dtype=np.int64)
     for r in range(len(index)):
-        key = (item_idx[r], table.condition[r], table.target[r], int(table.ctx_rotation[r]))
+        key = (item_idx[r], conditions[r], *cells[r])
         index[r] = keys.setdefault(key, len(keys))
     cond = np.array([k[1] for k in keys], dtype=object)
     item = np.array([k[0] for k in keys], dtype=np.int64)
@@ -121,7 +127,7 @@ def prompt_groups(table: ScoreTable) -> PromptGroups:
             complete[g] = rows.shape[0] == k and bool(
                 (np.sort(rows, axis=0) == np.arange(k)[:, None]).all() and
                 (np.sort(rows, axis=1) == np.arange(k)[None, :]).all())
-    return PromptGroups(index=index, condition=cond, item=item, complete=complete)
+    return PromptGroups(index=index, condition=cond, conditions=conditions, cells=cells, item=item, complete=complete)
 
 
 def members_of(index: np.ndarray, n: int) -> list[np.ndarray]:
@@ -148,15 +154,16 @@ def softmax(a: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def analyse(table: ScoreTable, opts: LetterOptions, generated: bool = False) -> LetterAnalysis:
-    """Letter prior, variance split, debiased probabilities and warnings of a forced-choice table.
+def analyse(table: ScoreTable, design: Design, opts: LetterOptions, generated: bool = False) -> LetterAnalysis:
+    """Letter prior, variance split, debiased probabilities and warnings of a forced-choice table,
+    per condition of the bench's `design`, over its prompt groups.
 
     `generated`: the table holds one-hot generated choices (log p ∈ {0, −inf}), fitted by counts.
     Every run also reports `letter_pick_shares`: the share of greedy (letter runs) or generated
     picks at each letter over the complete groups (all prompts where none is complete) — 1/K
     for a model blind to letters, whatever its content preference, and free of any model.
     """
-    groups = prompt_groups(table)
+    groups = prompt_groups(table, design)
     n_items = len(np.unique(table.item_id.astype(str)))
     boot = bootstrap_weights(n_items, opts.n_boot, opts.seed) if opts.n_boot > 0 else None
     conditions = sorted({str(c) for c in groups.condition})
@@ -182,7 +189,8 @@ def analyse(table: ScoreTable, opts: LetterOptions, generated: bool = False) -> 
         for key in ("letter_prior", "letter_split"):
             if part.ci.get(key) is not None:
                 ci[key][cond] = part.ci[key]
-    blocks["letter_warnings"] = warnings_of(blocks, table, opts, "generated" if generated else "greedy")
+    blocks["letter_warnings"] = warnings_of(blocks, table, groups.conditions, opts,
+                                            "generated" if generated else "greedy")
     return LetterAnalysis(debiased=debiased, blocks=blocks, ci=ci if boot is not None else {})
 
 
@@ -341,7 +349,7 @@ def _count_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray, 
     picks locked onto letters: no maximum exists), the pick shares in its place — and the
     contents are fitted by IPF with π held, keyed per (group, option). Where every group has one
     ordering (a Latin square across items), π and contents are fitted jointly by IPF with the
-    content keyed by the label shown within its condition, target and context rotation — few
+    content keyed by the label shown within its condition and prompt-group design values — few
     contents, so no incidental-parameter bias, relying on the design to separate label and letter."""
     picks = np.asarray(table.logprobs[rows]).argmax(axis=1)
     k = table.logprobs.shape[1]
@@ -352,7 +360,7 @@ def _count_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray, 
     order = np.asarray(table.order)[rows]
     sizes = np.bincount(g)[g]
     labels = np.asarray(table.groups)[rows].astype(str)
-    context = np.array([f"{table.target[r]}|{table.ctx_rotation[r]}" for r in rows], dtype=object)
+    context = np.array(["|".join(map(str, groups.cells[r])) for r in rows], dtype=object)
     per_group = np.char.add("g", (g[:, None] * k + order).astype(str))
     per_label = np.char.add(np.char.add("l", context.astype(str)[:, None]), np.char.add("|", labels))
     key = np.unique(np.where((sizes > 1)[:, None], per_group, per_label), return_inverse=True)[1].reshape(onehot.shape)

@@ -47,6 +47,7 @@ from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, bootstrap_weights, jsd_bits, percentile_ci, ratio, to_scalars, wsum
 from probe.probs import choice_probs, exposure_shares
 from probe.results.scores import ScoreTable
+from probe.types import Design
 
 
 @dataclass(frozen=True)
@@ -156,9 +157,9 @@ def evaluate(s: PairSums, w: np.ndarray, names: list[str], by_group: bool = True
     return out
 
 
-def agreement(table: ScoreTable, debiased: np.ndarray | None, opts: AnalysisOptions) -> Agreement:
-    """The agreement audit of a table with a text reading (module docstring): per condition,
-    letters vs text and, when `debiased` (`[prompt, letter]` q) is given, q vs text."""
+def agreement(table: ScoreTable, design: Design, debiased: np.ndarray | None, opts: AnalysisOptions) -> Agreement:
+    """The agreement audit of a table with a text reading (module docstring): per condition of the
+    bench's `design`, letters vs text and, when `debiased` (`[prompt, letter]` q) is given, q vs text."""
     if table.text_logprobs is None:
         raise ValueError("agreement needs a table with a text reading (text_logprobs)")
     item = np.unique(table.item_id.astype(str), return_inverse=True)[1]
@@ -171,8 +172,9 @@ def agreement(table: ScoreTable, debiased: np.ndarray | None, opts: AnalysisOpti
     block: dict[str, Any] = {}
     ci: dict[str, Any] = {}
     reps: dict[str, Any] = {}
-    for cond in sorted({str(c) for c in table.condition}):
-        rows = np.nonzero(table.condition.astype(str) == cond)[0]
+    conditions = table.conditions(design)
+    for cond in sorted(set(conditions)):
+        rows = np.nonzero(conditions == cond)[0]
         groups = np.asarray(table.groups)[rows]
         names = sorted({str(g) for g in groups.ravel()})
         sums = {name: pair_sums(_rows(r, rows), _rows(text, rows), groups, item[rows], n_items, names)
@@ -184,10 +186,10 @@ def agreement(table: ScoreTable, debiased: np.ndarray | None, opts: AnalysisOpti
     return Agreement(block=block, ci=ci, replicates=reps if boot is not None else None)
 
 
-def choice_agreement(table: ScoreTable, generated: ScoreTable, debiased: np.ndarray | None,
+def choice_agreement(table: ScoreTable, generated: ScoreTable, design: Design, debiased: np.ndarray | None,
                      opts: AnalysisOptions) -> Agreement:
     """How often each reading of a scored table picks what a generation run of the same design
-    generated: per condition, over the prompts with a valid generated answer, `letters`, `text`
+    generated: per condition of the bench's `design`, over the prompts with a valid generated answer, `letters`, `text`
     (with a text reading) and `debiased` (with `debiased` q) each give `argmax` (the share of
     prompts whose pick is the generated letter's option) and `JSD` (bits, between the reading's
     group shares and the generated picks' shares). `generated` is the one-hot table of
@@ -208,11 +210,12 @@ def choice_agreement(table: ScoreTable, generated: ScoreTable, debiased: np.ndar
         readings["text"] = Reading(table.text_logprobs, choice_probs(table.text_logprobs, opts.temperature))
     if debiased is not None:
         readings["debiased"] = Reading(debiased, debiased)
-    return _against(replace(table.subset(rows), logprobs=picks), {k: _rows(r, rows) for k, r in readings.items()},
+    reference = replace(table.subset(rows), logprobs=picks)
+    return _against(reference, reference.conditions(design), {k: _rows(r, rows) for k, r in readings.items()},
                     np.unique(table.item_id.astype(str)), opts)
 
 
-def _against(reference: ScoreTable, readings: dict[str, Reading], items: np.ndarray,
+def _against(reference: ScoreTable, conditions: np.ndarray, readings: dict[str, Reading], items: np.ndarray,
              opts: AnalysisOptions) -> Agreement:
     """Each reading against the choices `reference.logprobs` (one-hot), per condition."""
     item = np.searchsorted(items, reference.item_id.astype(str))
@@ -221,8 +224,8 @@ def _against(reference: ScoreTable, readings: dict[str, Reading], items: np.ndar
     block: dict[str, Any] = {}
     ci: dict[str, Any] = {}
     reps: dict[str, Any] = {}
-    for cond in sorted({str(c) for c in reference.condition}):
-        rows = np.nonzero(reference.condition.astype(str) == cond)[0]
+    for cond in sorted(set(conditions)):
+        rows = np.nonzero(conditions == cond)[0]
         groups = np.asarray(reference.groups)[rows]
         names = sorted({str(g) for g in groups.ravel()})
         sums = {k: pair_sums(_rows(r, rows), _rows(ref, rows), groups, item[rows], len(items), names)

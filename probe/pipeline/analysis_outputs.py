@@ -13,7 +13,7 @@ import numpy as np
 from probe.benches.task import Task
 from probe.files import make_dirs, write_json
 from probe.metrics.core import AnalysisOptions, get_path
-from probe.metrics.lens import layer_table
+from probe.metrics.lens import layer_table, lens_condition
 from probe.metrics.patching import patching_table
 from probe.report.run import RunAnalyses
 from probe.results.patching import TENSORS_FILE
@@ -29,7 +29,7 @@ def run_analyses(run: Run, task: Task, opts: AnalysisOptions) -> RunAnalyses:
     """Compute and write the lens and patching tables (runs that stored their tensors) and draw
     every figure of the run's report into `figures/`; `run.metrics` is what `metrics.json` holds."""
     figures_dir = run.path / "figures"
-    lens = lens_outputs(run, figures_dir) if (run.path / "lens.safetensors").is_file() else None
+    lens = lens_outputs(run, task, figures_dir) if (run.path / "lens.safetensors").is_file() else None
     # Not merely patching.png on disk: a stale figure of removed patching files stays out.
     patching = patching_outputs(run, opts, figures_dir) if (run.path / TENSORS_FILE).is_file() else None
     figures = task.figures(run, figures_dir) if run.metrics else []
@@ -39,19 +39,14 @@ def run_analyses(run: Run, task: Task, opts: AnalysisOptions) -> RunAnalyses:
         figures.append(Figure("lens.png", figures_dir / "lens.png", LENS_CAPTION))
     if patching is not None:
         figures.append(Figure("patching.png", figures_dir / "patching.png", PATCHING_CAPTION))
-    return RunAnalyses(figures=tuple(figures), lens=lens, patching=patching)
+    return RunAnalyses(figures=tuple(figures), lens=lens, patching=patching, design=task.design)
 
 
-def lens_condition(run: Run) -> str | None:
-    """The condition the lens table reads: the first of several (DiSCo: C0, no context), else all
-    prompts (None)."""
-    conditions = list(dict.fromkeys(run.prompts.column("condition").to_pylist()))
-    return conditions[0] if len(conditions) > 1 else None
-
-
-def lens_outputs(run: Run, figures_dir: Path) -> dict[str, Any]:
-    """The logit lens's per-layer table (`lens_layers.json`) and its figure (`lens.png`)."""
-    lens = layer_table(run, lens_condition(run))
+def lens_outputs(run: Run, task: Task, figures_dir: Path) -> dict[str, Any]:
+    """The logit lens's per-layer table (`lens_layers.json`) over the condition `lens_condition`
+    picks by the task's design, and its figure (`lens.png`)."""
+    design = task.design
+    lens = layer_table(run, design, lens_condition(run.table().conditions(design), design))
     write_json(run.path / "lens_layers.json", lens)
     plot_layers(lens, make_dirs(figures_dir) / "lens.png")
     return lens

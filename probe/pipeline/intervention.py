@@ -10,6 +10,8 @@
   `v_c = mean(residual | source prompts targeting c) − mean(residual | dest prompts)` comes from
   the activations a previous run captured (`vectors`).
 
+Null `source` and `dest` are the conditions the bench's `Design.contrast` names (DiSCo: C1, C0).
+
 Both ride on the HF backend's trie passes (`probe.backends.interventions`), so batching and
 prefix sharing stay exact.
 """
@@ -19,16 +21,17 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from probe.backends.base import Patcher
+from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
 from probe.results.manifest import read_manifest
-from probe.types import LetterIds, RenderedPrompt
+from probe.types import Design, LetterIds, Prompt, RenderedPrompt
 
 if TYPE_CHECKING:  # torch only when a steered run is built: configs and confgen stay light
     from probe.backends.interventions import InterventionPlan
@@ -48,10 +51,10 @@ class PatchSpec:
 
     name: Literal["patch"] = "patch"
     """none | patch (activation patching) | steer (steering vectors)."""
-    source: str = "C1"
-    """Condition of the source prompts (whose residual is written in), e.g. C1 or C2."""
-    dest: str = "C0"
-    """Condition of the destination prompts (same item, same option order)."""
+    source: str | None = None
+    """Condition of the source prompts (whose residual is written in), e.g. C1 or C2; null: the bench's (DiSCo: C1)."""
+    dest: str | None = None
+    """Condition of the destination prompts (same item, same option order); null: the bench's (DiSCo: C0)."""
     layers: tuple[int, ...] = ()
     """Decoder layers to patch, one at a time (negative: from the end); empty = every layer."""
 
@@ -72,55 +75,68 @@ class SteerSpec:
     """Multiple of v_c added (0 = a plain run)."""
     positions: Literal["last", "all"] = "last"
     """last: the answer position; all: every position from the end of the shared prefix."""
-    source: str = "C1"
-    """v_c = mean residual of `source` prompts targeting c …"""
-    dest: str = "C0"
-    """… minus the mean residual of `dest` prompts."""
+    source: str | None = None
+    """v_c = mean residual of `source` prompts targeting c … (null: the bench's condition; DiSCo: C1)"""
+    dest: str | None = None
+    """… minus the mean residual of `dest` prompts (null: the bench's condition; DiSCo: C0)."""
 
 
 InterventionSpec = NoIntervention | PatchSpec | SteerSpec
 INTERVENTIONS: dict[str, type] = {"none": NoIntervention, "patch": PatchSpec, "steer": SteerSpec}
 
 
-def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec) -> list[dict[str, Any]]:
-    """`patching.parquet` rows: each source prompt with the destination prompt of its item that
-    shows the options in the same order (so letter j means the same option in both)."""
-    # destinations with targets of their own (C1 as the destination of C2) pair by target too
-    targeted = any(r.prompt.target is not None for r in rendered if r.prompt.condition == spec.dest)
+def with_contrast(spec: InterventionSpec, design: Design) -> InterventionSpec:
+    """The spec with its source and dest conditions set: null ones are the bench's `design.contrast`'s
+    (what the manifest records)."""
+    if isinstance(spec, NoIntervention):
+        return spec
+    source, dest = design.contrast_of(spec.source, spec.dest)
+    return replace(spec, source=source, dest=dest)
 
-    def key_of(p: Any) -> tuple[Any, ...]:
-        return (p.item_id, tuple(p.order), p.target if targeted else None)
+
+def patch_pairs(rendered: Sequence[RenderedPrompt], spec: PatchSpec, design: Design) -> list[dict[str, Any]]:
+    """`patching.parquet` rows: each source prompt with the destination prompt of its item that
+    shows the options in the same order (so letter j means the same option in both); conditions,
+    targets and rotations are the design fields `design` names; `spec` has its conditions set
+    (`with_contrast`)."""
+    condition, target = design.condition_of, design.target_of
+    # destinations with targets of their own (a cued condition as another's destination) pair by target too
+    targeted = any(target(r.prompt) is not None for r in rendered if condition(r.prompt) == spec.dest)
+
+    def key_of(p: Prompt) -> tuple[Any, ...]:
+        return (p.item_id, tuple(p.order), target(p) if targeted else None)
 
     dest: dict[tuple[Any, ...], RenderedPrompt] = {}
     for r in rendered:
-        if r.prompt.condition == spec.dest:
+        if condition(r.prompt) == spec.dest:
             key = key_of(r.prompt)
             if key in dest:
                 raise ProbeInputError(f"intervention.dest={spec.dest}: item {key[0]!r} has several prompts with "
                                       f"option order {list(key[1])} (prompts {dest[key].prompt.prompt_id} and "
                                       f"{r.prompt.prompt_id}); the pairing needs one")
             dest[key] = r
-    conditions = sorted({r.prompt.condition for r in rendered})
+    conditions = sorted({condition(r.prompt) for r in rendered})
     for name, value in (("source", spec.source), ("dest", spec.dest)):
         if value not in conditions:
             raise ProbeInputError(f"intervention.{name}={value}: no prompts of that condition in this run "
                                   f"(its conditions: {conditions})")
-    untargeted = [r.prompt.prompt_id for r in rendered if r.prompt.condition == spec.source and r.prompt.target is None]
+    untargeted = [r.prompt.prompt_id for r in rendered
+                  if condition(r.prompt) == spec.source and target(r.prompt) is None]
     if untargeted:
         raise ProbeInputError(f"intervention.source={spec.source}: its prompts name no target group (e.g. prompt "
                               f"{untargeted[0]}), and the share of the cue's effect restored is read at the target's "
-                              "option; use a source condition with targets (C1, C2)")
+                              "option; use a source condition whose prompts name a target")
     rows = []
     for r in rendered:
         p = r.prompt
-        if p.condition != spec.source:
+        if condition(p) != spec.source:
             continue
         d = dest.get(key_of(p))
         if d is None:
             raise ProbeInputError(f"intervention=patch: source prompt {p.prompt_id} (item {p.item_id!r}, order "
                                   f"{list(p.order)}) has no {spec.dest} prompt with the same options in the same order")
-        rows.append({"pair": len(rows), "item_id": p.item_id, "rotation": p.rotation, "target": p.target,
-                     "source_id": p.prompt_id, "dest_id": d.prompt.prompt_id})
+        rows.append({"pair": len(rows), "item_id": p.item_id, "rotation": p.value(design.ordering),
+                     "target": target(p), "source_id": p.prompt_id, "dest_id": d.prompt.prompt_id})
     return rows
 
 
@@ -138,7 +154,8 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
                    model_record: Mapping[str, Any], n_layers: int, d_model: int) -> Prepared:
     """Load `v_c` from the vectors run (checked: same model, the layer captured, c a target, as
     wide as the model's residual stream, `alpha · v_c` finite in float32) and build one `add`
-    edit per prompt."""
+    edit per prompt; `spec` has its conditions set (`with_contrast`); the vectors run's conditions
+    and targets are read as its bench's design says."""
     import torch
 
     from probe.backends.interventions import Edit, InterventionPlan
@@ -163,7 +180,7 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
         if theirs != model_record.get(k):
             raise ProbeInputError(f"intervention.vectors={path}: made with another model ({k}: {theirs!r}, this "
                                   f"run: {model_record.get(k)!r}); steering vectors belong to one model")
-    vectors = steering_vectors(path, layer, spec.source, spec.dest)
+    vectors = steering_vectors(path, layer, task_of(manifest).design, spec.source, spec.dest)
     if spec.culture not in vectors:
         raise ProbeInputError(f"intervention.culture={spec.culture}: choose one of {sorted(vectors)} (every one in "
                               "turn: -m intervention.culture=" + ",".join(sorted(vectors)) + ")")
@@ -195,10 +212,12 @@ def _check_vector(v: np.ndarray, spec: SteerSpec, path: Path, d_model: int) -> N
 
 
 def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
-                         model_record: Mapping[str, Any], n_layers: int, d_model: int) -> Prepared:
-    """Pairs or steering edits of the run, checked before the run directory is claimed."""
+                         model_record: Mapping[str, Any], n_layers: int, d_model: int, design: Design) -> Prepared:
+    """Pairs or steering edits of the run, checked before the run directory is claimed; conditions
+    the config leaves null are the bench's (`design`)."""
     if isinstance(spec, NoIntervention):
         return Prepared()
+    spec = with_contrast(spec, design)
     from probe.backends.interventions import InterventionPlan
 
     if isinstance(spec, PatchSpec):
@@ -206,10 +225,11 @@ def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedProm
         bad = [layer for layer in layers if not -n_layers <= layer < n_layers]
         if bad:
             raise ProbeInputError(f"intervention.layers: {bad} out of range for {n_layers} layers")
-        pairs = tuple(patch_pairs(rendered, spec))
+        pairs = tuple(patch_pairs(rendered, spec, design))
         resolved = sorted({layer % n_layers for layer in layers})
         return Prepared(InterventionPlan(patch_layers=tuple(resolved)), pairs,
                         {**asdict(spec), "layers_resolved": resolved, "n_pairs": len(pairs)})
+    assert isinstance(spec, SteerSpec)
     return steering_setup(spec, rendered, prefix_lens, model_record, n_layers, d_model)
 
 

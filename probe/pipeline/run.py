@@ -96,14 +96,15 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
     rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
-                                          settings, cfg.model.name, max_positions=max_positions(loaded))
+                                          settings, cfg.model.name, max_positions=max_positions(loaded),
+                                          condition=ref.task.design.condition)
     own = _own_prompts(cfg, rendered, generate)
     reading = prepare_text(cfg, bench, loaded.tokenizer, settings, max_positions(loaded))
     if cfg.dry_run:
         return _dry_run(cfg, loaded, rendered, own, letter_ids, reading)
     prepared = prepare_intervention(cfg.intervention, rendered, shared_prefix_lengths(rendered),
                                     {**asdict(cfg.model), **loaded.info}, _n_layers(loaded.model),
-                                    _d_model(loaded.model))
+                                    _d_model(loaded.model), ref.task.design)
     key = run_key(cfg, loaded, settings, letter_ids, bench, prepared.record)
     held = claim(out, key)
     on_exit.callback(_let_go, held)

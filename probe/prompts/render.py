@@ -21,7 +21,7 @@ import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.prompts.tokenizer import Tokenizer
-from probe.types import LetterIds, ModelKind, Prompt, RenderedPrompt
+from probe.types import DesignValue, LetterIds, ModelKind, Prompt, RenderedPrompt
 
 ANSWER_CUE = '{"answer_choice":"'
 
@@ -119,11 +119,13 @@ def render_prompts(
     settings: RenderSettings,
     model_name: str,
     max_positions: int | None = None,
+    condition: str | None = None,
 ) -> tuple[list[RenderedPrompt], LetterIds | None]:
     """Render and tokenize every prompt; derive letter ids and check every prompt against them.
 
-    Letter ids are derived on the first prompt of each condition; all must agree, and every
-    prompt must end in the same cue tokens, so one set of ids is valid for the whole run.
+    Letter ids are derived on the first prompt of each value of the design field `condition` (the
+    bench's conditions; None: on the first prompt); all must agree, and every prompt must end in
+    the same cue tokens, so one set of ids is valid for the whole run.
     With `letters=None` (generation mode) no letter ids are derived or checked. Prompts with
     different inputs must render different texts (`check_distinct`).
     """
@@ -133,11 +135,11 @@ def render_prompts(
         check_distinct(rendered, settings, tokenizer, model_name)
         return rendered, None
     letter_ids: LetterIds | None = None
-    checked: set[str] = set()
+    checked: set[DesignValue] = set()
     for p in prompts:
-        if p.condition in checked:
+        if p.value(condition) in checked:
             continue
-        checked.add(p.condition)
+        checked.add(p.value(condition))
         ids = derive_letter_ids(tokenizer, render_text(tokenizer, p, settings), letters, settings, model_name)
         if letter_ids is not None and ids.ids != letter_ids.ids:
             raise ProbeInputError(
@@ -195,13 +197,13 @@ def _checked(
     """The rendered prompt, after checking it ends in the cue tokens and fits the model."""
     if cue is not None and not np.array_equal(ids[-len(cue):], cue):
         raise ProbeInputError(
-            f"model {model_name!r}, prompt {p.prompt_id} (item {p.item_id!r}, {p.condition}): the "
-            f"rendered prompt does not end in the answer-cue tokens {cue.tolist()}"
+            f"model {model_name!r}, prompt {p.prompt_id} ({p.describe()}): the rendered prompt does not end in "
+            f"the answer-cue tokens {cue.tolist()}"
         )
     if max_positions is not None and len(ids) + 1 > max_positions:
         raise ProbeInputError(
-            f"model {model_name!r}, prompt {p.prompt_id} (item {p.item_id!r}, {p.condition}): "
-            f"{len(ids)} tokens, longer than the model allows ({max_positions} positions)"
+            f"model {model_name!r}, prompt {p.prompt_id} ({p.describe()}): {len(ids)} tokens, longer than the "
+            f"model allows ({max_positions} positions)"
         )
     return RenderedPrompt(prompt=p, text=text, token_ids=ids)
 

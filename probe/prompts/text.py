@@ -111,8 +111,8 @@ def render_texts(tokenizer: Tokenizer, design: TextDesign, settings: RenderSetti
         tokens = tuple(_continuation(tokenizer, ids, list(f), o, p, model_name) for f, o in zip(full, options))
         longest = len(ids) + max(len(t) for t in tokens)
         if max_positions is not None and longest > max_positions:
-            raise ProbeInputError(f"model {model_name!r}, text prompt {p.prompt_id} (item {p.item_id!r}, "
-                                  f"{p.condition}): {longest} tokens with its longest option, longer than the model "
+            raise ProbeInputError(f"model {model_name!r}, text prompt {p.prompt_id} ({p.describe()}): "
+                                  f"{longest} tokens with its longest option, longer than the model "
                                   f"allows ({max_positions} positions)")
         out.append(RenderedText(RenderedPrompt(p, text, np.asarray(ids, dtype=np.int32)), tokens,
                                 tuple(len(c.encode("utf-8")) for c in conts)))
@@ -126,7 +126,7 @@ def _continuation(tokenizer: Tokenizer, prompt: list[int], full: list[int], opti
     if full[:len(prompt)] != prompt or len(full) == len(prompt):
         why = "adds no token" if full[:len(prompt)] == prompt else "re-tokenizes the prompt (it does not stay a prefix)"
         seen = [tokenizer.decode([t]) for t in full[max(0, len(prompt) - 2):len(prompt) + 2]]
-        raise ProbeInputError(f"model {model_name!r}, item {p.item_id!r} ({p.condition}), option {option[:60]!r}: "
+        raise ProbeInputError(f"model {model_name!r}, {p.describe()}, option {option[:60]!r}: "
                               f"appending the option's text after the text prompt {why}; tokens around the "
                               f"boundary: {seen}")
     return np.asarray(full[len(prompt):], dtype=np.int32)

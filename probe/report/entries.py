@@ -47,11 +47,13 @@ class RunEntry:
 
     @property
     def intervention_label(self) -> str | None:
-        """`steer China α=2 L24 last` (`C2−C0` when not C1−C0; `v:<sha>` names the vector), or
-        the intervention's name; None without one."""
+        """`steer China α=2 L24 last` (`C2−C0` when not the bench's default contrast; `v:<sha>` names
+        the vector), or the intervention's name; None without one."""
         iv = self.intervention or {}
         if iv.get("name") == "steer":
-            pair = "" if (iv["source"], iv["dest"]) == ("C1", "C0") else f" {iv['source']}−{iv['dest']}"
+            default = self.task.design.contrast
+            usual = default is not None and (iv["source"], iv["dest"]) == (default.source, default.dest)
+            pair = "" if usual else f" {iv['source']}−{iv['dest']}"
             return (f"steer {iv['culture']} α={iv['alpha']:g} L{iv['layer_resolved']} {iv['positions']}{pair} "
                     f"v:{iv['vector_sha256'][:6]}")
         return str(iv["name"]) if iv else None

@@ -12,6 +12,7 @@ from probe.metrics.lens import first_layer_within
 from probe.metrics.patching import POOLED
 from probe.report.header import with_header
 from probe.results.run import Run
+from probe.types import Design
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.viz.markdown import Footnotes, fmt, table
@@ -34,6 +35,8 @@ class RunAnalyses:
     """`lens_layers.json` (runs with a logit lens), else None."""
     patching: dict[str, Any] | None
     """`patching.json` (activation-patching runs), else None."""
+    design: Design = Design()
+    """The bench's design: the samples page shows its condition and target columns in their places."""
 
 
 def write_run_report(run: Run, markdown: str, analyses: RunAnalyses) -> None:
@@ -46,7 +49,7 @@ def write_run_report(run: Run, markdown: str, analyses: RunAnalyses) -> None:
     write_text(run.path / "report.md", markdown)
     metrics = run.metrics or {}
     title = f"{metrics.get('bench')} — {metrics.get('model')}"
-    write_samples_html(run.path / SAMPLES_PAGE, f"{title}: samples", [sample_set(run, run.path.name)])
+    write_samples_html(run.path / SAMPLES_PAGE, f"{title}: samples", [sample_set(run, run.path.name, analyses.design)])
     write_html(run.path / "report.html", title, markdown, list(analyses.figures),
                links=[(SAMPLES_PAGE, "Per-prompt samples: each prompt beside its probabilities, answer and verdicts")])
 

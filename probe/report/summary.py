@@ -25,11 +25,12 @@ def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
         value = metric_cell(task, metrics, column)
         if value != "–":
             lines.append(f"  {column.label}: {value}")
-    return "\n".join(lines + [f"  warning: {w}" for w in warnings(metrics)])
+    return "\n".join(lines + [f"  warning: {w}" for w in warnings(metrics, task.judging.errors(metrics))])
 
 
-def warnings(metrics: Mapping[str, Any]) -> list[str]:
-    """What a reader of these numbers should know first."""
+def warnings(metrics: Mapping[str, Any], judge_errors: int = 0) -> list[str]:
+    """What a reader of these numbers should know first; `judge_errors` is how many judge verdicts
+    failed (the task's count, `Judging.errors`)."""
     out = []
     mass = get_path(metrics, "letter_mass.mean")
     if mass is not None and mass < LOW_LETTER_MASS:
@@ -47,7 +48,6 @@ def warnings(metrics: Mapping[str, Any]) -> list[str]:
     small = small_sample(metrics)
     if small:
         out.append(small)
-    errors = (metrics.get("n_judge_errors") or 0) + (get_path(metrics, "pluralism.n_judge_errors") or 0)
-    if errors:
-        out.append(f"{errors} judge verdicts failed and were left out (judgements.parquet, judge_error)")
+    if judge_errors:
+        out.append(f"{judge_errors} judge verdicts failed and were left out (judgements.parquet, judge_error)")
     return out

@@ -1,9 +1,9 @@
 """Every table schema of a run directory, in one place (the results contract, SPEC §6).
 
-Forced-choice runs (letter or generation mode) share `PROMPTS_SCHEMA`. A bench whose prompts or
-verdicts have columns of their own declares those schemas on its task (`Task.tables`, and
-`Task.judging.schema` built with `judgements_schema()`); every other file has one schema whatever
-the bench.
+Forced-choice runs (letter or generation mode) share the columns of `forced_prompts_schema`
+around the design columns their bench declares. A bench whose prompts or verdicts have columns of
+their own declares those schemas on its task (`Task.tables`, and `Task.judging.schema` built with
+`judgements_schema()`); every other file has one schema whatever the bench.
 """
 
 from __future__ import annotations
@@ -12,23 +12,23 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-PROMPTS_SCHEMA = pa.schema([
-    ("prompt_id", pa.int64()),
-    ("item_id", pa.string()),
-    ("condition", pa.string()),
-    ("target", pa.string()),
-    ("rotation", pa.int64()),
-    ("ctx_rotation", pa.int64()),
-    ("category", pa.string()),
-    ("order", pa.list_(pa.int64())),
-    ("groups", pa.list_(pa.string())),
-    ("n_tokens", pa.int64()),
-    ("prefix_len", pa.int64()),
-    ("text", pa.string()),
-    ("token_ids", pa.list_(pa.int32())),
-])
-"""`prompts.parquet` of a forced-choice run: one row per (item, condition, ordering). `token_ids`
-are the exact ids every backend received (follow-up studies feed these, not a re-tokenised text)."""
+PROMPT_HEAD: tuple[pa.Field, ...] = (pa.field("prompt_id", pa.int64()), pa.field("item_id", pa.string()))
+"""The first columns of a forced-choice run's `prompts.parquet`; the bench's design columns follow."""
+PROMPT_TAIL: tuple[pa.Field, ...] = (
+    pa.field("category", pa.string()), pa.field("order", pa.list_(pa.int64())),
+    pa.field("groups", pa.list_(pa.string())), pa.field("n_tokens", pa.int64()), pa.field("prefix_len", pa.int64()),
+    pa.field("text", pa.string()), pa.field("token_ids", pa.list_(pa.int32())),
+)
+"""The last columns of a forced-choice run's `prompts.parquet`, after the bench's design columns.
+`token_ids` are the exact ids every backend received (follow-up studies feed these, not a
+re-tokenised text)."""
+
+
+def forced_prompts_schema(design: Sequence[pa.Field]) -> pa.Schema:
+    """`prompts.parquet` of a forced-choice run: one row per prompt, `PROMPT_HEAD`, the bench's
+    `design` columns (its `Prompt.design` fields it stores), `PROMPT_TAIL`."""
+    return pa.schema([*PROMPT_HEAD, *design, *PROMPT_TAIL])
+
 
 SCORES_SCHEMA = pa.schema([
     ("prompt_id", pa.int64()),

@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +27,9 @@ from probe.files import atomic_write_bytes
 from probe.results.io import write_table
 from probe.results.mech import write_lens
 from probe.results.parts import PartStore
-from probe.results.schemas import ARGMAX_COLUMNS, SCORES_SCHEMA
-from probe.results.text import letter_reading_absent, text_arrays
-from probe.types import LetterScore, RenderedPrompt
+from probe.results.schemas import ARGMAX_COLUMNS, PROMPT_HEAD, PROMPT_TAIL, SCORES_SCHEMA
+from probe.results.text import TEXT_PROMPT_FIELDS, letter_reading_absent, text_arrays
+from probe.types import ONE_CONDITION, Design, LetterScore, RenderedPrompt
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +38,15 @@ class ScoreTable:
     """One run's prompts and scores joined by `prompt_id` (rows sorted by it).
 
     `logprobs` is float32 `[prompt, letter]`: full-vocabulary log p of each letter (a `text`-mode
-    run, which has no letter reading: its float64 `text_logprobs`).
+    run, which has no letter reading: its float64 `text_logprobs`). `design` holds the bench's
+    design columns; the bench's `Design` says which plays which part (`conditions`, `cells`).
     """
 
     prompt_id: np.ndarray
     item_id: np.ndarray
-    condition: np.ndarray
-    target: np.ndarray
-    rotation: np.ndarray
-    ctx_rotation: np.ndarray
-    """-1 where the prompt has no context rotation."""
+    design: Mapping[str, np.ndarray]
+    """`[prompt]` per design column of the prompts table, in its column order: integer columns as
+    int64 (−1 where null), the others as object arrays (None where null)."""
     groups: np.ndarray
     """`[prompt, letter]` array of group labels shown at each letter."""
     logprobs: np.ndarray
@@ -66,8 +65,37 @@ class ScoreTable:
 
     def subset(self, mask: np.ndarray) -> ScoreTable:
         """The rows where `mask` is true."""
-        return ScoreTable(**{f.name: None if getattr(self, f.name) is None else getattr(self, f.name)[mask]
-                             for f in dataclasses.fields(self)})
+        def rows(value: Any) -> Any:
+            if isinstance(value, Mapping):
+                return {name: column[mask] for name, column in value.items()}
+            return None if value is None else value[mask]
+
+        return ScoreTable(**{f.name: rows(getattr(self, f.name)) for f in dataclasses.fields(self)})
+
+    def column(self, name: str) -> np.ndarray:
+        """`[prompt]` values of one design column."""
+        if name not in self.design:
+            raise ProbeInputError(f"the prompts table has no design column {name!r}; it has {list(self.design)}")
+        return self.design[name]
+
+    def conditions(self, design: Design) -> np.ndarray:
+        """`[prompt]` condition labels (str) under the bench's `design`."""
+        if design.condition is None:
+            return np.full(len(self.prompt_id), ONE_CONDITION, dtype=object)
+        return np.array([str(v) for v in self.column(design.condition)], dtype=object)
+
+    def targets(self, design: Design) -> np.ndarray:
+        """`[prompt]` the group each prompt's cue names (None: none)."""
+        if design.target is None:
+            return np.full(len(self.prompt_id), None, dtype=object)
+        return self.column(design.target)
+
+    def cells(self, design: Design) -> list[tuple[Any, ...]]:
+        """Per prompt, its design values besides the condition and the ordering: with the item and
+        the condition they make its prompt group (the prompts that differ only in option order)."""
+        names = [n for n in self.design if n not in (design.condition, design.ordering)]
+        columns = [self.design[n] for n in names]
+        return [tuple(c[r] for c in columns) for r in range(len(self.prompt_id))]
 
 
 def write_prompts(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
@@ -75,15 +103,16 @@ def write_prompts(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Sche
     write_table(run_dir / "prompts.parquet", pa.Table.from_pylist(list(rows), schema=schema))
 
 
-def forced_choice_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int]) -> list[dict[str, Any]]:
-    """`PROMPTS_SCHEMA` rows of forced-choice prompts."""
+def forced_choice_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
+                       design: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """`probe.results.schemas.forced_prompts_schema` rows of forced-choice prompts, with the
+    `design` fields of each prompt as columns (null where a prompt has none)."""
     rows = []
     for r, plen in zip(rendered, prefix_lens):
         p = r.prompt
-        rows.append({"prompt_id": p.prompt_id, "item_id": p.item_id, "condition": p.condition, "target": p.target,
-                     "rotation": p.rotation, "ctx_rotation": p.ctx_rotation, "category": p.category,
-                     "order": list(p.order), "groups": list(p.groups), "n_tokens": len(r.token_ids),
-                     "prefix_len": plen, "text": r.text, "token_ids": r.token_ids})
+        rows.append({"prompt_id": p.prompt_id, "item_id": p.item_id, **{name: p.value(name) for name in design},
+                     "category": p.category, "order": list(p.order), "groups": list(p.groups),
+                     "n_tokens": len(r.token_ids), "prefix_len": plen, "text": r.text, "token_ids": r.token_ids})
     return rows
 
 
@@ -222,10 +251,7 @@ class PromptTable:
 
     prompt_id: np.ndarray
     item_id: np.ndarray
-    condition: np.ndarray
-    target: np.ndarray
-    rotation: np.ndarray
-    ctx_rotation: np.ndarray
+    design: Mapping[str, np.ndarray]
     groups: np.ndarray
     category: np.ndarray
     order: np.ndarray
@@ -235,22 +261,30 @@ class PromptTable:
                           **{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
 
 
+NOT_DESIGN = frozenset(f.name for f in (*PROMPT_HEAD, *PROMPT_TAIL, *TEXT_PROMPT_FIELDS))
+"""Columns of a forced-choice `prompts.parquet` that are no design column of its bench."""
+
+
 def read_prompts(run_dir: Path) -> PromptTable:
     if not (run_dir / "prompts.parquet").is_file():
         raise ProbeInputError(f"{run_dir}: missing prompts.parquet; is this a probe run directory?")
     prompts = pq.read_table(run_dir / "prompts.parquet").sort_by("prompt_id")
-    ctx = prompts.column("ctx_rotation").to_numpy(zero_copy_only=False)
     return PromptTable(
         prompt_id=prompts.column("prompt_id").to_numpy(),
         item_id=np.asarray(prompts.column("item_id").to_pylist(), dtype=object),
-        condition=np.asarray(prompts.column("condition").to_pylist(), dtype=object),
-        target=np.asarray(prompts.column("target").to_pylist(), dtype=object),
-        rotation=prompts.column("rotation").to_numpy(),
-        ctx_rotation=np.nan_to_num(ctx.astype(np.float64), nan=-1).astype(np.int64),
+        design={name: _design_column(prompts.column(name)) for name in prompts.column_names if name not in NOT_DESIGN},
         groups=np.asarray(prompts.column("groups").to_pylist(), dtype=object),
         category=np.asarray(prompts.column("category").to_pylist(), dtype=object),
         order=np.asarray(prompts.column("order").to_pylist(), dtype=np.int64),
     )
+
+
+def _design_column(column: pa.ChunkedArray) -> np.ndarray:
+    """One design column as the `ScoreTable` holds it: integers as int64 with −1 for null, anything
+    else as an object array."""
+    if pa.types.is_integer(column.type):
+        return column.fill_null(-1).to_numpy().astype(np.int64)
+    return np.asarray(column.to_pylist(), dtype=object)
 
 
 def read_table(run_dir: Path) -> ScoreTable:

@@ -9,17 +9,6 @@ from typing import Any
 
 from probe.viz.markdown import Footnotes, fmt, n_boot_of, table, undefined
 
-ESTIMATORS = {
-    "rotations": "closed form over the orderings of each item (every option once at every letter)",
-    "prior_division": "prior pooled over the run's balanced design, each prompt debiased as p / π renormalised "
-                      "(PriDe); assumes the design balances content across letters",
-    "mixed": "closed form where an item has all orderings, p / π elsewhere (π from the complete groups; an "
-             "incomplete group keeps its own letter effects, e.g. DiSCo C3's primacy)",
-    "count_fit": "fit of the choice counts: π by the pairwise conditional likelihood within each item's orderings "
-                 "(free of the contents), contents by iterative proportional fitting with π held; with one ordering "
-                 "per item, both jointly by IPF with content per label",
-}
-
 
 MEANINGS = {
     "letter_share": "expected and greedy metrics mostly measure the letter, not a cultural preference (a "
@@ -126,27 +115,20 @@ def warnings_block(metrics: Mapping[str, Any]) -> list[str]:
     return [f"> **Warning:** {s[0].upper()}{s[1:]}" for s in found] + ([""] if found else [])
 
 
-def letter_section(metrics: Mapping[str, Any]) -> str:
+def letter_section(metrics: Mapping[str, Any], reading: str, estimators: Mapping[str, str]) -> str:
     """`## Letter prior and content`: π per condition with intervals, the variance split, the
-    estimator, and how to read them."""
+    estimator, and how to read them: the `reading` paragraph and a line per estimator used
+    (`estimators`: its name → what it does), which the bench's builder words."""
     priors = metrics.get("letter_prior") or {}
     if not priors and not metrics.get("letter_prior_estimator"):
         return ""
     cis = metrics.get("ci95") or {}
     letters = list(next(iter(priors.values()), {}))
-    lines = ["", "## Letter prior and content", "",
-             "Each letter log-prob is split into a letter effect (the prior π, the same for every item), a content "
-             "effect (the option shown) and a residual. The letter share is the part common to the condition's "
-             "items; letter × group is what differs between items (item-specific letter preferences; at DiSCo's "
-             "C3 also the primacy of the fact in slot 1, whose letter moves with the context rotation). The "
-             "`debiased` column of the tables above is every metric recomputed with the letter prior removed; "
-             "metrics of position itself (letter probabilities, PPR) are 1/K there by construction. Top pick share: "
-             "the letter most often picked (greedy or generated) and its share over the complete groups, 1/K for "
-             "a model blind to letters whatever its content preference.", "",
+    lines = ["", "## Letter prior and content", "", reading, "",
              *_letter_table(metrics, priors, letters)]
     missing = {c: e for c, e in (metrics.get("letter_prior_estimator") or {}).items() if e.get("estimator") == "none"}
     used = sorted({(e or {}).get("estimator") for e in (metrics.get("letter_prior_estimator") or {}).values()} - {None, "none"})
-    lines += ["", *[f"- {e}: {ESTIMATORS.get(e, e)}." for e in used]]
+    lines += ["", *[f"- {e}: {estimators.get(e, e)}." for e in used]]
     lines += [f"- {c}: no letter prior and no `debiased` metrics — {e.get('reason')}." for c, e in missing.items()]
     if "count_fit" in used:
         lines.append("- Generated choices have no variance split (one-hot choices have no log-probs).")

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from probe.files import atomic_write_bytes
 from probe.results.run import Run
+from probe.types import Design
 from probe.viz.samples_page import CSS, SCRIPT
 
 SAMPLES_PAGE = "samples.html"
@@ -41,10 +42,10 @@ MAX_VERDICT_LABELS = 30
 """A list-valued verdict with more distinct elements than this filters as `some` / `none`."""
 
 _LETTER_PREFIXES = ("group_", "option_", "p_")
-_SHOWN = {"prompt_id", "prompt", "condition", "target", "letter_mass", "greedy_letter", "greedy_group",
-          "greedy_valid", "argmax_token_id", "argmax_token", "argmax_prob", "generation", "parsed_letter",
-          "parsed_group"}
-"""Samples columns the page shows in their own places; every other column is listed as a field."""
+_SHOWN = {"prompt_id", "prompt", "letter_mass", "greedy_letter", "greedy_group", "greedy_valid", "argmax_token_id",
+          "argmax_token", "argmax_prob", "generation", "parsed_letter", "parsed_group"}
+"""Samples columns the page shows in their own places (with the design's condition and target
+columns); every other column is listed as a field."""
 
 
 @dataclass(frozen=True)
@@ -63,16 +64,18 @@ class SampleSet:
     facets: tuple[str, ...] = ()
     """Text columns to offer a filter for, when they have a few distinct values (the prompts
     table's: category, language, …)."""
+    design: Design = Design()
+    """Which prompts columns are the condition and the cue's target the page shows in their places."""
 
 
-def sample_set(run: Run, label: str) -> SampleSet:
-    """A run's samples at its analysis temperature, named `label`."""
+def sample_set(run: Run, label: str, design: Design) -> SampleSet:
+    """A run's samples at its analysis temperature, named `label`; `design` is its bench's."""
     facets = tuple(f.name for f in run.prompts.schema if f.type == pa.string()
-                   and f.name not in ("text", "condition", "target"))
+                   and f.name not in ("text", design.condition, design.target))
     temperature = run.manifest.temperature
     return SampleSet(label=label, bench=str(run.manifest.bench.name), model=str(run.manifest.model.name),
                      letters=run.manifest.letters, frame=run.samples(temperature),
-                     temperature=temperature, facets=facets)
+                     temperature=temperature, facets=facets, design=design)
 
 
 def write_samples_html(path: Path, title: str, sets: Sequence[SampleSet]) -> Path:
@@ -107,15 +110,16 @@ def _records(run: int, s: SampleSet) -> list[dict[str, Any]]:
     options = [f"option_{L}" for L in letters if f"option_{L}" in has]
     probs = [f"p_{L}" for L in letters if f"p_{L}" in has]
     verdicts = [c for c in frame.columns if "." in c]
-    fields = [c for c in frame.columns if c not in _SHOWN and c not in verdicts
+    cond, target = s.design.condition, s.design.target
+    fields = [c for c in frame.columns if c not in _SHOWN and c not in (cond, target) and c not in verdicts
               and not (c.startswith(_LETTER_PREFIXES) and c.split("_", 1)[1] in letters)]
     lists = _collapsed_lists(frame, verdicts)
     out = []
     for row in frame.to_dict("records"):
         pick = _clean(row.get("greedy_letter", row.get("parsed_letter")))
         out.append({
-            "r": run, "id": int(row["prompt_id"]), "cond": _clean(row.get("condition")),
-            "target": _clean(row.get("target")), "prompt": _clean(row.get("prompt")),
+            "r": run, "id": int(row["prompt_id"]), "cond": _clean(row.get(cond) if cond else None),
+            "target": _clean(row.get(target) if target else None), "prompt": _clean(row.get("prompt")),
             "groups": [_clean(row[c]) for c in groups] or None, "opts": [_clean(row[c]) for c in options] or None,
             "p": [_clean(row[c]) for c in probs] or None, "mass": _clean(row.get("letter_mass")),
             "pick": pick, "pg": _clean(row.get("greedy_group", row.get("parsed_group"))),

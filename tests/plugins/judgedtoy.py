@@ -79,8 +79,7 @@ class JudgedToySpec:
 
 
 def prepare(spec: JudgedToySpec, generate: bool, cache_dir: Path) -> PreparedBench:
-    prompts = [Prompt(prompt_id=i, item_id=f"q{i}", condition="open", target=None, rotation=0, ctx_rotation=None,
-                      order=(), groups=(), message=q, prefix_key=f"q{i}")
+    prompts = [Prompt(prompt_id=i, item_id=f"q{i}", order=(), groups=(), message=q, prefix_key=f"q{i}")
                for i, q in enumerate(QUESTIONS[: spec.n_items])]
     return PreparedBench(name=spec.name, kind=spec.kind, letters=(), items=list(QUESTIONS[: spec.n_items]),
                          prompts=prompts, source={"items": len(prompts)}, cue=None)

@@ -63,10 +63,9 @@ def prepare(spec: ToySpec, generate: bool, cache_dir: Path) -> PreparedBench:
             lines = [f"Question: {item.question}", "Options:",
                      *(f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(order)),
                      'Return ONLY valid JSON in exactly this format: {"answer_choice":"X"} (where X is one of A, B, C).']
-            prompts.append(Prompt(prompt_id=len(prompts), item_id=item.item_id, condition="toy", target=None,
-                                  rotation=k, ctx_rotation=None, order=order,
+            prompts.append(Prompt(prompt_id=len(prompts), item_id=item.item_id, order=order,
                                   groups=tuple(item.options[o].group for o in order), message="\n".join(lines),
-                                  prefix_key=item.item_id))
+                                  prefix_key=item.item_id, design=(("condition", "toy"), ("rotation", k))))
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
                          source={"items": len(items)})
 

@@ -131,8 +131,8 @@ def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -
     for p in bench.prompts:
         if p.prompt_id not in answers:
             continue
-        qid, country, language, template = (str(p.extra_value(k)) for k in ("question_id", "country", "language",
-                                                                          "template"))
+        qid, country, language, template = (str(p.value(k)) for k in ("question_id", "country", "language",
+                                                                    "template"))
         q = by_pair[(qid, country)]
         payload = {"question": q.question if language == "local" and q.question else q.en_question,
                    "response": answers[p.prompt_id], "language": language, "gold_answers": list(q.gold(language))}

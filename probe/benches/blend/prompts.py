@@ -50,9 +50,8 @@ def build(data: BlendData, templates: Sequence[str]) -> ShortAnswerPrompts:
 
 
 def _prompt(prompt_id: int, q: BlendQuestion, template: str, language: str, text: str) -> Prompt:
-    """The generic record: a question id × country is the item, the template × language its condition."""
-    return Prompt(prompt_id=prompt_id, item_id=f"{q.qid}|{q.country}", condition=f"{template}|{language}",
-                  target=q.country, rotation=0, ctx_rotation=None, order=(), groups=(), message=text,
+    """The generic record: a question id × country is the item; its design fields are the table's columns."""
+    return Prompt(prompt_id=prompt_id, item_id=f"{q.qid}|{q.country}", order=(), groups=(), message=text,
                   prefix_key=f"{template}|{q.country}|{language}", category=q.topic,
-                  extra=(("question_id", q.qid), ("country", q.country), ("language", language),
+                  design=(("question_id", q.qid), ("country", q.country), ("language", language),
                          ("template", template), ("kept", "true" if q.kept else "false")))

@@ -50,7 +50,7 @@ def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
 def prompt_values(prompt: Prompt) -> dict[str, object]:
     """The question, country, language and template of a prompt, its topic and whether the
     source's multiple-choice rule keeps its (question, country) pair."""
-    return {**dict(prompt.extra), "kept": prompt.extra_value("kept") == "true", "topic": prompt.category}
+    return {**dict(prompt.design), "kept": prompt.value("kept") == "true", "topic": prompt.category}
 
 
 def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:

@@ -147,11 +147,11 @@ def prompts(d: WhoseDesign) -> list[Prompt]:
     for q in d.questions:
         order = tuple(q.of_country[c] for c in COUNTRIES)
         for target, question in ((None, q.neutral), *((c, q.cued[c]) for c in COUNTRIES)):
-            out.append(Prompt(prompt_id=len(out), item_id=q.qid, condition="neutral" if target is None else "cued",
-                              target=target, rotation=0, ctx_rotation=None, order=order, groups=COUNTRIES,
+            out.append(Prompt(prompt_id=len(out), item_id=q.qid, order=order, groups=COUNTRIES,
                               message=letter_message(question, [q.candidates[o] for o in order]),
                               prefix_key=f"{q.qid}|{target}", category=q.topic,
-                              extra=(("question", question),)))
+                              design=(("condition", "neutral" if target is None else "cued"), ("target", target),
+                                      ("rotation", 0), ("question", question))))
     return out
 
 
@@ -164,4 +164,4 @@ def letter_message(question: str, answers: Sequence[str]) -> str:
 
 def text_message(item: Item, prompt: Prompt, form: str) -> str:
     """The cloze reading's user message: the question alone (neutral, or naming the cued country)."""
-    return str(prompt.extra_value("question"))
+    return str(prompt.value("question"))

@@ -11,16 +11,15 @@ from typing import Any
 
 import numpy as np
 
+from probe.benches import forced
 from probe.benches.blend import whose, whose_metrics
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
-from probe.benches.forced import headline, parse_letter
-from probe.benches.task import Column, PreparedBench, Presentation, Tables, Task, bench_spec
+from probe.benches.forced import headline
+from probe.benches.task import Column, PreparedBench, Presentation, Task, bench_spec
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, get_path
 from probe.metrics.tree import MetricsTree
 from probe.results.run import Run
-from probe.results.schemas import GENERATIONS_SCHEMA, PROMPTS_SCHEMA
-from probe.results.scores import forced_choice_rows
 from probe.viz.figures import Figure, bars, pyplot, save
 from probe.viz.markdown import value_ci
 
@@ -64,7 +63,7 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     scores = table.text_logprobs if table.text_logprobs is not None else table.logprobs
     items, item = np.unique(table.item_id.astype(str), return_inverse=True)
     column = {c: i for i, c in enumerate(COUNTRIES)}
-    target = np.array([column.get(str(t), -1) for t in table.target])
+    target = np.array([column.get(str(t), -1) for t in table.column("target")])
     reading = whose_metrics.Reading(np.asarray(scores, np.float64), np.asarray(table.order, np.int64), item, target,
                                     len(items))
     return {"n_items": len(items), "n_prompts": len(table.prompt_id), "mode": spec.mode,
@@ -127,8 +126,8 @@ TASK = Task(
                               sweep_note="Which country's annotated answer the model's scores favour: KL from "
                                          "uniform and high − low-resource share of the neutral form, compliance "
                                          "and stickiness under country cues; 95% CIs over questions."),
-    tables=Tables(prompts_schema=PROMPTS_SCHEMA, prompt_rows=forced_choice_rows,  # a forced-choice bench's tables
-                  generations_schema=GENERATIONS_SCHEMA, parse_generation=parse_letter),
+    tables=forced.LETTER_TABLES,  # a forced-choice bench's tables
+    design=forced.ROTATION_DESIGN,
     text_forms=("cloze",),
     text_message=whose.text_message,
 )

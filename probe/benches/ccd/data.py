@@ -135,10 +135,10 @@ def build_prompts(items: Sequence[Item], spec: CCDSpec, generate: bool = False) 
     for item, item_cells in zip(items, cells):
         for rotation, order in item_cells:
             prompts.append(Prompt(
-                prompt_id=len(prompts), item_id=item.item_id, condition=spec.design, target=None,
-                rotation=rotation, ctx_rotation=None, order=order,
+                prompt_id=len(prompts), item_id=item.item_id, order=order,
                 groups=tuple(item.options[o].group for o in order),
                 message=render_message(item, order, generate), prefix_key=item.item_id, category=item.category,
+                design=(("condition", spec.design), ("rotation", rotation)),
             ))
     return prompts
 

@@ -25,7 +25,7 @@ from probe.benches.designs import balance_score
 from probe.benches.task import Column, JudgeJob, Judging, PreparedBench, Presentation
 from probe.files import sha256_file
 from probe.judges.base import JudgeRequest
-from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import AnalysisOptions, get_path
 from probe.prompts.render import ANSWER_CUE
 from probe.results.generations import read_judgements
 from probe.results.run import Run
@@ -69,6 +69,11 @@ def rationale_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]
             for g in generations if g["rationale"]]
 
 
+def judge_errors(metrics: Mapping[str, Any]) -> int:
+    """Failed verdicts on generated rationales, which the pluralism block counts."""
+    return int(metrics.get("n_judge_errors") or 0) + int(get_path(metrics, "pluralism.n_judge_errors") or 0)
+
+
 def _top_clusters(metrics: Mapping[str, Any], tree: str = "expected") -> str:
     shares = (metrics.get(tree) or {}).get("shares") or {}
     return ", ".join(f"{c} {v:.2f}" for c, v in sorted(shares.items(), key=lambda kv: -kv[1])[:3]) or "–"
@@ -92,5 +97,5 @@ TASK = forced.forced_choice_task(
                        Column("Cramér's V, position", "position_V")),
         sweep_figures=figures.sweep_figures),
     Judging(jobs=rationale_jobs, judges=(KeywordJudge.name, "llm", "http"),
-            schema=judgements_schema(JUDGEMENT_COLUMNS)),
+            schema=judgements_schema(JUDGEMENT_COLUMNS), errors=judge_errors),
 )

@@ -254,15 +254,12 @@ def build_prompts(items: Sequence[Item], design: DiscoDesign = DiscoDesign()) ->
                 prompts.append(Prompt(
                     prompt_id=len(prompts),
                     item_id=item.item_id,
-                    condition=condition,
-                    target=target,
-                    rotation=k,
-                    ctx_rotation=j,
                     order=order,
                     groups=tuple(item.options[o].group for o in order),
                     message=render_message(item, condition, target, order, j),
                     prefix_key=f"{item.item_id}|{condition}|{target}",
                     category=item.category,
+                    design=(("condition", condition), ("target", target), ("rotation", k), ("ctx_rotation", j)),
                 ))
     return prompts
 
@@ -307,4 +304,6 @@ def render_message(
 
 def text_message(item: Item, prompt: Prompt, form: str) -> str:
     """The text reading's message of a design cell (`probe.prompts.text`)."""
-    return render_message(item, prompt.condition, prompt.target, prompt.order, prompt.ctx_rotation, form)
+    condition, target, ctx = (prompt.value(k) for k in ("condition", "target", "ctx_rotation"))
+    return render_message(item, str(condition), None if target is None else str(target), prompt.order,
+                          None if ctx is None else int(ctx), form)

@@ -66,32 +66,32 @@ def item_sums(table: ScoreTable, probs: np.ndarray) -> ItemSums:
     gidx = np.searchsorted(cultures, table.groups.astype(str))  # [prompt, letter]
     n_i, n_c, k = len(items), len(cultures), probs.shape[1]
     s = ItemSums(cultures=cultures)
-    for name, mask in (("C0", table.condition == "C0"), ("C2", table.condition == "C2"),
-                       ("C3", table.condition == "C3"),
-                       ("C3_aligned", (table.condition == "C3") & (table.ctx_rotation == 0))):
+    condition, ctx_rotation = table.column("condition"), table.column("ctx_rotation")
+    for name, mask in (("C0", condition == "C0"), ("C2", condition == "C2"), ("C3", condition == "C3"),
+                       ("C3_aligned", (condition == "C3") & (ctx_rotation == 0))):
         sel, app = np.zeros((n_i, n_c)), np.zeros((n_i, n_c))
         rows = np.nonzero(mask)[0]
         np.add.at(sel, (item_idx[rows, None], gidx[rows]), probs[rows])
         np.add.at(app, (item_idx[rows, None], gidx[rows]), 1.0)
         s.sel[name], s.app[name] = sel, app
     for name in ("C1", "C2"):
-        rows = np.nonzero(table.condition == name)[0]
+        rows = np.nonzero(condition == name)[0]
         tp, tn = np.zeros((n_i, n_c)), np.zeros((n_i, n_c))
-        tgt = np.searchsorted(cultures, table.target[rows].astype(str))
+        tgt = np.searchsorted(cultures, table.column("target")[rows].astype(str))
         shown = gidx[rows] == tgt[:, None]  # exactly one letter shows the target
         np.add.at(tp, (item_idx[rows], tgt), (probs[rows] * shown).sum(axis=1))
         np.add.at(tn, (item_idx[rows], tgt), 1.0)
         s.target_p[name], s.target_n[name] = tp, tn
     for name in ("C0", "C3"):
-        rows = np.nonzero(table.condition == name)[0]
+        rows = np.nonzero(condition == name)[0]
         lt, cnt = np.zeros((n_i, k)), np.zeros(n_i)
         np.add.at(lt, item_idx[rows], probs[rows])
         np.add.at(cnt, item_idx[rows], 1.0)
         s.letters[name], s.count[name] = lt, cnt
-    rows = np.nonzero(table.condition == "C3")[0]
+    rows = np.nonzero(condition == "C3")[0]
     by_j, cnt_j = np.zeros((n_i, k, k)), np.zeros((n_i, k))
-    np.add.at(by_j, (item_idx[rows], table.ctx_rotation[rows]), probs[rows])
-    np.add.at(cnt_j, (item_idx[rows], table.ctx_rotation[rows]), 1.0)
+    np.add.at(by_j, (item_idx[rows], ctx_rotation[rows]), probs[rows])
+    np.add.at(cnt_j, (item_idx[rows], ctx_rotation[rows]), 1.0)
     s.letters["C3_by_j"], s.count["C3_by_j"] = by_j, cnt_j
     s.csc, s.csc_n = _csc_sums(table, probs, item_idx, n_i, rows)
     return s
@@ -102,8 +102,9 @@ def _csc_sums(table: ScoreTable, probs: np.ndarray, item_idx: np.ndarray, n_i: i
     probabilities is Π_j q_j(c); summed over letters it is the chance all four j agree."""
     csc, csc_n = np.zeros(n_i), np.zeros(n_i)
     groups: dict[tuple[int, int], list[int]] = {}
+    rotation = table.column("rotation")
     for r in rows:
-        groups.setdefault((int(item_idx[r]), int(table.rotation[r])), []).append(int(r))
+        groups.setdefault((int(item_idx[r]), int(rotation[r])), []).append(int(r))
     for (i, _), members in groups.items():
         csc[i] += np.prod(probs[members], axis=0).sum()
         csc_n[i] += 1.0

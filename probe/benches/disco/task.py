@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from probe.benches.task import Column, PreparedBench, Presentation
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions, get_path
 from probe.results.scores import ScoreTable
-from probe.types import LETTERS
+from probe.types import LETTERS, Contrast
 from probe.viz.markdown import value_ci
 
 
@@ -72,9 +73,14 @@ SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1
                  Column("CR(C1), debiased", "C1.CR", cell=_debiased("C1.CR"), undefined=NO_DEBIASED),
                  *forced.letter_columns("C0"), *forced.text_columns("C0"))
 
+DESIGN = replace(forced.ROTATION_DESIGN, contrast=Contrast(source="C1", dest="C0"), reference="C0")
+"""Conditions, cue targets and rotations as every forced-choice bench stores them; interventions
+and steering vectors compare the located user (C1) with no context (C0), and the lens reads C0."""
+
 TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="disco", title="DiSCo", spec_type=DiscoSpec, prepare=prepare, compute=_compute,
-                        report=report.report, figures=figures.run_figures, text_message=text_message),
+                        report=report.report, figures=figures.run_figures, text_message=text_message,
+                        design=DESIGN),
     Presentation(
         sweep_columns=SWEEP_COLUMNS,
         sweep_note=("Expected (probability-weighted) metrics with 95% bootstrap CIs over items; debiased = the "

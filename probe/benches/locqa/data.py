@@ -164,17 +164,16 @@ class LocQAPrompt:
     def to_prompt(self) -> Prompt:
         """The generic record rendering, backends and the results writer take: exemplars as chat
         turns for instruct models, `Question: …\nAnswer: …` blocks (labels in the language)
-        ending in `Answer:` for base models; the LocQA columns ride along in `extra`."""
+        ending in `Answer:` for base models; the LocQA columns ride along in `design`."""
         q_label, a_label = self.labels
         blocks = [f"{q_label}: {q}\n{a_label}: {a}" for q, a in self.exemplars]
         blocks.append(f"{q_label}: {self.message}\n{a_label}:")
         return Prompt(
-            prompt_id=self.prompt_id, item_id=f"{self.template} | {self.language}", condition=self.mode,
-            target=self.locale, rotation=0, ctx_rotation=None, order=(), groups=(), message=self.message,
-            prefix_key=f"{self.template}|{self.language}", category=self.category, shots=self.exemplars,
-            base_text="\n\n".join(blocks),
-            extra=(("template", self.template), ("language", self.language), ("mode", self.mode),
-                   ("locale", self.locale)),
+            prompt_id=self.prompt_id, item_id=f"{self.template} | {self.language}", order=(), groups=(),
+            message=self.message, prefix_key=f"{self.template}|{self.language}", category=self.category,
+            shots=self.exemplars, base_text="\n\n".join(blocks),
+            design=(("template", self.template), ("language", self.language), ("mode", self.mode),
+                    ("locale", self.locale)),
         )
 
 

@@ -197,7 +197,7 @@ def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -
     (`bench.shard`) judges its own, and the merged verdicts are the unsharded run's."""
     answers = {g["prompt_id"]: g["answer"] for g in generations}
     prompts = [p for p in bench.prompts if p.prompt_id in answers]
-    asked = {(p.extra_value("template"), p.extra_value("language")) for p in prompts}
+    asked = {(p.value("template"), p.value("language")) for p in prompts}
     questions: Sequence[LocQAQuestion] = [q for q in bench.items if (q.template, q.language) in asked]
     jobs = [JudgeJob(JudgeRequest(SEMANTIC_MATCH.name, {"question": q.question, "us_answer": q.us_answer,
                                                       "answers": {a.locale: a.answer for a in q.answers}}),
@@ -205,7 +205,7 @@ def judge_jobs(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -
                      cacheable=True) for q in questions]
     by_key = {(q.template, q.language): q for q in questions}
     for p in prompts:
-        template, language, mode, locale = (p.extra_value(k) for k in ("template", "language", "mode", "locale"))
+        template, language, mode, locale = (p.value(k) for k in ("template", "language", "mode", "locale"))
         q, response = by_key[(template, language)], answers[p.prompt_id]
         row = {"prompt_id": p.prompt_id, "template": template, "language": language}
         if mode == "explicit":

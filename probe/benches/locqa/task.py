@@ -45,7 +45,7 @@ def prepare(spec: LocQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
 
 def prompt_values(prompt: Prompt) -> dict[str, object]:
     """The template, language, mode and locale of a prompt, and its category."""
-    return {**dict(prompt.extra), "category": prompt.category}
+    return {**dict(prompt.design), "category": prompt.category}
 
 
 def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
