@@ -14,8 +14,11 @@ from transformers import Gemma3TextConfig
 
 from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextRequest
+from probe.backends.fastpass import FastSteps
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
+from probe.backends.treekv import KVStore
+from probe.backends.units import score_chunks
 from probe.benches.disco.data import (
     DiscoSpec,
     build_prompts,
@@ -173,20 +176,57 @@ def score_texts_with_probe(
                       stats.unique_tokens, stats.padded_tokens, PassShares.of(stats), cpu, setup)
 
 
-def gemm_peak_flops(seconds: float = 2.0, size: int = 2048) -> float:
+FAST_STEPS: dict[str, FastSteps | None] = {
+    "eager": None,
+    "fused projections": FastSteps(shared_kv_heads=False, last_layer_reads=False),
+    "+ shared KV heads": FastSteps(last_layer_reads=False),
+    "+ last layer where read": FastSteps(),
+}
+"""The fast path's steps, each on top of the ones before (None: the eager path)."""
+
+
+def step_seconds(model: Any, rendered: list[RenderedPrompt], letters: LetterIds, rounds: int) -> list[dict[str, float]]:
+    """CPU seconds of each of `FAST_STEPS` over the prompts' passes, per round.
+
+    The steps run pass by pass in turn (A B C D on one pass, D C B A on the next), so a machine
+    whose speed drifts — other jobs on a shared CPU — slows every step alike; a pass's ancestors'
+    KV comes from the last step run (they agree within 1e-5 nats)."""
+    import torch
+
+    scorers = {name: HFScorer(model, HFBackendSpec(fast_path=steps is not None),
+                              fast_steps=steps or FastSteps()) for name, steps in FAST_STEPS.items()}
+    letter_ids = torch.tensor(letters.ids)
+    names = list(scorers)
+    out = []
+    for r in range(rounds):
+        seconds = dict.fromkeys(names, 0.0)
+        for chunk in score_chunks(rendered, HFBackendSpec(), None):
+            store = KVStore.for_chunk(chunk)
+            for k, step in enumerate(chunk.steps):
+                for name in names if (r + k) % 2 == 0 else names[::-1]:
+                    c0 = time.process_time()
+                    scorers[name]._forward(chunk, step, store, letter_ids)  # one pass, as scoring runs it
+                    seconds[name] += time.process_time() - c0
+                store.ran(chunk, step)
+        out.append(seconds)
+    return out
+
+
+def gemm_peak_flops(seconds: float = 2.0, size: int = 2048, clock: Any = time.perf_counter) -> float:
     """Float32 FLOP/s of a large matrix product on this process's threads: the practical peak
     a dense forward pass can approach on a CPU (vendor peaks assume clocks and units that a
-    shared 2-core machine does not sustain)."""
+    shared 2-core machine does not sustain). `clock=time.process_time` measures it in this
+    process's CPU time (one thread: what other jobs on a shared machine leave it)."""
     import torch
 
     a, b = torch.randn(size, size), torch.randn(size, size)
     for _ in range(2):
         a @ b
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    reps, t0 = 0, clock()
+    while clock() - t0 < seconds:
         a @ b
         reps += 1
-    return 2 * size**3 * reps / (time.perf_counter() - t0)
+    return 2 * size**3 * reps / (clock() - t0)
 
 
 def gemma3_12b_text_config() -> Any:

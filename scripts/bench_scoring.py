@@ -9,6 +9,8 @@
     python scripts/bench_scoring.py --mixes demo,short,short177 --items 4 --runs 3 --engines probe,probe-fast,lm-eval
     python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
     python scripts/bench_scoring.py --generate --items 2   # generation mode: trie prefill vs plain batches
+    python scripts/bench_scoring.py --fast-steps --mixes short,short177 --items 2 --runs 3 --threads 1
+                                                           # backend.fast_path step by step, CPU time
     python scripts/bench_scoring.py --gpu [--tokenizer DIR] # random Gemma-3-12B text model, bf16, 304 × 52 prompts
     python scripts/bench_scoring.py --gpu --small          # dry run of the GPU mode on a 2-layer model (CPU ok)
 
@@ -362,6 +364,37 @@ def gpu(args: argparse.Namespace) -> None:
         print("| {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.1%} | {:.1f} |".format(*row))
 
 
+def fast_steps(args: argparse.Namespace) -> None:
+    """`--fast-steps`: the fast path's steps one at a time (`probe.perf.FAST_STEPS`), in this
+    process, SmolLM2, pass by pass in turn; CPU time, so a shared machine's other jobs count less."""
+    import torch
+
+    from probe import perf
+    from probe.backends.trie import unique_tokens
+    from probe.prompts.render import render_prompts
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    spec, loaded = load_smollm2()
+    print("| mix | prompts | step | CPU s (median) | speed vs eager (median of rounds) | vs the step before "
+          "| of compute limit |\n|---|---|---|---|---|---|---|", flush=True)
+    for mix in (args.mixes or args.mix).split(","):
+        rendered, letters = render_prompts(loaded.tokenizer, perf.demo_prompts(args.items, 1, mix), "ABCD",
+                                           spec.render_settings(), spec.name)
+        rounds = perf.step_seconds(loaded.model, rendered, letters, args.runs)
+        ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
+        flops = perf.forward_flops(loaded.model.config, unique_tokens(rendered), ctx, len(rendered))
+        peak = perf.gemm_peak_flops(clock=time.process_time)
+        names = list(rounds[0])
+        for k, name in enumerate(names):
+            cpu = float(np.median([r[name] for r in rounds]))
+            vs_eager = np.median([r[names[0]] / r[name] for r in rounds])
+            vs_before = np.median([r[names[max(k - 1, 0)]] / r[name] for r in rounds])
+            print(f"| {mix} | {len(rendered)} | {name} | {cpu:.1f} | {vs_eager:.3f}× | {vs_before:.3f}× | "
+                  f"{flops / peak / cpu:.0%} |", flush=True)
+    print(f"\n{args.runs} rounds, {args.threads or 'default'} threads; the compute limit: unique tokens' FLOPs at "
+          "the 2048² fp32 GEMM rate, both in CPU time")
+
+
 def generation(args: argparse.Namespace) -> None:
     """HF generation mode (greedy, `--max-new-tokens`) with and without trie prefill, SmolLM2."""
     import torch
@@ -410,6 +443,7 @@ def main() -> None:
     p.add_argument("--memory", action="store_true")
     p.add_argument("--gpu", action="store_true")
     p.add_argument("--generate", action="store_true", help="HF generation mode, trie prefill vs plain")
+    p.add_argument("--fast-steps", action="store_true", help="the fast path's steps one at a time, in CPU time")
     p.add_argument("--max-new-tokens", type=int, default=8, help="--generate: continuation length")
     p.add_argument("--tokenizer", default=None, help="--gpu: a real Gemma 3 tokenizer folder")
     p.add_argument("--small", action="store_true", help="--gpu: dry run of the script on a 2-layer model")
@@ -428,6 +462,8 @@ def main() -> None:
         gpu(args)
     elif args.generate:
         generation(args)
+    elif args.fast_steps:
+        fast_steps(args)
     elif args.mixes:
         mixes(args)
     else:

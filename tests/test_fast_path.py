@@ -124,3 +124,12 @@ def test_off_by_default_and_recorded_only_when_on() -> None:
     assert HFBackendSpec().fast_path is False
     assert "fast_path" not in backend_record(HFBackendSpec())  # runs stored before keep their key
     assert backend_record(HFBackendSpec(fast_path=True))["fast_path"] is True
+
+
+def test_the_benchmark_times_every_step(tiny: LoadedModel) -> None:
+    """`bench_scoring.py --fast-steps`: each step of `FAST_STEPS` timed on every pass, per round."""
+    from probe.perf import FAST_STEPS, step_seconds
+
+    rendered, letters = _demo(tiny, 1)
+    rounds = step_seconds(tiny.model, rendered[:12], letters, 2)
+    assert len(rounds) == 2 and all(list(r) == list(FAST_STEPS) and min(r.values()) > 0 for r in rounds)

@@ -45,6 +45,17 @@ Reads = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass(frozen=True)
+class FastSteps:
+    """The steps the fast path takes on top of the fused projections (all of them in a run;
+    `scripts/bench_scoring.py --fast-steps` measures them one at a time)."""
+
+    shared_kv_heads: bool = True
+    """Grouped-query attention without repeating K/V (on CPU; CUDA repeats them anyway)."""
+    last_layer_reads: bool = True
+    """The last layer's output projection and MLP only at the positions read."""
+
+
+@dataclass(frozen=True)
 class _Layer:
     attn: Any
     mlp: Any
@@ -56,12 +67,13 @@ class _Layer:
 class FastLayers:
     """The fused weights of a decoder's layers and the forwards that use them."""
 
-    def __init__(self, layers: list[_Layer], gqa_copies: bool) -> None:
+    def __init__(self, layers: list[_Layer], gqa_copies: bool, steps: FastSteps) -> None:
         self._layers = layers
         self._gqa_copies = gqa_copies
+        self.steps = steps
 
     @classmethod
-    def of(cls, decoder: Any) -> FastLayers | None:
+    def of(cls, decoder: Any, steps: FastSteps = FastSteps()) -> FastLayers | None:
         """Fuse `decoder`'s projections in place (weights become views of the fused tensors);
         None, with the reason logged, where the architecture is not supported."""
         reason = _unsupported(decoder)
@@ -70,7 +82,7 @@ class FastLayers:
             return None
         layers = [_fuse(layer) for layer in decoder.layers]
         device = decoder.get_input_embeddings().weight.device
-        return cls(layers, gqa_copies=device.type != "cpu")
+        return cls(layers, gqa_copies=device.type != "cpu" or not steps.shared_kv_heads, steps=steps)
 
     @contextmanager
     def active(self, reads: Reads | None) -> Iterator[None]:
@@ -79,7 +91,7 @@ class FastLayers:
         last = len(self._layers) - 1
         try:
             for k, layer in enumerate(self._layers):
-                at = reads if k == last else None
+                at = reads if k == last and self.steps.last_layer_reads else None
                 layer.attn.forward = types.MethodType(_attention(layer, self._gqa_copies, at), layer.attn)
                 layer.mlp.forward = types.MethodType(_mlp(layer, at), layer.mlp)
             yield

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from probe.backends.batching import BackendStats
-from probe.backends.fastpass import FastLayers
+from probe.backends.fastpass import FastLayers, FastSteps
 from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_edits
 from probe.backends.passes import PassRunner
 from probe.backends.patching import ResidualSink, run_patching
@@ -68,7 +68,7 @@ class HFScorer:
     """Scores rendered prompts with a loaded `transformers` causal LM."""
 
     def __init__(self, model: Any, spec: HFBackendSpec, mech: MechSpec | None = None,
-                 intervention: InterventionPlan | None = None) -> None:
+                 intervention: InterventionPlan | None = None, fast_steps: FastSteps = FastSteps()) -> None:
         self.model = model
         self.spec = spec
         self.mech = mech or MechSpec()
@@ -94,7 +94,7 @@ class HFScorer:
         self._edit_hook = EditHook(self.decoder.layers, sorted(edit_layers)) if edit_layers else None
         # taps and edits hook every layer's full output: they keep the eager path
         hooked = self._tap is not None or self._edit_hook is not None
-        self._fast = FastLayers.of(self.decoder) if spec.fast_path and not hooked else None
+        self._fast = FastLayers.of(self.decoder, fast_steps) if spec.fast_path and not hooked else None
         self._node_edits: Mapping[int, Edit] = {}  # the running chunk's edits, by node
         self._patch: _PatchState | None = None  # set by `patch_pass` while its passes run
 
