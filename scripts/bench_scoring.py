@@ -209,7 +209,8 @@ def mixes(args: argparse.Namespace) -> None:
         args.mix = mix
         summary.append((mix, compare(args)))
     print("\n| mix | prompts | prompt tokens / prompt | trie limit | probe tokens computed / limit | probe prompts/s "
-          "| of compute limit | CPU s | setup s (fusing; nothing compiles) | lm-eval prompts/s | probe / lm-eval (median of pairs) "
+          "| of compute limit | CPU s | setup s (fusing; nothing compiles) | lm-eval prompts/s "
+          "| probe / lm-eval (median of pairs) "
           "| one-row passes (tokens, time) |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     for mix, r in summary:
         lm = r.get("lm-eval")
@@ -264,7 +265,8 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
         cpu_gain = [b / a for a, b in zip(cpu["probe-fast"], cpu["probe"])]
         results["probe-fast"].update(vs_probe=float(np.median(wall)), cpu_vs_probe=float(np.median(cpu_gain)))
         print(f"probe-fast / probe pair by pair: wall {', '.join(f'{x:.3f}×' for x in wall)}; CPU time "
-              f"{', '.join(f'{x:.3f}×' for x in cpu_gain)} (medians {np.median(wall):.3f}×, {np.median(cpu_gain):.3f}×)")
+              f"{', '.join(f'{x:.3f}×' for x in cpu_gain)} "
+              f"(medians {np.median(wall):.3f}×, {np.median(cpu_gain):.3f}×)")
     print(f"\n{results[next(iter(results))]['n_prompts']} prompts, {args.threads or 'default'} threads\n")
     print("| engine | prompts/s | tokens computed / prompt tokens | peak RSS MiB | vs lm-eval |")
     print("|---|---|---|---|---|")
