@@ -89,7 +89,7 @@ def worker(args: argparse.Namespace) -> None:
     if args.worker in PROBES:  # the compute limit: the trie's unique tokens at this machine's GEMM peak
         ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, len(rendered)),
-                 "peak_flops": perf.gemm_peak_flops()}
+                 "peak_flops": perf.gemm_peak_flops(), "peak_flops_cpu": perf.gemm_peak_flops(clock=time.process_time)}
     print("RESULT " + json.dumps({**asdict(timing), "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
@@ -122,7 +122,7 @@ def text_worker(args: argparse.Namespace, spec, loaded) -> None:
         ctx = float(np.mean([len(t.prompt.token_ids) for t in texts])) / 2
         head_rows = int(sum(len(c) for t in texts for c in t.continuations))
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, head_rows),
-                 "peak_flops": perf.gemm_peak_flops()}
+                 "peak_flops": perf.gemm_peak_flops(), "peak_flops_cpu": perf.gemm_peak_flops(clock=time.process_time)}
     print("RESULT " + json.dumps({**asdict(timing), "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
@@ -209,9 +209,9 @@ def mixes(args: argparse.Namespace) -> None:
         args.mix = mix
         summary.append((mix, compare(args)))
     print("\n| mix | prompts | prompt tokens / prompt | trie limit | probe tokens computed / limit | probe prompts/s "
-          "| of compute limit | CPU s | setup s (fusing; nothing compiles) | lm-eval prompts/s "
+          "| of compute limit | of it in CPU time | CPU s | setup s (fusing; nothing compiles) | lm-eval prompts/s "
           "| probe / lm-eval (median of pairs) "
-          "| one-row passes (tokens, time) |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| one-row passes (tokens, time) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for mix, r in summary:
         lm = r.get("lm-eval")
         for engine in (e for e in PROBES if e in r):
@@ -220,6 +220,7 @@ def mixes(args: argparse.Namespace) -> None:
             print(f"| {name} | {p['n_prompts']} | {p['prompt_tokens'] / p['n_prompts']:.0f} | "
                   f"{p['unique_tokens'] / p['prompt_tokens']:.3f} | {p['tokens_computed'] / p['unique_tokens']:.3f} | "
                   f"{p['prompts_per_s']:.2f} | {p['prompts_per_s'] / compute_limit(p):.0%} | "
+                  f"{p['unique_flops'] / p['peak_flops_cpu'] / p['cpu_seconds']:.0%} | "
                   f"{p['cpu_seconds']:.1f} | {p['setup_seconds']:.2f} | "
                   f"{lm['prompts_per_s'] if lm else float('nan'):.2f} | "
                   f"{p.get('vs_lm_eval', p['prompts_per_s'] / lm['prompts_per_s'] if lm else float('nan')):.2f}× | "
@@ -232,7 +233,9 @@ def mixes(args: argparse.Namespace) -> None:
 
 
 def compute_limit(r: dict) -> float:
-    """Prompts/s if the trie's unique tokens ran at this machine's fp32 GEMM peak (a probe result)."""
+    """Prompts/s if the trie's unique tokens ran at this machine's fp32 GEMM peak (a probe result).
+    The mixes table also gives the share in CPU time (`peak_flops_cpu`: the GEMM rate per second
+    of this process's CPU), which other jobs on a shared machine stretch much less than wall time."""
     return r["n_prompts"] * r["peak_flops"] / r["unique_flops"]
 
 
