@@ -14,8 +14,11 @@ from transformers import Gemma3TextConfig
 
 from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextRequest
+from probe.backends.fastpass import FastSteps
 from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
+from probe.backends.treekv import KVStore
+from probe.backends.units import score_chunks
 from probe.benches.disco.data import (
     DiscoSpec,
     build_prompts,
@@ -30,21 +33,29 @@ MIXES: tuple[str, ...] = ("demo", "short", "long")
 option and context fact cut to its first three words (short prompts, where the chat header
 and the question are most of each prompt); `long`, the question preceded by a background
 passage of ~300 words made of the item's own context facts (a long shared context)."""
+BENCH_MIXES: tuple[str, ...] = (*MIXES, "short177")
+"""`MIXES` and `short177`: always the first 12 items, every option and context fact cut to its
+first four words (~175 tokens per prompt with SmolLM2's template): the shape of the
+side-by-side lm-eval measurement of 12 items at ~177 tokens per prompt."""
+MIX_ITEMS: dict[str, int] = {"short177": 12}
+"""Mixes with a fixed number of items (the others take the caller's)."""
 
 
 def demo_items(n_items: int | None = None, repeat: int = 1, mix: str = "demo") -> list[Item]:
     """The demo bench's items, optionally the first `n_items`, in one of `MIXES`, `repeat`
     times over with distinct item ids."""
-    if mix not in MIXES:
-        raise ValueError(f"mix {mix!r}: expected one of {MIXES}")
+    if mix not in BENCH_MIXES:
+        raise ValueError(f"mix {mix!r}: expected one of {BENCH_MIXES}")
     demo = load_items(resolve_source(DiscoSpec(name="demo", packaged="demo_disco.csv")))
+    n_items = MIX_ITEMS.get(mix, n_items)
     items = [_mixed(item, mix) for item in (demo[:n_items] if n_items else demo)]
     return synthetic_items(items, len(items) * repeat)
 
 
 def _mixed(item: Item, mix: str) -> Item:
-    if mix == "short":
-        cut = lambda text: " ".join((text or "").split()[:3])  # noqa: E731
+    if mix in ("short", "short177"):
+        words = 3 if mix == "short" else 4
+        cut = lambda text: " ".join((text or "").split()[:words])  # noqa: E731
         return replace(item, options=tuple(replace(o, text=cut(o.text), context=cut(o.context)) for o in item.options))
     if mix == "long":
         facts = " ".join(o.context or o.text for o in item.options).split()
@@ -85,6 +96,12 @@ class Timing:
     padded_tokens: int = 0
     """Token slots of the forward passes, padding included (0 when not measured)."""
     passes: PassShares | None = None
+    cpu_seconds: float = 0.0
+    """This process's CPU time over the same span as `seconds` (steadier than wall time on a
+    shared machine; with n threads busy it is up to n × `seconds`)."""
+    setup_seconds: float = 0.0
+    """Building the scorer before the timed span (`backend.fast_path`: fusing the weights; no
+    compilation happens on either path)."""
 
     @property
     def prompts_per_s(self) -> float:
@@ -120,54 +137,96 @@ def peak_rss_mb() -> float:
 
 def score_with_probe(
     model: Any, rendered: list[RenderedPrompt], letters: LetterIds, prefix_reuse: bool,
-    batch_tokens: int, max_batch_size: int,
+    batch_tokens: int, max_batch_size: int, fast_path: bool = False,
 ) -> tuple[np.ndarray, Timing]:
-    """Letter log-probs `[prompt, letter]` in `rendered` order, and the wall time of scoring."""
-
+    """Letter log-probs `[prompt, letter]` in `rendered` order, and the wall time of scoring
+    (the head check included, as a run pays it; building the scorer is `setup_seconds`)."""
+    s0 = time.perf_counter()
     scorer = HFScorer(model, HFBackendSpec(batch_tokens=batch_tokens, max_batch_size=max_batch_size,
-                                           prefix_reuse=prefix_reuse))
-    t0 = time.perf_counter()
+                                           prefix_reuse=prefix_reuse, fast_path=fast_path))
+    setup = time.perf_counter() - s0
+    t0, c0 = time.perf_counter(), time.process_time()
     got = {s.prompt_id: s.letter_logprobs for batch in scorer.score(rendered, letters) for s in batch}
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     lp = np.array([got[r.prompt.prompt_id] for r in rendered], dtype=np.float64)
-    name = "probe" if prefix_reuse else "probe-noprefix"
+    name = ("probe" if prefix_reuse else "probe-noprefix") + ("-fast" if fast_path else "")
     stats = scorer.stats
     return lp, Timing(name, len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
-                      stats.unique_tokens, stats.padded_tokens, PassShares.of(stats))
+                      stats.unique_tokens, stats.padded_tokens, PassShares.of(stats), cpu, setup)
 
 
 def score_texts_with_probe(
     model: Any, requests: list[TextRequest], prefix_reuse: bool, batch_tokens: int, max_batch_size: int,
+    fast_path: bool = False,
 ) -> tuple[np.ndarray, Timing]:
     """Answer-text log-probs `[request, option]` (sums over each continuation's tokens) in
     `requests` order, and the wall time of scoring (the scorer's once-per-run exactness check
     included, as a run pays it)."""
+    s0 = time.perf_counter()
     scorer = HFScorer(model, HFBackendSpec(batch_tokens=batch_tokens, max_batch_size=max_batch_size,
-                                           prefix_reuse=prefix_reuse)).texts()
-    t0 = time.perf_counter()
+                                           prefix_reuse=prefix_reuse, fast_path=fast_path)).texts()
+    setup = time.perf_counter() - s0
+    t0, c0 = time.perf_counter(), time.process_time()
     got = {s.prompt_id: s.logprobs for batch in scorer.score(requests) for s in batch}
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     lp = np.array([got[r.prompt.prompt.prompt_id] for r in requests], dtype=np.float64)
     stats = scorer.stats
-    return lp, Timing("probe" if prefix_reuse else "probe-noprefix", len(requests), seconds, stats.prompt_tokens,
-                      stats.tokens_computed, peak_rss_mb(), stats.unique_tokens, stats.padded_tokens,
-                      PassShares.of(stats))
+    name = ("probe" if prefix_reuse else "probe-noprefix") + ("-fast" if fast_path else "")
+    return lp, Timing(name, len(requests), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
+                      stats.unique_tokens, stats.padded_tokens, PassShares.of(stats), cpu, setup)
 
 
-def gemm_peak_flops(seconds: float = 2.0, size: int = 2048) -> float:
+FAST_STEPS: dict[str, FastSteps | None] = {
+    "eager": None,
+    "fused projections": FastSteps(shared_kv_heads=False, last_layer_reads=False),
+    "+ shared KV heads": FastSteps(last_layer_reads=False),
+    "+ last layer where read": FastSteps(),
+}
+"""The fast path's steps, each on top of the ones before (None: the eager path)."""
+
+
+def step_seconds(model: Any, rendered: list[RenderedPrompt], letters: LetterIds, rounds: int) -> list[dict[str, float]]:
+    """CPU seconds of each of `FAST_STEPS` over the prompts' passes, per round.
+
+    The steps run pass by pass in turn (A B C D on one pass, D C B A on the next), so a machine
+    whose speed drifts — other jobs on a shared CPU — slows every step alike; a pass's ancestors'
+    KV comes from the last step run (they agree within 1e-5 nats)."""
+    import torch
+
+    scorers = {name: HFScorer(model, HFBackendSpec(fast_path=steps is not None),
+                              fast_steps=steps or FastSteps()) for name, steps in FAST_STEPS.items()}
+    letter_ids = torch.tensor(letters.ids)
+    names = list(scorers)
+    out = []
+    for r in range(rounds):
+        seconds = dict.fromkeys(names, 0.0)
+        for chunk in score_chunks(rendered, HFBackendSpec(), None):
+            store = KVStore.for_chunk(chunk)
+            for k, step in enumerate(chunk.steps):
+                for name in names if (r + k) % 2 == 0 else names[::-1]:
+                    c0 = time.process_time()
+                    scorers[name]._forward(chunk, step, store, letter_ids)  # one pass, as scoring runs it
+                    seconds[name] += time.process_time() - c0
+                store.ran(chunk, step)
+        out.append(seconds)
+    return out
+
+
+def gemm_peak_flops(seconds: float = 2.0, size: int = 2048, clock: Any = time.perf_counter) -> float:
     """Float32 FLOP/s of a large matrix product on this process's threads: the practical peak
     a dense forward pass can approach on a CPU (vendor peaks assume clocks and units that a
-    shared 2-core machine does not sustain)."""
+    shared 2-core machine does not sustain). `clock=time.process_time` measures it in this
+    process's CPU time (one thread: what other jobs on a shared machine leave it)."""
     import torch
 
     a, b = torch.randn(size, size), torch.randn(size, size)
     for _ in range(2):
         a @ b
-    reps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    reps, t0 = 0, clock()
+    while clock() - t0 < seconds:
         a @ b
         reps += 1
-    return 2 * size**3 * reps / (time.perf_counter() - t0)
+    return 2 * size**3 * reps / (clock() - t0)
 
 
 def gemma3_12b_text_config() -> Any:

@@ -6,8 +6,11 @@
     python scripts/bench_scoring.py --text hybrid --items 4  # answer texts as continuations: probe vs lm-eval
     python scripts/bench_scoring.py --mixes demo,short,long --items 8  # probe vs lm-eval per item mix
     python scripts/bench_scoring.py --mixes demo,short,long --items 4 --runs 3  # medians of 3 runs, in turn
+    python scripts/bench_scoring.py --mixes demo,short,short177 --items 4 --runs 3 --engines probe,probe-fast,lm-eval
     python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
     python scripts/bench_scoring.py --generate --items 2   # generation mode: trie prefill vs plain batches
+    python scripts/bench_scoring.py --fast-steps --mixes short,short177 --items 2 --runs 3 --threads 1
+                                                           # backend.fast_path step by step, CPU time
     python scripts/bench_scoring.py --gpu [--tokenizer DIR] # random Gemma-3-12B text model, bf16, 304 × 52 prompts
     python scripts/bench_scoring.py --gpu --small          # dry run of the GPU mode on a 2-layer model (CPU ok)
 
@@ -39,8 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-ENGINES = ("probe", "probe-noprefix", "lm-eval", "vllm")
-MIXES = ("demo", "short", "long")  # probe.perf.MIXES; the parent parses arguments before importing probe
+ENGINES = ("probe", "probe-fast", "probe-noprefix", "lm-eval", "vllm")
+PROBES = ("probe", "probe-fast")  # the trie engines: eager, and with backend.fast_path
+MIXES = ("demo", "short", "long", "short177")  # probe.perf.BENCH_MIXES; arguments are parsed before importing probe
 
 
 def load_smollm2(weights: bool = True):
@@ -76,16 +80,16 @@ def worker(args: argparse.Namespace) -> None:
     elif args.worker == "vllm":
         lp, timing = score_with_vllm(loaded, rendered, letters, args.vllm_block_size)
     else:
-        lp, timing = perf.score_with_probe(loaded.model, rendered, letters, args.worker == "probe",
-                                           args.batch_tokens, args.max_batch_size)
+        lp, timing = perf.score_with_probe(loaded.model, rendered, letters, args.worker != "probe-noprefix",
+                                           args.batch_tokens, args.max_batch_size, args.worker == "probe-fast")
     np.save(args.out, lp)
     extra = {}
     if args.worker == "vllm":
         extra = {"cacheable_tokens": timing.cacheable_tokens, "block_size": timing.block_size}
-    if args.worker == "probe":  # the compute limit: the trie's unique tokens at this machine's GEMM peak
+    if args.worker in PROBES:  # the compute limit: the trie's unique tokens at this machine's GEMM peak
         ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, len(rendered)),
-                 "peak_flops": perf.gemm_peak_flops()}
+                 "peak_flops": perf.gemm_peak_flops(), "peak_flops_cpu": perf.gemm_peak_flops(clock=time.process_time)}
     print("RESULT " + json.dumps({**asdict(timing), "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
@@ -105,19 +109,20 @@ def text_worker(args: argparse.Namespace, spec, loaded) -> None:
         continuations = [[continuation_text(o, args.text, spec.render_settings()) for o in options]
                          for options in design.options]
         lp, timing = texts_with_lm_eval(loaded, texts, continuations, args.lm_eval_batch)
-    elif args.worker in ("probe", "probe-noprefix"):
+    elif args.worker in (*PROBES, "probe-noprefix"):
         requests = [TextRequest(t.prompt, t.continuations) for t in texts]
-        lp, timing = perf.score_texts_with_probe(loaded.model, requests, args.worker == "probe", args.batch_tokens,
-                                                 args.max_batch_size)
+        lp, timing = perf.score_texts_with_probe(loaded.model, requests, args.worker != "probe-noprefix",
+                                                 args.batch_tokens, args.max_batch_size, args.worker == "probe-fast")
     else:
-        raise SystemExit(f"--text: engine {args.worker} has no text path here; expected probe, probe-noprefix, lm-eval")
+        raise SystemExit(f"--text: engine {args.worker} has no text path here; expected probe, probe-fast, "
+                         "probe-noprefix, lm-eval")
     np.save(args.out, lp)
     extra = {}
-    if args.worker == "probe":  # compute limit: unique tokens, the head at every continuation token
+    if args.worker in PROBES:  # compute limit: unique tokens, the head at every continuation token
         ctx = float(np.mean([len(t.prompt.token_ids) for t in texts])) / 2
         head_rows = int(sum(len(c) for t in texts for c in t.continuations))
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, head_rows),
-                 "peak_flops": perf.gemm_peak_flops()}
+                 "peak_flops": perf.gemm_peak_flops(), "peak_flops_cpu": perf.gemm_peak_flops(clock=time.process_time)}
     print("RESULT " + json.dumps({**asdict(timing), "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
@@ -196,27 +201,41 @@ def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: 
 
 
 def mixes(args: argparse.Namespace) -> None:
-    """`--mixes`: the comparison on each item mix in turn, then one line per mix."""
+    """`--mixes`: the comparison on each item mix in turn, then one line per mix and trie engine
+    (`probe`; `probe-fast`, the fast path, on a row of its own)."""
     summary = []
     for mix in args.mixes.split(","):
         print(f"\n## mix {mix}\n", flush=True)
         args.mix = mix
         summary.append((mix, compare(args)))
     print("\n| mix | prompts | prompt tokens / prompt | trie limit | probe tokens computed / limit | probe prompts/s "
-          "| of compute limit | lm-eval prompts/s | probe / lm-eval (median of pairs) | one-row passes (tokens, time) |\n"
-          "|---|---|---|---|---|---|---|---|---|---|")
+          "| of compute limit | of it in CPU time | CPU s | setup s (fusing; nothing compiles) | lm-eval prompts/s "
+          "| probe / lm-eval (median of pairs) "
+          "| one-row passes (tokens, time) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for mix, r in summary:
-        p, lm, sh = r["probe"], r.get("lm-eval"), r["probe"]["passes"]
-        print(f"| {mix} | {p['n_prompts']} | {p['prompt_tokens'] / p['n_prompts']:.0f} | "
-              f"{p['unique_tokens'] / p['prompt_tokens']:.3f} | {p['tokens_computed'] / p['unique_tokens']:.3f} | "
-              f"{p['prompts_per_s']:.2f} | {p['prompts_per_s'] / compute_limit(p):.0%} | "
-              f"{lm['prompts_per_s'] if lm else float('nan'):.2f} | "
-              f"{p.get('vs_lm_eval', p['prompts_per_s'] / lm['prompts_per_s'] if lm else float('nan')):.2f}× | "
-              f"{sh['one_row']}/{sh['n_passes']} ({sh['one_row_token_share']:.1%}, {sh['one_row_time_share']:.1%}) |")
+        lm = r.get("lm-eval")
+        for engine in (e for e in PROBES if e in r):
+            p, sh = r[engine], r[engine]["passes"]
+            name = mix if engine == "probe" else f"{mix}, fast path"
+            print(f"| {name} | {p['n_prompts']} | {p['prompt_tokens'] / p['n_prompts']:.0f} | "
+                  f"{p['unique_tokens'] / p['prompt_tokens']:.3f} | {p['tokens_computed'] / p['unique_tokens']:.3f} | "
+                  f"{p['prompts_per_s']:.2f} | {p['prompts_per_s'] / compute_limit(p):.0%} | "
+                  f"{p['unique_flops'] / p['peak_flops_cpu'] / p['cpu_seconds']:.0%} | "
+                  f"{p['cpu_seconds']:.1f} | {p['setup_seconds']:.2f} | "
+                  f"{lm['prompts_per_s'] if lm else float('nan'):.2f} | "
+                  f"{p.get('vs_lm_eval', p['prompts_per_s'] / lm['prompts_per_s'] if lm else float('nan')):.2f}× | "
+                  f"{sh['one_row']}/{sh['n_passes']} ({sh['one_row_token_share']:.1%}, "
+                  f"{sh['one_row_time_share']:.1%}) |")
+        if "vs_probe" in r.get("probe-fast", {}):
+            f = r["probe-fast"]
+            print(f"|  | fast path / eager, median of pairs: wall {f['vs_probe']:.3f}×, CPU time "
+                  f"{f['cpu_vs_probe']:.3f}× |")
 
 
 def compute_limit(r: dict) -> float:
-    """Prompts/s if the trie's unique tokens ran at this machine's fp32 GEMM peak (a probe result)."""
+    """Prompts/s if the trie's unique tokens ran at this machine's fp32 GEMM peak (a probe result).
+    The mixes table also gives the share in CPU time (`peak_flops_cpu`: the GEMM rate per second
+    of this process's CPU), which other jobs on a shared machine stretch much less than wall time."""
     return r["n_prompts"] * r["peak_flops"] / r["unique_flops"]
 
 
@@ -224,23 +243,33 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-scoring-"))
     results, logprobs = {}, {}
     runs: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     for _ in range(args.runs):  # engines in turn, A B A B …: a drifting machine hits all alike
         for engine in args.engines.split(","):
             python = {"lm-eval": args.lm_eval_python, "vllm": args.vllm_python}.get(engine, sys.executable)
             r = spawn(engine, args, tmp / f"{engine}.npy", python, ["--text", args.text] if args.text else [])
             runs.setdefault(engine, []).append(r["prompts_per_s"])
-            results[engine] = {**r, "prompts_per_s": float(np.median(runs[engine]))}
+            cpu.setdefault(engine, []).append(r.get("cpu_seconds", float("nan")))
+            results[engine] = {**r, "prompts_per_s": float(np.median(runs[engine])),
+                               "cpu_seconds": float(np.median(cpu[engine]))}
             logprobs[engine] = np.load(tmp / f"{engine}.npy")
             print(f"{engine:15s} {r['prompts_per_s']:8.2f} prompts/s", flush=True)
     base = results.get("lm-eval")
     if args.runs > 1:
         print(f"\nmedians of {args.runs} runs each; run by run: "
               + "; ".join(f"{e} {', '.join(f'{v:.2f}' for v in vs)}" for e, vs in runs.items()))
-        if base and "probe" in runs:
-            pairs = [a / b for a, b in zip(runs["probe"], runs["lm-eval"])]
-            results["probe"]["vs_lm_eval"] = float(np.median(pairs))
-            print(f"probe / lm-eval pair by pair: {', '.join(f'{x:.2f}×' for x in pairs)} "
+        for engine in (e for e in PROBES if e in runs and base):
+            pairs = [a / b for a, b in zip(runs[engine], runs["lm-eval"])]
+            results[engine]["vs_lm_eval"] = float(np.median(pairs))
+            print(f"{engine} / lm-eval pair by pair: {', '.join(f'{x:.2f}×' for x in pairs)} "
                   f"(median {np.median(pairs):.2f}×)")
+    if all(e in runs for e in PROBES):  # the fast path's gain, pair by pair (CPU time: steadier when shared)
+        wall = [a / b for a, b in zip(runs["probe-fast"], runs["probe"])]
+        cpu_gain = [b / a for a, b in zip(cpu["probe-fast"], cpu["probe"])]
+        results["probe-fast"].update(vs_probe=float(np.median(wall)), cpu_vs_probe=float(np.median(cpu_gain)))
+        print(f"probe-fast / probe pair by pair: wall {', '.join(f'{x:.3f}×' for x in wall)}; CPU time "
+              f"{', '.join(f'{x:.3f}×' for x in cpu_gain)} "
+              f"(medians {np.median(wall):.3f}×, {np.median(cpu_gain):.3f}×)")
     print(f"\n{results[next(iter(results))]['n_prompts']} prompts, {args.threads or 'default'} threads\n")
     print("| engine | prompts/s | tokens computed / prompt tokens | peak RSS MiB | vs lm-eval |")
     print("|---|---|---|---|---|")
@@ -250,12 +279,12 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
               f"{r['peak_rss_mb']:.0f} | {ratio} |")
     first = results[next(iter(results))]
     print(f"\ntrie limit: {first['unique_tokens'] / first['prompt_tokens']:.3f} of prompt tokens are unique")
-    if "probe" in results:
-        r = results["probe"]
+    for engine in (e for e in PROBES if e in results):
+        r = results[engine]
         limit = compute_limit(r)
         print(f"compute limit: {limit:.2f} prompts/s = {r['unique_flops'] / r['n_prompts'] / 1e9:.1f} GFLOP per prompt "
               f"(unique tokens only) at {r['peak_flops'] / 1e9:.0f} GFLOP/s (fp32 GEMM peak, {args.threads or 'default'} "
-              f"threads); probe reaches {r['prompts_per_s'] / limit:.0%} of it, padding "
+              f"threads); {engine} reaches {r['prompts_per_s'] / limit:.0%} of it, padding "
               f"{r['padded_tokens'] / r['tokens_computed'] - 1:.1%} over the unique tokens")
         if base:
             need = 3 * base["prompts_per_s"]
@@ -340,6 +369,37 @@ def gpu(args: argparse.Namespace) -> None:
         print("| {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.1%} | {:.1f} |".format(*row))
 
 
+def fast_steps(args: argparse.Namespace) -> None:
+    """`--fast-steps`: the fast path's steps one at a time (`probe.perf.FAST_STEPS`), in this
+    process, SmolLM2, pass by pass in turn; CPU time, so a shared machine's other jobs count less."""
+    import torch
+
+    from probe import perf
+    from probe.backends.trie import unique_tokens
+    from probe.prompts.render import render_prompts
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    spec, loaded = load_smollm2()
+    print("| mix | prompts | step | CPU s (median) | speed vs eager (median of rounds) | vs the step before "
+          "| of compute limit |\n|---|---|---|---|---|---|---|", flush=True)
+    for mix in (args.mixes or args.mix).split(","):
+        rendered, letters = render_prompts(loaded.tokenizer, perf.demo_prompts(args.items, 1, mix), "ABCD",
+                                           spec.render_settings(), spec.name)
+        rounds = perf.step_seconds(loaded.model, rendered, letters, args.runs)
+        ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
+        flops = perf.forward_flops(loaded.model.config, unique_tokens(rendered), ctx, len(rendered))
+        peak = perf.gemm_peak_flops(clock=time.process_time)
+        names = list(rounds[0])
+        for k, name in enumerate(names):
+            cpu = float(np.median([r[name] for r in rounds]))
+            vs_eager = np.median([r[names[0]] / r[name] for r in rounds])
+            vs_before = np.median([r[names[max(k - 1, 0)]] / r[name] for r in rounds])
+            print(f"| {mix} | {len(rendered)} | {name} | {cpu:.1f} | {vs_eager:.3f}× | {vs_before:.3f}× | "
+                  f"{flops / peak / cpu:.0%} |", flush=True)
+    print(f"\n{args.runs} rounds, {args.threads or 'default'} threads; the compute limit: unique tokens' FLOPs at "
+          "the 2048² fp32 GEMM rate, both in CPU time")
+
+
 def generation(args: argparse.Namespace) -> None:
     """HF generation mode (greedy, `--max-new-tokens`) with and without trie prefill, SmolLM2."""
     import torch
@@ -381,13 +441,14 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--runs", type=int, default=1, help="runs of each engine, in turn; medians are reported")
     p.add_argument("--vllm-block-size", type=int, default=None, help="vllm engine: KV block size (default: vLLM's)")
-    p.add_argument("--mix", choices=MIXES, default="demo", help="item mix (probe.perf.MIXES)")
+    p.add_argument("--mix", choices=MIXES, default="demo", help="item mix (probe.perf.BENCH_MIXES)")
     p.add_argument("--mixes", default=None, help="compare on each of these mixes, e.g. demo,short,long")
     p.add_argument("--text", choices=("hybrid", "cloze"), default=None,
                    help="score the option texts as continuations (answer-text reading) instead of the letters")
     p.add_argument("--memory", action="store_true")
     p.add_argument("--gpu", action="store_true")
     p.add_argument("--generate", action="store_true", help="HF generation mode, trie prefill vs plain")
+    p.add_argument("--fast-steps", action="store_true", help="the fast path's steps one at a time, in CPU time")
     p.add_argument("--max-new-tokens", type=int, default=8, help="--generate: continuation length")
     p.add_argument("--tokenizer", default=None, help="--gpu: a real Gemma 3 tokenizer folder")
     p.add_argument("--small", action="store_true", help="--gpu: dry run of the script on a 2-layer model")
@@ -406,6 +467,8 @@ def main() -> None:
         gpu(args)
     elif args.generate:
         generation(args)
+    elif args.fast_steps:
+        fast_steps(args)
     elif args.mixes:
         mixes(args)
     else:

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from probe.backends.batching import BackendStats
+from probe.backends.fastpass import FastLayers, FastSteps
 from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_edits
 from probe.backends.passes import PassRunner
 from probe.backends.patching import ResidualSink, run_patching
@@ -68,7 +69,7 @@ class HFScorer:
     """Scores rendered prompts with a loaded `transformers` causal LM."""
 
     def __init__(self, model: PreTrainedModel, spec: HFBackendSpec, mech: MechSpec | None = None,
-                 intervention: InterventionPlan | None = None) -> None:
+                 intervention: InterventionPlan | None = None, fast_steps: FastSteps = FastSteps()) -> None:
         self.model = model
         self.spec = spec
         self.mech = mech or MechSpec()
@@ -92,6 +93,9 @@ class HFScorer:
             self._tap = ResidualTap(self.decoder.layers, [*lens_layers, *self.capture, *self.patch_layers])
         edit_layers = {e.layer for e in self.intervention.steer.values()} | set(self.patch_layers)
         self._edit_hook = EditHook(self.decoder.layers, sorted(edit_layers)) if edit_layers else None
+        # taps and edits hook every layer's full output: they keep the eager path
+        hooked = self._tap is not None or self._edit_hook is not None
+        self._fast = FastLayers.of(self.decoder, fast_steps) if spec.fast_path and not hooked else None
         self._node_edits: Mapping[int, Edit] = {}  # the running chunk's edits, by node
         self._patch: _PatchState | None = None  # set by `patch_pass` while its passes run
 
@@ -131,7 +135,7 @@ class HFScorer:
             raise ProbeInputError("text scoring: interventions (steering, patching) apply to letter scores only; "
                                   "expected intervention=none with answer-text scoring")
         return TextScorer(self.model, self._head, int(self.head_weight.shape[0]), self.spec,
-                          HEAD_CHECK_TOL[self.model.dtype == torch.float32])
+                          HEAD_CHECK_TOL[self.model.dtype == torch.float32], self._fast)
 
     def patch_pass(self, chunk: TrieChunk, letter_ids: torch.Tensor, edits: Mapping[int, Edit] | None = None,
                    sink: ResidualSink | None = None) -> Iterator[list[LetterScore]]:
@@ -175,7 +179,10 @@ class HFScorer:
         if self._node_edits and self._edit_hook is not None:
             self._edit_hook.arm(chunk, rows, self._node_edits)
         try:
-            hidden, last = run_pass(self.decoder, self._cache_kw, chunk, rows, store)
+            reads = (torch.tensor(keep, dtype=torch.long), torch.tensor([len(nodes[j].tokens) - 1 for j in keep],
+                                                                        dtype=torch.long))
+            hidden, last = run_pass(self.decoder, self._cache_kw, chunk, rows, store, self._fast,
+                                    tuple(t.to(self.device) for t in reads))
         finally:
             if self._tap is not None:
                 self._tap.disarm()

@@ -37,6 +37,7 @@ from transformers import PreTrainedModel
 
 from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextChunk, TextPlan, TextRequest, TextScore, plan_texts
+from probe.backends.fastpass import FastLayers
 from probe.backends.passes import PassRunner
 from probe.backends.specs import HFBackendSpec
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
@@ -52,9 +53,11 @@ Head = Callable[[torch.Tensor], torch.Tensor]
 class TextScorer:
     """Scores continuations with a loaded model's decoder and the letter scorer's float32 head."""
 
-    def __init__(self, model: PreTrainedModel, head: Head, vocab_size: int, spec: HFBackendSpec,
-                 check_tol: float) -> None:
+    def __init__(self, model: PreTrainedModel, head: Head, vocab_size: int, spec: HFBackendSpec, check_tol: float,
+                 fast: FastLayers | None = None) -> None:
         self.model = model
+        self.fast = fast
+        """The fused layers (`backend.fast_path`), or None for the eager path."""
         self.decoder, self.cache_kw = decoder_and_cache_kw(model)
         self.head = head
         self.vocab_size = vocab_size
@@ -138,14 +141,15 @@ class TextScorer:
     @torch.inference_mode()
     def _forward(self, chunk: TextChunk, rows: Sequence[int], store: KVStore, values: np.ndarray) -> np.ndarray:
         """Run a pass and the head at its nodes' sites; write the log-probs, return their slots."""
-        hidden, last = run_pass(self.decoder, self.cache_kw, chunk.trie, rows, store)
+        here = [(j, chunk.sites[i]) for j, i in enumerate(rows) if i in chunk.sites]
+        row = np.concatenate([np.full(len(s.positions), j) for j, s in here]) if here else np.zeros(0, np.int64)
+        col = np.concatenate([s.positions for _, s in here]) if here else np.zeros(0, np.int64)
+        reads = (torch.from_numpy(row).to(self.device), torch.from_numpy(col).to(self.device))
+        hidden, last = run_pass(self.decoder, self.cache_kw, chunk.trie, rows, store, self.fast, reads)
         nodes = [chunk.trie.nodes[i] for i in rows]
         self.stats.count_pass([len(n.tokens) for n in nodes], int(last.max() + 1))
-        here = [(j, chunk.sites[i]) for j, i in enumerate(rows) if i in chunk.sites]
         if not here:
             return np.zeros(0, dtype=np.int64)
-        row = np.concatenate([np.full(len(s.positions), j) for j, s in here])
-        col = np.concatenate([s.positions for _, s in here])
         base = np.cumsum([0] + [len(s.positions) for _, s in here[:-1]])
         site = np.concatenate([b + s.which for b, (_, s) in zip(base, here)])  # sites' rows of `picked`
         targets = np.concatenate([s.targets for _, s in here])

@@ -18,6 +18,7 @@ shape and strides the concatenation had, so attention reads the same numbers the
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from probe.backends.fastpass import FastLayers, Reads
 from probe.backends.trie import TrieChunk
 
 PathKV = list[torch.Tensor]
@@ -180,9 +182,12 @@ def decoder_and_cache_kw(model: Any) -> tuple[Any, str]:
 
 
 def run_pass(decoder: Any, cache_kw: str, chunk: TrieChunk, rows: Sequence[int],
-             store: KVStore) -> tuple[torch.Tensor, torch.Tensor]:
+             store: KVStore, fast: FastLayers | None = None, reads: Reads | None = None,
+             ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run nodes `rows` of `chunk` (their ancestors' paths must be in `store`); return the
-    last hidden states `[rows, width, d]` and each row's last real position."""
+    last hidden states `[rows, width, d]` and each row's last real position. With `fast`
+    (`probe.backends.fastpass`) the pass runs the fused layers, and with `reads` only those
+    positions of the returned hidden states are the model's."""
     dev = decoder.get_input_embeddings().weight.device
     nodes = [chunk.nodes[i] for i in rows]
     p_max = max(n.start for n in nodes)  # from Python ints: no device sync
@@ -195,8 +200,9 @@ def run_pass(decoder: Any, cache_kw: str, chunk: TrieChunk, rows: Sequence[int],
         cache = DynamicCache()
     ancestor_mask = (torch.arange(p_max, device=dev)[None, :] >= (p_max - starts)[:, None]).long()
     positions = starts[:, None] + torch.arange(ids.shape[1], device=dev)[None, :]
-    out = decoder(input_ids=ids.to(dev), attention_mask=torch.cat([ancestor_mask, node_mask.to(dev)], dim=1),
-                  position_ids=positions, **{cache_kw: cache}, use_cache=True)
+    with fast.active(reads) if fast is not None else contextlib.nullcontext():
+        out = decoder(input_ids=ids.to(dev), attention_mask=torch.cat([ancestor_mask, node_mask.to(dev)], dim=1),
+                      position_ids=positions, **{cache_kw: cache}, use_cache=True)
     new_cache = out.cache if hasattr(out, "cache") else out.past_key_values
     for j, i in enumerate(rows):
         if i in store.waiting:

@@ -12,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from probe.backends.specs import backend_record
 from probe.benches.task import PreparedBench
 from probe.models import LoadedModel
 from probe.pipeline.judging import judge_config, verdict_config
@@ -45,7 +46,7 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"),
                       "config": {k: v for k, v in cfg.bench.record(cfg.text_reading).items()
                                  if k not in BENCH_TRANSPORT}},
-            "backend": asdict(cfg.backend), "mech": asdict(cfg.analysis.mech),
+            "backend": backend_record(cfg.backend), "mech": asdict(cfg.analysis.mech),
             "judge": verdict_config(cfg) if cfg.judged else None,
             **({"intervention": intervention} if intervention else {})}
 

@@ -24,6 +24,7 @@ from tqdm import tqdm
 from probe.backends.base import Backend, Generator, PrefixCacheCounters, Scorer
 from probe.backends.factory import make_backend
 from probe.backends.roofline import predict_chunks
+from probe.backends.specs import backend_record
 from probe.backends.trie import unique_tokens
 from probe.backends.units import score_chunks, work_units
 from probe.benches.task import PreparedBench
@@ -139,7 +140,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
 
     stats = backend.stats
     sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
-    work = {**asdict(cfg.backend), "n_batches": stats.n_batches, "batch_sizes": sizes,
+    work = {**backend_record(cfg.backend), "n_batches": stats.n_batches, "batch_sizes": sizes,
             "rows_per_pass": pass_quantiles(sizes),
             "oom_splits": stats.oom_splits, "head_check": stats.head_check,
             "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
