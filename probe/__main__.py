@@ -1,10 +1,10 @@
 """Entry point: `python -m probe model=<name> bench=<name> [overrides]` (Hydra, configs in probe/conf),
-`probe ls …` (what there is to run, `probe.ls`) and `probe view RUN_OR_SWEEP_DIR` (`probe.view`).
+`probe ls …` (what there is to run, `probe ls`) and `probe view RUN_OR_SWEEP_DIR` (`probe view`).
 
 Hydra and DictConfig stop here: the composed config becomes a typed, validated `RunConfig`
-before anything is written, and `probe.pipeline.run.run` does the work. A bad value stops
+before anything is written, and `probe.pipeline.execute.run` does the work. A bad value stops
 with one line naming the key, the value and what is allowed (exit status 2); so does an
-unknown key, checked before Hydra reads the command line (`probe.overrides`).
+unknown key, checked before Hydra reads the command line (`probe.commands.overrides`).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from probe import ls
+from probe.commands import ls
 from probe.config import build, package_conf_dir
-from probe.conftree import compose_tree
+from probe.commands.conftree import compose_tree
 from probe.errors import ProbeInputError
-from probe.interrupt import launcher_argv, resume_command, resume_hint
+from probe.commands.interrupt import launcher_argv, resume_command, resume_hint
 from probe.models import ModelSpec
-from probe.overrides import check
-from probe.pipeline.run import run
+from probe.commands.overrides import check
+from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
 
 log = logging.getLogger("probe")
@@ -79,9 +79,9 @@ def main() -> None:
 
 def _view(argv: list[str]) -> int:
     try:
-        from probe.view import main as view
+        from probe.commands.view import main as view
     except ModuleNotFoundError as e:
-        if e.name != "probe.view":
+        if e.name != "probe.commands.view":
             raise
         print("probe: error: probe view is not part of this installation of probe", file=sys.stderr)
         return 2

@@ -12,7 +12,7 @@ import numpy as np
 
 from probe.benches.registry import task_of
 from probe.metrics import steering
-from probe.metrics.patching import patching_table, restored_share
+from probe.metrics.patch_effects import patching_table, restored_share
 from probe.pipeline.stored_run import open_run
 from probe.results.manifest import read_manifest
 from probe.results.run import Run
@@ -29,7 +29,7 @@ def load_run(path: str | Path) -> Run:
 def steering_vectors(run_dir: str | Path, layer: int, source: str | None = None,
                      dest: str | None = None) -> dict[str, np.ndarray]:
     """`{c: v_c}` at decoder `layer` from a run's captured activations
-    (`probe.metrics.steering.steering_vectors`), between the conditions its bench compares by
+    (`probe.metrics.steering_vectors.steering_vectors`), between the conditions its bench compares by
     default unless `source` and `dest` name others."""
     design = task_of(read_manifest(Path(run_dir))).design
     return steering.steering_vectors(run_dir, layer, design, source, dest)

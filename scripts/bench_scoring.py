@@ -44,7 +44,7 @@ import numpy as np
 
 ENGINES = ("probe", "probe-fast", "probe-noprefix", "lm-eval", "vllm")
 PROBES = ("probe", "probe-fast")  # the trie engines: eager, and with backend.fast_path
-MIXES = ("demo", "short", "long", "short177")  # probe.perf.BENCH_MIXES; arguments are parsed before importing probe
+MIXES = ("demo", "short", "long", "short177")  # probe.pipeline.perf.BENCH_MIXES; arguments are parsed before importing probe
 
 
 def load_smollm2(weights: bool = True):
@@ -59,7 +59,7 @@ def worker(args: argparse.Namespace) -> None:
     """One engine in this process: render, score, save log-probs, print a JSON timing line."""
     import torch
 
-    from probe import perf
+    from probe.pipeline import perf
     from probe.prompts.render import render_prompts
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
@@ -96,10 +96,10 @@ def worker(args: argparse.Namespace) -> None:
 def text_worker(args: argparse.Namespace, spec, loaded) -> None:
     """One engine on the demo's text prompts (`--text FORM`): save `[text prompt, option]`
     log-probs, print the timing line."""
-    from probe import perf
+    from probe.pipeline import perf
     from probe.backends.continuations import TextRequest
     from probe.benches.disco.data import text_message
-    from probe.prompts.text import continuation_text, render_texts, text_design
+    from probe.prompts.text_forms import continuation_text, render_texts, text_design
 
     items = perf.demo_items(args.items, args.repeat, args.mix)
     prompts = perf.build_prompts(items)
@@ -134,7 +134,7 @@ def texts_with_lm_eval(loaded, texts, continuations, batch_size: int):
 
     from probe.backends.continuations import plan_texts, TextRequest
     from probe.backends.specs import HFBackendSpec
-    from probe.perf import Timing, peak_rss_mb
+    from probe.pipeline.perf import Timing, peak_rss_mb
 
     lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size)
     requests = [Instance(request_type="loglikelihood", doc={}, arguments=(t.prompt.text, c), idx=i)
@@ -154,7 +154,7 @@ def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
     from lm_eval.models.huggingface import HFLM
 
     from probe.backends.trie import unique_tokens
-    from probe.perf import Timing, peak_rss_mb
+    from probe.pipeline.perf import Timing, peak_rss_mb
 
     lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size)
     requests = [Instance(request_type="loglikelihood", doc={}, arguments=(r.text, letter), idx=i)
@@ -171,7 +171,7 @@ def score_with_vllm(loaded, rendered, letters, block_size: int | None):
     """probe's vLLM backend (float32 on CPU, prefix caching on); engine start-up not timed."""
     from probe.backends.specs import VLLMSpec
     from probe.backends.vllm import VLLMEngine
-    from probe.perf import Timing, peak_rss_mb
+    from probe.pipeline.perf import Timing, peak_rss_mb
 
     engine = VLLMEngine(loaded.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048,
                                                                    block_size=block_size), loaded.tokenizer)
@@ -323,7 +323,7 @@ def gpu(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoTokenizer, Gemma3ForCausalLM
 
-    from probe import perf
+    from probe.pipeline import perf
     from probe.prompts.render import RenderSettings, render_prompts
     from probe.models.tiny import TinySpec, build_tokenizer
 
@@ -370,11 +370,11 @@ def gpu(args: argparse.Namespace) -> None:
 
 
 def fast_steps(args: argparse.Namespace) -> None:
-    """`--fast-steps`: the fast path's steps one at a time (`probe.perf.FAST_STEPS`), in this
+    """`--fast-steps`: the fast path's steps one at a time (`probe.pipeline.perf.FAST_STEPS`), in this
     process, SmolLM2, pass by pass in turn; CPU time, so a shared machine's other jobs count less."""
     import torch
 
-    from probe import perf
+    from probe.pipeline import perf
     from probe.backends.trie import unique_tokens
     from probe.prompts.render import render_prompts
 
@@ -404,7 +404,7 @@ def generation(args: argparse.Namespace) -> None:
     """HF generation mode (greedy, `--max-new-tokens`) with and without trie prefill, SmolLM2."""
     import torch
 
-    from probe import perf
+    from probe.pipeline import perf
     from probe.backends.generate import HFGenerator
     from probe.backends.specs import HFBackendSpec
     from probe.prompts.render import render_prompts
@@ -441,7 +441,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--runs", type=int, default=1, help="runs of each engine, in turn; medians are reported")
     p.add_argument("--vllm-block-size", type=int, default=None, help="vllm engine: KV block size (default: vLLM's)")
-    p.add_argument("--mix", choices=MIXES, default="demo", help="item mix (probe.perf.BENCH_MIXES)")
+    p.add_argument("--mix", choices=MIXES, default="demo", help="item mix (probe.pipeline.perf.BENCH_MIXES)")
     p.add_argument("--mixes", default=None, help="compare on each of these mixes, e.g. demo,short,long")
     p.add_argument("--text", choices=("hybrid", "cloze"), default=None,
                    help="score the option texts as continuations (answer-text reading) instead of the letters")

@@ -30,7 +30,7 @@ def requests(loaded, spec, items: int, form: str):
     from probe.backends.continuations import TextRequest
     from probe.models import cache_root
     from probe.pipeline.spec import bench_ref
-    from probe.prompts.text import render_texts, text_design
+    from probe.prompts.text_forms import render_texts, text_design
 
     ref = bench_ref({"kind": "disco", "packaged": "demo_disco.csv", "limit": items, "text_form": form})
     bench = ref.task.prepare(ref.spec, False, cache_root() / "data")

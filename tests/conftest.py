@@ -112,7 +112,7 @@ def probe_env(cache: Path) -> dict[str, str]:
 
 
 def prepare(cfg: dict, generate: bool = False):  # type: ignore[no-untyped-def]
-    """A bench config mapping → its validated `PreparedBench` (what `probe.pipeline.run` does first)."""
+    """A bench config mapping → its validated `PreparedBench` (what `probe.pipeline.execute` does first)."""
     from probe.models import cache_root
     from probe.pipeline.spec import bench_ref
 

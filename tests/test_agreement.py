@@ -27,7 +27,7 @@ from probe.benches.disco.data import DiscoSpec, build_prompts
 from probe.benches.disco.metrics import DiscoAnalysis, compute
 from probe.benches.forced import ROTATION_DESIGN, letter_blocks, letter_metrics, letter_report
 from probe.benches.registry import get_task
-from probe.compare import main as compare_main
+from probe.commands.compare import main as compare_main
 from probe.errors import ProbeInputError
 from probe.metrics.text_agreement import (
     Reading,

@@ -87,7 +87,7 @@ def test_tiny_run_metrics_and_reanalysis(tiny_run: Path, tmp_path: Path) -> None
 
 def test_paired_comparison_of_two_runs(tiny_run: Path, tmp_path: Path) -> None:
     """Run B = run A with one Spain-English verdict turned correct: the paired Δ is exact."""
-    from probe.compare import compare_runs
+    from probe.commands.compare import compare_runs
 
     copy = tmp_path / "b"
     shutil.copytree(tiny_run, copy)

@@ -99,7 +99,7 @@ def test_whose_answer_on_smollm2(tmp_path: Path) -> None:
 def test_paired_comparison_of_two_runs(tiny_run: Path, tmp_path: Path) -> None:
     """Run B = run A with every neutral-form score equal (uniform over distinct answers): the
     paired Δ of the neutral KL is A's minus B's, and the cues' compliance does not move."""
-    from probe.compare import compare_runs
+    from probe.commands.compare import compare_runs
 
     copy = tmp_path / "b"
     shutil.copytree(tiny_run, copy)

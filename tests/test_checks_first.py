@@ -18,7 +18,7 @@ from probe.judges import JudgeSpec
 from probe.models import ModelSpec
 from probe.models.tiny import TinySpec
 from probe.pipeline.intervention import PatchSpec
-from probe.pipeline.run import run
+from probe.pipeline.execute import run
 from probe.pipeline.spec import AnalysisSpec, BenchRef, RunConfig, bench_ref, run_config
 
 MODEL = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())

@@ -185,7 +185,7 @@ def test_analyze_recomputes_identical_metrics(run_dir: Path, tmp_path: Path) -> 
     assert json.loads((copy / "metrics.json").read_text()) == json.loads((run_dir / "metrics.json").read_text())
     assert (copy / "report.md").read_text() == (run_dir / "report.md").read_text()
     # a temperature re-analysis goes beside the original, from the same stored log-probs
-    proc = subprocess.run([sys.executable, "-m", "probe.analyze", str(copy), "analysis.temperature=0.5"],
+    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(copy), "analysis.temperature=0.5"],
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
     hot = json.loads((copy / "metrics-temperature=0.5.json").read_text())
@@ -202,13 +202,13 @@ def test_analyze_at_another_temperature_prints_its_headline_and_writes_html(run_
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
     own_html = (copy / "report.html").read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "probe.analyze", str(copy), "analysis.temperature=0.7"],
+    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(copy), "analysis.temperature=0.7"],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     task = task_of(read_manifest(copy))
     hot = run_summary(task, json.loads((copy / "metrics-temperature=0.7.json").read_text()))
     assert hot in proc.stdout and hot != run_summary(task, json.loads((copy / "metrics.json").read_text()))
-    assert f"probe.analyze: {52 * N_ITEMS} prompts of {copy}, analysis.temperature=0.7" in proc.stdout
+    assert f"probe analyze: {52 * N_ITEMS} prompts of {copy}, analysis.temperature=0.7" in proc.stdout
     html = (copy / "report-temperature=0.7.html").read_text()
     assert "(temperature=0.7)</title>" in html and "(temperature 0.7)" in html  # its own markdown
     assert html.count('<img src="data:image/png;base64,') == len(list((copy / "figures" / "temperature=0.7").glob("*.png"))) > 0

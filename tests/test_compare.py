@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from probe.compare import compare_runs, main, paired_difference
+from probe.commands.compare import compare_runs, main, paired_difference
 from probe.errors import ProbeInputError
 from probe.metrics.paired import holm
 from probe.pipeline.analysis import analyze_run
@@ -148,7 +148,7 @@ def test_command_line_table_and_json(runs, tmp_path: Path, capsys: pytest.Captur
 def test_small_samples_and_p_values_below_the_resolution_are_said() -> None:
     """Two items and every replicate on one side: p reads `< 1/B`, not 0.0000, and the table warns
     that two units cannot carry an interval."""
-    from probe.compare import comparison_markdown
+    from probe.commands.compare import comparison_markdown
     from probe.metrics.paired import Comparison, Difference
 
     d = Difference("C0.KL", "expected", 0.2, 0.1, 0.1, (0.05, 0.15), 0.0, 0.0)
@@ -196,7 +196,7 @@ def test_sweep_pair_and_checkpoint_tables_show_paired_intervals(runs, tmp_path: 
 def test_a_sweep_names_and_skips_unreadable_runs(runs, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A truncated, `[]` or `{}` metrics.json, or unreadable tables, among good runs: each is named
     in the report with its reason, and the report is built from the others."""
-    from probe.report.__main__ import main as report_main
+    from probe.commands.report import main as report_main
 
     a, b, _ = runs
     _relabel(a, tmp_path / "good_a", name="good-a")

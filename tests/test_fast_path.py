@@ -128,7 +128,7 @@ def test_off_by_default_and_recorded_only_when_on() -> None:
 
 def test_the_benchmark_times_every_step(tiny: LoadedModel) -> None:
     """`bench_scoring.py --fast-steps`: each step of `FAST_STEPS` timed on every pass, per round."""
-    from probe.perf import FAST_STEPS, step_seconds
+    from probe.pipeline.perf import FAST_STEPS, step_seconds
 
     rendered, letters = _demo(tiny, 1)
     rounds = step_seconds(tiny.model, rendered[:12], letters, 2)

@@ -88,7 +88,7 @@ def pair_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import probe.pipeline.run as pipeline
+    import probe.pipeline.execute as pipeline
     from probe.benches import registry
     from probe.config import package_conf_dir
     from probe.pipeline.spec import run_config

@@ -217,7 +217,7 @@ def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     probe_cli("-m", *base, "intervention=steer", f"intervention.vectors={plain}", "intervention.layer=1",
               "intervention.culture=China,Spain", "intervention.alpha=2,4", f"hydra.sweep.dir={sweep}")
-    proc = subprocess.run([sys.executable, "-m", "probe.report", str(sweep), str(plain), f"out={tmp_path / 'rep'}"],
+    proc = subprocess.run([sys.executable, "-m", "probe", "report", str(sweep), str(plain), f"out={tmp_path / 'rep'}"],
                           cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (tmp_path / "rep" / "report.md").read_text()
@@ -279,7 +279,7 @@ def _pipeline_run(out: Path, *overrides: str) -> Path:
     from omegaconf import OmegaConf
 
     from probe.config import package_conf_dir
-    from probe.pipeline.run import run
+    from probe.pipeline.execute import run
     from probe.pipeline.spec import run_config
 
     with initialize_config_dir(config_dir=str(package_conf_dir()), version_base="1.3"):

@@ -179,7 +179,7 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disco_csv: Path, name:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import probe.pipeline.run as pipeline
+    import probe.pipeline.execute as pipeline
     from probe.config import package_conf_dir
     from probe.pipeline.spec import run_config
 
@@ -227,7 +227,7 @@ def test_a_head_bias_on_one_letter_moves_expected_but_not_debiased(
     assert (pb["C"] / pb["A"]) / (pa["C"] / pa["A"]) == pytest.approx(np.exp(2.0), rel=1e-4)
     assert a["letter_split"]["C0"]["content"] > b["letter_split"]["C0"]["content"]
     # paired comparisons read the debiased block like the others
-    from probe.compare import paired_difference
+    from probe.commands.compare import paired_difference
 
     d = paired_difference(plain, shifted, "C2.CR", flavour="debiased")
     assert d.block == "debiased" and abs(d.delta) < 1e-6 and abs(d.ci95[0]) < 1e-6

@@ -157,7 +157,7 @@ def test_an_edited_cached_verdict_is_asked_again_and_noted(tmp_path: Path) -> No
 
 def test_locqa_runs_pair_by_template(zero_shot: Path) -> None:
     """LocQA's bootstrap unit is the template: a paired comparison resamples templates."""
-    from probe.compare import compare_runs, paired_difference
+    from probe.commands.compare import compare_runs, paired_difference
 
     d = paired_difference(zero_shot, zero_shot, "B_US_macro")
     assert (d.block, d.delta, d.ci95, d.p_value) == ("metrics", 0.0, (0.0, 0.0), 1.0)

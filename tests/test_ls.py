@@ -116,7 +116,7 @@ def test_a_spec_key_its_entry_leaves_unset_is_accepted(tmp_path: Path) -> None:
 
 
 def test_check_leaves_valid_and_hydras_own_overrides_alone() -> None:
-    from probe.overrides import check
+    from probe.commands.overrides import check
 
     argv = ["-m", "model=tiny,tiny-gemma3", "bench=demo", "bench.limit=1,2", "+foo=1", "++backend.seed=3",
             "~cluster", "hydra.run.dir=x", "hydra/job_logging=default", "analysis.n_boot=10", "bench.conditions=[C0]"]
@@ -125,7 +125,7 @@ def test_check_leaves_valid_and_hydras_own_overrides_alone() -> None:
 
 
 def test_probe_view_is_dispatched_before_hydra(monkeypatch: pytest.MonkeyPatch) -> None:
-    view = pytest.importorskip("probe.view")
+    view = pytest.importorskip("probe.commands.view")
     import probe.__main__ as entry
 
     seen: list[list[str]] = []

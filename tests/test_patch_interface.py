@@ -1,5 +1,5 @@
 """Activation patching reaches the HF scorer through its typed interface: `patch_pass` with a
-`ResidualSink` (`probe.backends.patching.PatchScorer`), no private state set from outside.
+`ResidualSink` (`probe.backends.patch_hooks.PatchScorer`), no private state set from outside.
 
 A patch pass over the scoring plan's chunks leaves each prompt's residual after every patch
 layer in the sink — the residual the scoring pass captures at those layers — and records no
@@ -19,7 +19,7 @@ from conftest import prepare
 
 from probe.backends.hf import HFScorer
 from probe.backends.interventions import InterventionPlan
-from probe.backends.patching import ResidualSink
+from probe.backends.patch_hooks import ResidualSink
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec
 from probe.backends.units import score_chunks

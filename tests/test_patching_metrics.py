@@ -18,8 +18,8 @@ from safetensors.numpy import save_file
 
 from probe.errors import ProbeInputError
 from probe.metrics.core import bootstrap_weights
-from probe.metrics.patching import patching_table, restored_share
-from probe.results.patching import PAIR_COLUMNS, load_patching
+from probe.metrics.patch_effects import patching_table, restored_share
+from probe.results.patch_tables import PAIR_COLUMNS, load_patching
 from probe.probs import choice_probs
 from probe.results.run import load_run
 
@@ -199,7 +199,7 @@ def test_the_report_assembles_what_the_analysis_stored(patched_run: Path, tmp_pa
     figures it is handed (here a patching table altered on purpose, and no figures)."""
     from dataclasses import replace
 
-    from probe.report.run import RunAnalyses, write_run_report
+    from probe.report.run_report import RunAnalyses, write_run_report
 
     copy = tmp_path / "run"
     shutil.copytree(patched_run, copy)

@@ -58,7 +58,7 @@ def test_toy_run_has_the_letter_prior_blocks(toy_run: Path) -> None:
 
 def test_toy_run_in_sweep_report(toy_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "probe.report", str(toy_run.parent), f"out={out}"],
+    proc = subprocess.run([sys.executable, "-m", "probe", "report", str(toy_run.parent), f"out={out}"],
                           env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (out / "report.md").read_text()
@@ -68,7 +68,7 @@ def test_toy_run_in_sweep_report(toy_run: Path, tmp_path: Path) -> None:
 
 
 def test_toy_reanalysis(toy_run: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "probe.analyze", str(toy_run), "analysis.temperature=2"],
+    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(toy_run), "analysis.temperature=2"],
                           env=_env(toy_run.parent / "cache"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     hot = json.loads((toy_run / "metrics-temperature=2.json").read_text())

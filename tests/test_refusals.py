@@ -31,7 +31,7 @@ def _run(out: Path, monkeypatch: pytest.MonkeyPatch, disco_csv: Path, *overrides
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import probe.pipeline.run as pipeline
+    import probe.pipeline.execute as pipeline
     from probe.config import package_conf_dir
     from probe.pipeline.spec import run_config
 

@@ -12,7 +12,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 
 from probe.benches.registry import BUILTIN, get_task
-from probe.confgen import stale
+from probe.commands.confgen import stale
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.models import ModelSpec
@@ -36,13 +36,13 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 
 def test_configs_live_in_the_package() -> None:
-    assert CONF == ROOT / "probe" / "conf" and (CONF / "config.yaml").is_file()
+    assert CONF == ROOT / "conf" and (CONF / "config.yaml").is_file()
     assert not (ROOT / "conf").exists()
 
 
 def test_generated_configs_match_their_specs() -> None:
     """Defaults live in the spec dataclasses; the YAML files are generated from them."""
-    assert stale() == [], "run `python -m probe.confgen`"
+    assert stale() == [], "run `python -m probe.commands.confgen`"
 
 
 def test_every_model_config_builds_and_pairs_are_mutual() -> None:
@@ -111,7 +111,7 @@ def test_builtin_bench_configs_name_their_kind() -> None:
         assert cfg["kind"] == task.kind == cfg["name"]
 
 
-@pytest.mark.parametrize("module", ["probe", "probe.analyze", "probe.report", "probe.compare", "probe.confgen", "probe.merge"])
+@pytest.mark.parametrize("module", ["probe", "probe.commands.analyze", "probe.report", "probe.commands.compare", "probe.commands.confgen", "probe.commands.merge"])
 def test_every_cli_answers_help(module: str) -> None:
     out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

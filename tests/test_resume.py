@@ -177,7 +177,7 @@ def test_sigint_prints_the_resume_command_and_it_resumes_identically(reference: 
 
 
 def test_the_resume_command_keeps_the_run_and_drops_the_sweep() -> None:
-    from probe.interrupt import resume_command
+    from probe.commands.interrupt import resume_command
 
     task = ["model=tiny", "bench.conditions=[C0,C3]"]
     hydra = ["hydra.mode=MULTIRUN", "hydra.sweep.dir=multirun/x", "hydra.launcher.timeout_min=5",

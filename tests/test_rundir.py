@@ -178,7 +178,7 @@ def test_probe_analyze_refuses_a_linked_figures_directory(tmp_path: Path, finish
     elsewhere.mkdir()
     (out / "figures").symlink_to(elsewhere, target_is_directory=True)
     metrics = (out / "metrics.json").read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "probe.analyze", str(out)], cwd=REPO_ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(out)], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 2 and f"{out / 'figures'} is a symbolic link (to {elsewhere})" in proc.stderr
     assert not any(elsewhere.iterdir()) and (out / "metrics.json").read_bytes() == metrics

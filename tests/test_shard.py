@@ -1,4 +1,4 @@
-"""`bench.shard=i/n` and `python -m probe.merge`: shards merged are the unsharded run.
+"""`bench.shard=i/n` and `python -m probe merge`: shards merged are the unsharded run.
 
 The shards run as a Hydra multirun with `cluster=local` (one fresh process per shard, as on a
 node or a SLURM array); their merge must hold the unsharded run's prompts, scores (bitwise),
@@ -40,7 +40,7 @@ def _probe(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _merge(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "probe.merge", *args], cwd=REPO_ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "probe", "merge", *args], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -183,7 +183,7 @@ def test_a_changed_shard_stops_the_merge_before_anything_is_written(attack: str,
     proc = _merge("--out", str(tmp_path / "merged"), str(tmp_path / "sweep"))
     index = 0 if attack == "scores deleted" else 1
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert f"probe.merge: error: {shards[index]}: shard {message}" in proc.stderr, proc.stderr
+    assert f"probe merge: error: {shards[index]}: shard {message}" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "merged").exists()
 
 
@@ -197,7 +197,7 @@ def test_merge_out_must_be_apart_from_its_inputs(sharded: tuple[Path, Path, list
     for out, inputs, where, named in cases:
         proc = _merge("--out", str(out), *inputs)
         assert proc.returncode == 2, proc.stderr[-3000:]
-        assert f"probe.merge: error: --out {out} {where} {named}, an input of this merge" in proc.stderr
+        assert f"probe merge: error: --out {out} {where} {named}, an input of this merge" in proc.stderr
     assert {p: _sha256(p) for p in sorted(sweep.rglob("*")) if p.is_file()} == before
     assert not (tmp / "DONE").exists() and not (tmp / "run_key.json").exists()
 
@@ -236,7 +236,7 @@ def test_shard_gpu_resolver_puts_one_shard_per_gpu(monkeypatch: pytest.MonkeyPat
 
     import probe.__main__  # noqa: F401  (registers the resolvers)
 
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "probe" / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["bench.shard=5/8", "backend.device=${shard_gpu:}"])
     assert cfg.bench.shard == "5/8"
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
@@ -278,12 +278,12 @@ def test_slurm_array_of_shards_composes_into_typed_shard_runs(tmp_path: Path) ->
     from probe.pipeline.spec import run_config
 
     for i in (0, 7):
-        with initialize_config_dir(config_dir=str(REPO_ROOT / "probe" / "conf"), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
             cfg = compose(config_name="config", overrides=["cluster=slurm", "bench=disco", f"bench.shard={i}/8"])
         values = OmegaConf.to_container(cfg, resolve=True)
         cfg_run = run_config(values, tmp_path)
         assert cfg_run.bench.shard == Shard(i, 8) and cfg_run.bench.record()["shard"] == f"{i}/8"
-    with initialize_config_dir(config_dir=str(REPO_ROOT / "probe" / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["bench=disco", "bench.shard=8/8"])
     with pytest.raises(ProbeInputError, match=r"bench.shard: 8/8: expected i/n with 0 ≤ i < n"):
         run_config(OmegaConf.to_container(cfg, resolve=True), tmp_path)

@@ -34,7 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def smollm2():
-    cfg = yaml.safe_load((REPO_ROOT / "probe/conf/model/smollm2-135m.yaml").read_text())
+    cfg = yaml.safe_load((REPO_ROOT / "conf/model/smollm2-135m.yaml").read_text())
     spec = build(ModelSpec, cfg, "model")
     loaded = load_model(spec, device="cpu")  # HF_HUB_OFFLINE=1 (conftest) → GGUF fallback
     return spec, loaded

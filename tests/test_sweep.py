@@ -1,4 +1,4 @@
-"""Checkpoint sweeps through Hydra multirun and the submitit launchers (probe/conf/cluster).
+"""Checkpoint sweeps through Hydra multirun and the submitit launchers (conf/cluster).
 
 `cluster=local` runs for real: one fresh process per model, one after the other, each writing its
 run into hydra.sweep.dir/hydra.sweep.subdir. `cluster=slurm` is only composed (nothing submitted).
@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = REPO_ROOT / "probe" / "conf"
+CONF_DIR = REPO_ROOT / "conf"
 MODELS = ("tiny", "tiny-gemma3")
 RUN_FILES = ("DONE", "metrics.json", "prompts.parquet", "scores.parquet", "manifest.json")
 
@@ -56,12 +56,12 @@ def test_local_sweep_runs_one_directory_per_model(tmp_path: Path) -> None:
 
 
 def _sweep_report_renders(sweep: Path) -> None:
-    """`python -m probe.report <sweep>`: one DiSCo table row per model, and the HTML page renders
+    """`python -m probe report <sweep>`: one DiSCo table row per model, and the HTML page renders
     in headless Chromium with every figure loaded."""
     import re
     import shutil
 
-    proc = subprocess.run([sys.executable, "-m", "probe.report", str(sweep)], cwd=REPO_ROOT, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "probe", "report", str(sweep)], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     md = (sweep / "report" / "report.md").read_text()
@@ -88,7 +88,7 @@ def test_slurm_cluster_composes_with_overrides() -> None:
     for key in ("gpus_per_node", "timeout_min", "mem_gb", "cpus_per_task", "account", "array_parallelism"):
         assert key in launcher, key
     sweep = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)  # job.num only exists in a job
-    assert sweep["subdir"] == "${probe_subdir:}"  # probe.hydra_callbacks.job_subdir
+    assert sweep["subdir"] == "${probe_subdir:}"  # probe.commands.hydra_callbacks.job_subdir
 
 
 def test_local_cluster_runs_jobs_one_at_a_time_without_gpus() -> None:
@@ -112,7 +112,7 @@ def _job_config(sweep: Path, num: int, overrides: list[str]) -> DictConfig:
 
 
 def test_job_directories_name_the_overrides_the_sweep_varies(tmp_path: Path) -> None:
-    from probe.hydra_callbacks import job_subdir
+    from probe.commands.hydra_callbacks import job_subdir
 
     sweep = tmp_path / "sweep"
     sweep.mkdir()
@@ -132,7 +132,7 @@ def test_job_directory_names_can_be_passed_back_to_hydra(tmp_path: Path) -> None
     `=`, `,`, brackets, quotes, `~` or non-ASCII letters in the name."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from probe.hydra_callbacks import capped, job_subdir
+    from probe.commands.hydra_callbacks import capped, job_subdir
 
     job = ["model=tiny", "bench=demo", "bench.shard=1/3", "bench.conditions=[C0,C1]", "bench.name='a b'",
            "bench.languages=[日本語]", "intervention.alpha=-4"]
@@ -145,7 +145,7 @@ def test_job_directory_names_can_be_passed_back_to_hydra(tmp_path: Path) -> None
 
 
 def test_long_job_directory_names_are_cut_and_hashed() -> None:
-    from probe.hydra_callbacks import SUBDIR_BYTES, capped
+    from probe.commands.hydra_callbacks import SUBDIR_BYTES, capped
 
     assert capped("0_demo_tiny") == "0_demo_tiny"
     a, b = capped("0_demo_tiny_bench.path=" + "é" * 300 + "a"), capped("0_demo_tiny_bench.path=" + "é" * 300 + "b")

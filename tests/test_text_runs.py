@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.models import ModelSpec, load_model
-from probe.pipeline.run import run
+from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
 from probe.results.run import load_run
 from probe.types import LETTERS
@@ -227,7 +227,7 @@ def test_a_run_interrupted_in_text_scoring_resumes_into_the_same_files(runs: dic
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Stopped after three text batches (each its own part), rerun into the same directory: the
     stored text prompts are not scored again and every table equals the uninterrupted run's."""
-    from probe.backends.text import TextScorer
+    from probe.backends.text_scorer import TextScorer
 
     real = TextScorer.score
 

@@ -19,7 +19,7 @@ from probe.backends.continuations import TextRequest, TextScore, plan_texts
 from probe.backends.hf import HFScorer
 from probe.backends.interventions import Edit, InterventionPlan
 from probe.backends.specs import HFBackendSpec
-from probe.backends.text import TextScorer
+from probe.backends.text_scorer import TextScorer
 from probe.backends.trie import unique_token_count
 from probe.config import build
 from probe.errors import ProbeInputError
@@ -167,7 +167,7 @@ def test_out_of_memory_halves_the_pass_with_identical_results(tiny, monkeypatch:
 def test_head_blocks_give_the_same_values(tiny, monkeypatch: pytest.MonkeyPatch) -> None:
     """The head over blocks of three sites (a huge vocabulary's case) reads the same values
     (within float32 noise: a matmul of fewer rows may sum in another order)."""
-    import probe.backends.text as text
+    import probe.backends.text_scorer as text
 
     loaded, requests, _, ref = tiny
     monkeypatch.setattr(text, "HEAD_BLOCK_FLOATS", 3 * len(loaded.tokenizer))
@@ -258,7 +258,7 @@ def test_interventions_are_refused(tiny) -> None:
 def test_smollm2_option_texts_equal_one_request_at_a_time() -> None:
     """SmolLM2-135M-Instruct, the demo item's option texts (and the closing quote) tokenized in
     context after each prompt's answer cue: trie scores equal one forward per option."""
-    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "probe/conf/model/smollm2-135m.yaml").read_text())
+    cfg = yaml.safe_load((Path(__file__).resolve().parent.parent / "conf/model/smollm2-135m.yaml").read_text())
     spec = build(ModelSpec, cfg, "model")
     loaded = load_model(spec, device="cpu")  # HF_HUB_OFFLINE=1 (conftest) → GGUF fallback
     bench = prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from conftest import disco_rows, write_csv
 
-from probe.view import main
+from probe.commands.view import main
 from probe.viz.samples import SampleSet, write_samples_html
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -25,7 +25,7 @@ from probe.models import ModelSpec, load_model
 from probe.models.tiny import TinySpec
 from probe.pipeline.spec import bench_ref
 from probe.prompts.render import render_prompts
-from probe.prompts.text import render_texts, text_design
+from probe.prompts.text_forms import render_texts, text_design
 from probe.results.run import load_run
 
 pytestmark = [pytest.mark.vllm,

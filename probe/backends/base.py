@@ -68,7 +68,7 @@ class Generator(Protocol):
 
 
 class Patcher(Protocol):
-    """Activation patching (`probe.backends.patching`): the HF scorer, under `intervention=patch`."""
+    """Activation patching (`probe.backends.patch_hooks`): the HF scorer, under `intervention=patch`."""
 
     stats: BackendStats
 

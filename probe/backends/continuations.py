@@ -6,7 +6,7 @@ one *leaf* sequence. The leaves go into the same token trie as prompts do
 prompts that share a prefix share it here too, so every unique token runs once. A leaf's score
 needs the next-token log-probs at the prompt's last position and at each continuation position
 but the last; `plan_texts` marks those positions (*head sites*) in the nodes that hold them, so
-the runner (`probe.backends.text`) puts only them through the LM head.
+the runner (`probe.backends.text_scorer`) puts only them through the LM head.
 """
 
 from __future__ import annotations

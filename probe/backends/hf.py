@@ -9,7 +9,7 @@ logits are too coarse for letter margins, and a `[batch, seq, vocab]` tensor (26
 Gemma 3) would dwarf the model's activations.
 
 `HFScorer.texts()` scores answer texts as continuations on the same model and head
-(`probe.backends.text`).
+(`probe.backends.text_scorer`).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from probe.backends.batching import BackendStats
 from probe.backends.fastpass import FastLayers, FastSteps
 from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_edits
 from probe.backends.passes import PassRunner
-from probe.backends.patching import ResidualSink, run_patching
+from probe.backends.patch_hooks import ResidualSink, run_patching
 from probe.backends.specs import HFBackendSpec
 from probe.backends.taps import MechSpec, ResidualTap, resolve_layers
-from probe.backends.text import TextScorer
+from probe.backends.text_scorer import TextScorer
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
 from probe.backends.trie import TrieChunk, build_chunk, sort_prompts, unique_tokens
 from probe.backends.units import plain_chunk, score_chunks
@@ -123,12 +123,12 @@ class HFScorer:
 
     def patch(self, prompts: Sequence[RenderedPrompt], letters: LetterIds, pairs: Sequence[tuple[int, int]],
               done: Set[int] = frozenset()) -> Iterator[tuple[list[int], np.ndarray]]:
-        """Activation patching (`probe.backends.patching`): yields `(pair indices, [pair,
+        """Activation patching (`probe.backends.patch_hooks`): yields `(pair indices, [pair,
         layer, letter] log-probs)` group by group; groups whose pairs are all in `done` are skipped."""
         yield from run_patching(self, prompts, letters, pairs, done)
 
     def texts(self) -> TextScorer:
-        """A scorer of answer texts as continuations (`probe.backends.text`) on this model, with
+        """A scorer of answer texts as continuations (`probe.backends.text_scorer`) on this model, with
         this scorer's spec and float32 head. Interventions do not reach it, so it refuses them
         rather than score the unedited model under an edited run's name."""
         if self.intervention.steer or self.patch_layers:
@@ -139,7 +139,7 @@ class HFScorer:
 
     def patch_pass(self, chunk: TrieChunk, letter_ids: torch.Tensor, edits: Mapping[int, Edit] | None = None,
                    sink: ResidualSink | None = None) -> Iterator[list[LetterScore]]:
-        """A chunk's passes for activation patching (`probe.backends.patching.PatchScorer`): its
+        """A chunk's passes for activation patching (`probe.backends.patch_hooks.PatchScorer`): its
         rows are no prompts of the run (no lens, no activations); with `sink`, the residuals of
         the prompts that end in it, after each patch layer, are left there."""
         self._patch = _PatchState(sink)

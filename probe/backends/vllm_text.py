@@ -9,7 +9,7 @@ the target plus the top 0: vllm/v1/sample/sampler.py, vllm/v1/worker/gpu_model_r
 the LM head's logits (final softcapping included, the head in float32 under `fp32_head`);
 prompt positions skip the sampling processors, so `logprobs_mode` (raw_logprobs, the default
 the letter path also relies on) does not change them. A score sums them in float64, as on the
-HF path (`probe.backends.text`), which is the reference.
+HF path (`probe.backends.text_scorer`), which is the reference.
 
 No prefix sharing: a request that asks for prompt log-probs skips reading the prefix cache
 (`SamplingParams.skip_reading_prefix_cache` defaults to true with `prompt_logprobs`:

@@ -34,7 +34,7 @@ from probe.metrics.letters import LetterOptions, analyse
 from probe.metrics.tree import Headline, MetricsTree
 from probe.metrics.text_agreement import Agreement, agreement, choice_agreement, per_byte
 from probe.prompts.parse import parse_answer
-from probe.prompts.text import TEXT_FORMS, TextMessage
+from probe.prompts.text_forms import TEXT_FORMS, TextMessage
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, forced_prompts_schema
@@ -352,7 +352,7 @@ class ForcedChoice:
     extra_metrics: Extra | None = None
     """Metrics beyond the letter ones, appended to `metrics.json` (None: none)."""
     text_message: TextMessage | None = None
-    """Its answer-text reading's user message (`probe.prompts.text`; both forms); None: none."""
+    """Its answer-text reading's user message (`probe.prompts.text_forms`; both forms); None: none."""
     design_columns: tuple[pa.Field, ...] = ROTATION_COLUMNS
     """Its design fields stored as `prompts.parquet` columns (after `item_id`), in order; a prompt
     without one of them stores null."""

@@ -18,7 +18,7 @@ from probe.errors import ProbeInputError
 from probe.results.manifest import Manifest
 
 BUILTIN: tuple[Task, ...] = (_DISCO, _CCD, _LOCQA, _BLEND)
-"""The benches shipped with probe (their configs are generated into `probe/conf/bench/`)."""
+"""The benches shipped with probe (their configs are generated into `conf/bench/`)."""
 _TASKS: dict[str, Task] = {}
 
 

@@ -28,7 +28,7 @@ from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
 from probe.metrics.tree import Headline, MetricsTree, MetricValue
 from probe.prompts.render import ANSWER_CUE
-from probe.prompts.text import TextMessage
+from probe.prompts.text_forms import TextMessage
 from probe.results.run import Run
 from probe.results.schemas import judgements_schema
 from probe.types import Design, Item, Prompt, RenderedPrompt
@@ -192,11 +192,11 @@ class Task:
     analysed apart, of the group a cue names, of the option rotation; the conditions interventions
     compare by default and the one the logit lens reads (`probe.types.Design`; default: none)."""
     text_forms: tuple[str, ...] = ()
-    """The answer-text formulations it supports (`bench.text_form`, `probe.prompts.text`); empty:
+    """The answer-text formulations it supports (`bench.text_form`, `probe.prompts.text_forms`); empty:
     no text reading, and `backend.mode=text|letters+text` is refused. A bench with some has a
     `text_form` field in its spec."""
     text_message: TextMessage = no_text_message
-    """`(item, letter prompt, form) → the text reading's user message` (`probe.prompts.text`)."""
+    """`(item, letter prompt, form) → the text reading's user message` (`probe.prompts.text_forms`)."""
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""

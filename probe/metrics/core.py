@@ -28,7 +28,7 @@ at this bound for CCD-Bench's 2,182 items), and the 2.5 % tails settle long befo
 SMALL_N = 20
 """Below this many resampled units (items; LocQA: templates) a percentile bootstrap resamples the
 same handful: its intervals are too narrow and its p-values too small (under-coverage), so the
-reports and `probe.compare` say so."""
+reports and `probe compare` say so."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The analysis step of a run, a shard merge and `python -m probe.analyze`: `metrics.json`,
+"""The analysis step of a run, a shard merge and `python -m probe analyze`: `metrics.json`,
 what the report shows and the report itself, recomputed from the stored tables (no model); the
 bench's task says how."""
 
@@ -13,7 +13,7 @@ from typing import Any
 from probe.files import refuse_links_inside, write_json, write_text
 from probe.pipeline.analysis_outputs import run_analyses
 from probe.pipeline.stored_run import analysis_spec, open_run
-from probe.report.run import write_run_report
+from probe.report.run_report import write_run_report
 from probe.results.manifest import write_manifest
 from probe.viz.html import write_html
 

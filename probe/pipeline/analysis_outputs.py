@@ -14,12 +14,12 @@ from probe.benches.task import Task
 from probe.files import make_dirs, write_json
 from probe.metrics.core import AnalysisOptions, get_path
 from probe.metrics.lens import layer_table, lens_condition
-from probe.metrics.patching import patching_table
-from probe.report.run import RunAnalyses
-from probe.results.patching import TENSORS_FILE
+from probe.metrics.patch_effects import patching_table
+from probe.report.run_report import RunAnalyses
+from probe.results.patch_tables import TENSORS_FILE
 from probe.results.run import Run
 from probe.viz.figures import LENS_CAPTION, Figure, num, plot_layers
-from probe.viz.patching import PATCHING_CAPTION, plot_patching
+from probe.viz.patch_figures import PATCHING_CAPTION, plot_patching
 from probe.viz.temperature import CurveSeries, plot_temperature_curve
 
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)

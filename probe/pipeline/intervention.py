@@ -159,7 +159,7 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
     import torch
 
     from probe.backends.interventions import Edit, InterventionPlan
-    from probe.metrics.steering import steering_vectors
+    from probe.metrics.steering_vectors import steering_vectors
     if spec.vectors is None:
         raise ProbeInputError("intervention.vectors: the run directory whose activations give the steering "
                               "vectors (a run of this model with analysis.capture_layers including the layer)")
@@ -235,7 +235,7 @@ def prepare_intervention(spec: InterventionSpec, rendered: Sequence[RenderedProm
 
 def patching_pass(out: Path, backend: Patcher, rendered: Sequence[RenderedPrompt], letter_ids: LetterIds,
                   prepared: Prepared, letters: Sequence[str]) -> dict[str, float]:
-    """Run activation patching and write its files (`probe.results.patching`); a run resumed
+    """Run activation patching and write its files (`probe.results.patch_tables`); a run resumed
     after they were written does nothing. Returns its timings and work for the manifest
     (`patching_s`, `patching_forward_s`, `patching_tokens`), which the backend's scoring
     counters then exclude."""
@@ -244,7 +244,7 @@ def patching_pass(out: Path, backend: Patcher, rendered: Sequence[RenderedPrompt
     import pyarrow as pa
 
     from probe.results.parts import PartStore
-    from probe.results.patching import write_patching
+    from probe.results.patch_tables import write_patching
 
     if prepared.plan is None or not prepared.plan.patch_layers or (out / "patching.safetensors").is_file():
         return {}

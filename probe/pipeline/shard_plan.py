@@ -1,4 +1,4 @@
-"""`bench.shard=i/n`: one of n runs that together score a bench, merged by `python -m probe.merge`.
+"""`bench.shard=i/n`: one of n runs that together score a bench, merged by `python -m probe merge`.
 
 A shard owns whole units of the backend's plan over *all* prompts (`probe.backends.units`),
 joined so that every item's prompts stay in one shard, and skips the rest exactly as a resumed

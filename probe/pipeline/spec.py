@@ -1,5 +1,5 @@
 """A run's typed configuration: what the entry point builds from the Hydra config, validated
-before anything is written, and what `probe.pipeline.run` takes from plain Python.
+before anything is written, and what `probe.pipeline.execute` takes from plain Python.
 """
 
 from __future__ import annotations

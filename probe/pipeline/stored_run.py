@@ -1,5 +1,5 @@
 """A stored run opened with its bench's task: `open_run` (behind the API's `probe.load_run`,
-`python -m probe.compare` and every analysis) and the analysis options a stored run is analysed
+`python -m probe compare` and every analysis) and the analysis options a stored run is analysed
 with (`analysis_spec`)."""
 
 from __future__ import annotations

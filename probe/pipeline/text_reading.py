@@ -1,12 +1,12 @@
 """The answer-text reading of a run (`backend.mode=text|letters+text`): its prompts, its pass
 and its columns.
 
-The text scorer is a plan of its own (`probe.backends.text`), run after the letter pass, so the
+The text scorer is a plan of its own (`probe.backends.text_scorer`), run after the letter pass, so the
 letter plan — and every letter number — is the letters-only run's. Its scores stream into
 checkpointed parts (`text.parts/`) keyed by text prompt id; a resumed run skips the chunks whose
 text prompts are all stored and computes the rest as the uninterrupted run would. At the end
 each design cell's row of `scores.parquet` gains its text prompt's scores in the cell's letter
-order (`probe.results.text`).
+order (`probe.results.text_parts`).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from probe.backends.continuations import TextRequest, TextScore
 from probe.benches.task import PreparedBench
 from probe.pipeline.spec import RunConfig
 from probe.prompts.render import RenderSettings
-from probe.prompts.text import RenderedText, TextDesign, render_texts, text_design
+from probe.prompts.text_forms import RenderedText, TextDesign, render_texts, text_design
 from probe.prompts.tokenizer import Tokenizer
 from probe.results.parts import PartStore
-from probe.results.text import (
+from probe.results.text_parts import (
     TEXT_PART_SCHEMA,
     TEXT_PROMPT_FIELDS,
     TextCell,

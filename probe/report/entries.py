@@ -109,10 +109,10 @@ def unfinished_reason(run: Path) -> str:
         shard = None
     if shard:
         return (f"shard {shard.index}/{shard.count} (bench.shard): a slice has no metrics; merge "
-                "the shards with python -m probe.merge")
+                "the shards with python -m probe merge")
     if not (run / "metrics.json").is_file():
-        return f"stopped during analysis (no metrics.json); finish it with python -m probe.analyze {run}"
-    return f"stopped before DONE was written (after its analysis); finish it with python -m probe.analyze {run}"
+        return f"stopped during analysis (no metrics.json); finish it with python -m probe analyze {run}"
+    return f"stopped before DONE was written (after its analysis); finish it with python -m probe analyze {run}"
 
 
 OVERRIDES = Path(".hydra") / "overrides.yaml"

@@ -1,4 +1,4 @@
-"""Paired differences between two stored runs of one benchmark, for `python -m probe.compare` and
+"""Paired differences between two stored runs of one benchmark, for `python -m probe compare` and
 the sweep and checkpoint tables: are the runs comparable (same benchmark, design, data file and
 bootstrap units), their replicates from the runs' own metric code, and the table cells. The
 statistics (intervals, p-values, Holm) are `probe.metrics.paired`'s."""

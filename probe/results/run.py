@@ -112,8 +112,8 @@ class Run:
     def patching(self) -> tuple[np.ndarray, np.ndarray, pa.Table]:
         """Activation patching (`intervention=patch`): `logprobs [pair, layer, letter]`, the
         patched `layers`, and the pairs table (item, rotation, target, source and destination
-        prompt ids), checked (`probe.results.patching`)."""
-        from probe.results.patching import load_patching
+        prompt ids), checked (`probe.results.patch_tables`)."""
+        from probe.results.patch_tables import load_patching
 
         return load_patching(self.path)
 
@@ -191,7 +191,7 @@ def load_run(path: str | Path, metrics_fn: MetricsFn | None = None) -> Run:
     shard = manifest.shard
     if shard is not None:
         raise ProbeInputError(f"{path} is shard {shard.index}/{shard.count} of a run, not a run: merge the "
-                              "shards first (python -m probe.merge --out <dir> <shard dirs…>)")
+                              "shards first (python -m probe merge --out <dir> <shard dirs…>)")
     prompts = table("prompts.parquet")
     if prompts is None:
         raise ProbeInputError(f"{path}: no prompts.parquet")

@@ -21,7 +21,7 @@ import pyarrow as pa
 from probe.errors import ProbeInputError
 from probe.probs import choice_probs
 from probe.results.scores import argmax_columns
-from probe.results.text import letter_reading_absent
+from probe.results.text_parts import letter_reading_absent
 
 IDENTIFYING = ("prompt_id", "task", "template", "language", "judge")
 """`judgements.parquet` columns that say which verdict a row is, not what it found."""

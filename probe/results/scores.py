@@ -28,7 +28,7 @@ from probe.results.io import write_table
 from probe.results.mech import write_lens
 from probe.results.parts import PartStore
 from probe.results.schemas import ARGMAX_COLUMNS, PROMPT_HEAD, PROMPT_TAIL, SCORES_SCHEMA
-from probe.results.text import TEXT_PROMPT_FIELDS, letter_reading_absent, text_arrays
+from probe.results.text_parts import TEXT_PROMPT_FIELDS, letter_reading_absent, text_arrays
 from probe.types import ONE_CONDITION, Design, LetterScore, RenderedPrompt
 
 log = logging.getLogger(__name__)
@@ -290,7 +290,7 @@ def _design_column(column: pa.ChunkedArray) -> np.ndarray:
 def read_table(run_dir: Path) -> ScoreTable:
     """Join `prompts.parquet` and `scores.parquet`; fails if either is missing or they disagree.
 
-    With a text reading the text fields are filled (`probe.results.text`); a `text`-mode run has
+    With a text reading the text fields are filled (`probe.results.text_parts`); a `text`-mode run has
     no letter reading, so its `logprobs` are the text log-probs (float64) and every metric reads
     them, with every prompt's greedy choice valid (the argmax over option texts is an option)."""
     prompts = read_prompts(run_dir)

@@ -2,7 +2,7 @@
 curves, per-layer lens curves) and the `Figure` record reports embed.
 
 Figures are drawn from stored run files only (no model). A bench draws its own figures with
-these (see its `figures` module); `probe.report` collects them into the HTML page.
+these (see its `figures` module); `probe report` collects them into the HTML page.
 """
 
 from __future__ import annotations

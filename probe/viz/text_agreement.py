@@ -89,7 +89,7 @@ def _group_tables(block: Mapping[str, Any], cis: Mapping[str, Any], n_boot: int 
 
 
 def choice_agreement_markdown(block: Mapping[str, Any], cis: Mapping[str, Any], n_boot: int) -> str:
-    """`probe.compare … agreement=true`: per condition and reading of the scored run, how often its
+    """`probe.commands.compare … agreement=true`: per condition and reading of the scored run, how often its
     pick is the generated answer, and the JSD of their group shares."""
     notes, rows = Footnotes(), []
     for cond, v in block.items():

@@ -102,7 +102,7 @@ def compute(verdicts: Sequence[Verdict], countries: Sequence[str], groups: tuple
     """`{"metrics": {"all", "kept"}, "ci95": {"all", "kept"}}` (intervals `{}` when n_boot = 0).
 
     The replicates are handed to `record_replicates` as block `metrics`: question ids are
-    resampled in sorted order, so two runs over the same questions pair (`probe.compare`)."""
+    resampled in sorted order, so two runs over the same questions pair (`probe compare`)."""
     qids = sorted({v.question_id for v in verdicts})
     index = {q: i for i, q in enumerate(qids)}
     boot = bootstrap_weights(len(qids), opts.n_boot, opts.seed) if opts.n_boot > 0 and qids else None

@@ -20,7 +20,7 @@ from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge, Seed
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
-from probe.prompts.text import TEXT_FORMAT_LINE
+from probe.prompts.text_forms import TEXT_FORMAT_LINE
 from probe.types import LETTERS, Item, Option, Prompt
 
 CLUSTERS: tuple[str, ...] = (
@@ -154,7 +154,7 @@ def render_message(item: Item, order: Sequence[int], generate: bool) -> str:
 
 def text_message(item: Item, prompt: Prompt, form: str) -> str:
     """The text reading's message of a design cell: hybrid, the options under the cell's order
-    and the text format line; cloze, the dilemma alone (`probe.prompts.text`)."""
+    and the text format line; cloze, the dilemma alone (`probe.prompts.text_forms`)."""
     if form == "cloze":
         return f"Question: {item.question}"
     lines = [f"Question: {item.question}", "Options:"]

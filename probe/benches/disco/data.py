@@ -18,7 +18,7 @@ import huggingface_hub
 from probe.config import Ge, NonEmpty
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
-from probe.prompts.text import TEXT_FORMAT_LINE
+from probe.prompts.text_forms import TEXT_FORMAT_LINE
 from probe.types import LETTERS, Item, Option, Prompt
 
 K = 4
@@ -303,7 +303,7 @@ def render_message(
 
 
 def text_message(item: Item, prompt: Prompt, form: str) -> str:
-    """The text reading's message of a design cell (`probe.prompts.text`)."""
+    """The text reading's message of a design cell (`probe.prompts.text_forms`)."""
     condition, target, ctx = (prompt.value(k) for k in ("condition", "target", "ctx_rotation"))
     return render_message(item, str(condition), None if target is None else str(target), prompt.order,
                           None if ctx is None else int(ctx), form)

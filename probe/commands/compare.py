@@ -1,0 +1,143 @@
+"""Comparisons between stored runs (no model needed).
+
+    python -m probe compare RUN_A RUN_B [--out DIR] [analysis.n_boot=N] [analysis.seed=S]
+                            [analysis.temperature=T] [block=greedy]
+    python -m probe compare SCORED_RUN GENERATION_RUN agreement=true [--out DIR]
+
+prints every headline metric's difference `A − B` with its paired-bootstrap 95% interval, a
+two-sided bootstrap p-value and its Holm adjustment over the table (markdown on stdout;
+`compare.json` in DIR with `--out`). The two runs must be of one benchmark with the same items
+(LocQA: templates) and design; both are resampled identically (see `probe.metrics.paired`).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from probe.commands import cmdline
+from probe.benches.forced import (
+    choice_agreement_markdown,
+    generated_choice_agreement,
+    is_generation_run,
+    is_text_only_run,
+)
+from probe.errors import ProbeInputError
+from probe.files import write_json
+from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
+from probe.metrics.paired import Comparison, Difference
+from probe.pipeline.stored_run import open_run
+from probe.report.paired_runs import comparable_units, compare, run_options
+
+__all__ = ["Comparison", "Difference", "compare_runs", "paired_difference"]
+
+
+def paired_difference(run_a: str | Path, run_b: str | Path, metric: str, flavour: str | None = None,
+                      n_boot: int | None = None, seed: int | None = None) -> Difference:
+    """`a − b` of one metric path of `metrics.json` (e.g. `"C0.KL"`, `"C2.CR_by_culture.Ethiopia"`,
+    `"shares.nordic_europe"`, `"B_US_macro"`) with its paired 95% interval and p-value.
+
+    `flavour` picks the block (`expected`, `greedy`; default: the bench's headline block);
+    `n_boot` and `seed` default to run A's recorded analysis options. Comparing a run with
+    itself gives exactly 0 and `[0, 0]`."""
+    return compare_runs(run_a, run_b, [metric], flavour, n_boot, seed).differences[0]
+
+
+def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None = None, flavour: str | None = None,
+                 n_boot: int | None = None, seed: int | None = None, temperature: float | None = None) -> Comparison:
+    """Paired differences for `metrics` (default: the bench's headline sweep columns that run A
+    reports)."""
+    a, _ = open_run(Path(run_a))
+    b, _ = open_run(Path(run_b))
+    task, _ = comparable_units(a, b)
+    overrides = {k: v for k, v in (("n_boot", n_boot), ("seed", seed), ("temperature", temperature)) if v is not None}
+    if metrics is None:  # the headline columns this run has (a DiSCo run may skip conditions)
+        tree = task.headline(a.metrics or {})[0]
+        metrics = [c.path for c in task.presentation.sweep_columns
+                   if c.cell is None and isinstance(get_path(tree, c.path), (int, float))]
+    return compare(a, b, metrics, run_options(a, overrides), flavour)
+
+
+def _p(p: float, n_boot: int) -> str:
+    """A bootstrap p-value: its resolution is 1/B, so 0 reads `< 1/B`."""
+    return f"< {1 / n_boot:.2g}" if p < 1 / n_boot else f"{p:.4f}"
+
+
+def comparison_markdown(c: Comparison) -> str:
+    """The comparison as a markdown table (p-values shown to the bootstrap's resolution), with a
+    warning when it rests on fewer than `SMALL_N` units."""
+    lines = [f"A = {c.run_a}  \nB = {c.run_b}  \n{'paired' if c.paired else 'unpaired'} bootstrap over "
+             f"{c.n_units} {c.unit}s, {c.n_boot} resamples, seed {c.seed}, temperature {c.temperature:g}; "
+             "p-values two-sided, Holm-adjusted over the table", ""]
+    if c.n_units < SMALL_N:
+        lines += [f"**Warning:** only {c.n_units} {c.unit}s: a bootstrap over so few resamples the same handful, so "
+                  "its intervals are too narrow and its p-values too small; treat them as descriptive.", ""]
+    lines += ["| metric | A | B | Δ (A − B) | 95% CI | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
+    for d in c.differences:
+        lines.append(f"| {d.block}.{d.metric} | {d.a:.4f} | {d.b:.4f} | {d.delta:+.4f} | "
+                     f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}] | {_p(d.p_value, c.n_boot)} | {_p(d.p_holm, c.n_boot)} |")
+    return "\n".join(lines) + "\n"
+
+
+USAGE = f"{__doc__}\nOptions (defaults: run A's recorded values):\n{cmdline.options_help(AnalysisOptions, 'analysis.')}"
+
+
+def _body(argv: list[str]) -> int:
+    command = cmdline.parse(argv, "", flags={"--out": "out"})
+    if len(command.paths) != 2:
+        raise ProbeInputError(f"expected two run directories, got {[str(p) for p in command.paths]}")
+    opts = {k.removeprefix("analysis."): v for k, v in command.overrides.items() if k.startswith("analysis.")}
+    unknown = sorted(set(command.overrides) - {"out", "block", "agreement"} - {f"analysis.{k}" for k in opts})
+    if unknown or set(opts) - {"n_boot", "seed", "temperature"}:
+        raise ProbeInputError(f"unknown option(s) {unknown or sorted(opts)}; valid: out, block, agreement, "
+                              "analysis.n_boot, analysis.seed, analysis.temperature")
+    if command.overrides.get("agreement", False) not in (True, False):
+        raise ProbeInputError(f"agreement: expected true or false, got {command.overrides['agreement']!r}")
+    if command.overrides.get("agreement") is True:
+        return _choice_agreement(command.paths[0], command.paths[1], opts, command.overrides.get("out"))
+    block = command.overrides.get("block")
+    result = compare_runs(*command.paths, flavour=None if block is None else str(block), **opts)
+    print(comparison_markdown(result), end="")
+    if "out" in command.overrides:
+        out = Path(str(command.overrides["out"]))
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "compare.json", asdict(result))
+        print(f"probe compare: wrote {out / 'compare.json'}", file=sys.stderr)
+    return 0
+
+
+def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: object) -> int:
+    """`agreement=true`: each reading of scored run A against generation run B's answers."""
+    a, _ = open_run(path_a)
+    b, _ = open_run(path_b)
+    task, _ = comparable_units(a, b)  # one benchmark, one data file, one design
+    if task.answers != "letters":
+        raise ProbeInputError(f"agreement=true compares forced-choice runs; {a.path} is a {task.kind} run")
+    if is_generation_run(a) or not is_generation_run(b):
+        mode = {True: "a generation run", False: "a scored run"}
+        raise ProbeInputError(f"agreement=true compares a scored run (A) with a generation run (B) of the same "
+                              f"design; got {mode[is_generation_run(a)]} {a.path} and {mode[is_generation_run(b)]} "
+                              f"{b.path}")
+    if is_text_only_run(a):
+        raise ProbeInputError(f"{a.path}: a backend.mode=text run has no letter reading; score it with "
+                              "backend.mode=letters+text")
+    options = run_options(a, opts)
+    result = generated_choice_agreement(a, b, task.design, options)
+    print(f"A = {a.path}  \nB = {b.path}  \nbootstrap over A's items, {options.n_boot} resamples, seed "
+          f"{options.seed}, temperature {options.temperature:g}\n", end="")
+    print(choice_agreement_markdown(result.block, result.ci, options.n_boot), end="")
+    if out is not None:
+        Path(str(out)).mkdir(parents=True, exist_ok=True)
+        write_json(Path(str(out)) / "agreement.json", {"agreement": result.block, "ci95": result.ci})
+        print(f"probe compare: wrote {Path(str(out)) / 'agreement.json'}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m probe compare`."""
+    return cmdline.main("probe compare", USAGE, _body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

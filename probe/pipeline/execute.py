@@ -1,0 +1,405 @@
+"""One run, end to end, in plain typed Python (the Hydra entry point only builds `RunConfig`).
+
+The same pipeline for every bench: prepare (data validated before any model loads) → load the
+model → render token ids → claim or resume the run directory → score letters | generate and
+parse → judge → store → analyze → report → `DONE`. What differs between benches is asked of
+the bench's `Task`; what differs between answer modes is one branch here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from tqdm import tqdm
+
+from probe.backends.base import Backend, Generator, PrefixCacheCounters, Scorer
+from probe.backends.factory import make_backend
+from probe.backends.roofline import predict_chunks
+from probe.backends.specs import backend_record
+from probe.backends.trie import unique_tokens
+from probe.backends.units import score_chunks, work_units
+from probe.benches.task import PreparedBench
+from probe.errors import ProbeInputError, os_errors
+from probe.files import make_dirs, write_text
+from probe.models import (
+    LoadedModel,
+    cache_root,
+    load_model,
+    max_positions,
+    resolve_kind,
+)
+from probe.models.memory import BYTES, memory_estimate
+from probe.pipeline.analysis import analyze_run
+from probe.pipeline.claim import Claim, check_ours, claim
+from probe.pipeline.judging import (
+    VerdictCache,
+    build_judge,
+    check_error_rate,
+    run_jobs,
+    verdict_config,
+)
+from probe.pipeline.intervention import patching_pass, prepare_intervention
+from probe.pipeline.provenance import provenance, run_key
+from probe.pipeline.shard_plan import output_checksums, shard_prompts
+from probe.pipeline.spec import RunConfig
+from probe.pipeline.text_reading import TextReading, describe, prepare_text, prompt_columns, score_texts, text_counters
+from probe.prompts.prefix import shared_prefix_lengths
+from probe.prompts.render import render_prompts
+from probe.prompts.tokenizer import Tokenizer
+from probe.report.summary import run_summary
+from probe.results.generations import write_generations, write_judgements
+from probe.results.manifest import ShardRecord, new_manifest, pass_quantiles, read_manifest, write_manifest
+from probe.results.mech import ActivationWriter
+from probe.results.parts import PartStore
+from probe.results.scores import ScoreWriter, write_prompts
+from probe.types import LetterIds, LetterScore, RenderedPrompt
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+log = logging.getLogger(__name__)
+
+
+def run(cfg: RunConfig) -> Path:
+    """Run a bench on a model and write the full run directory; returns its path.
+
+    A run that stops with an error lets go of its directory at once (not only when the process
+    ends), so a rerun in the same process — once the cause is fixed — resumes it."""
+    with ExitStack() as on_exit:
+        return _run(cfg, on_exit)
+
+
+def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
+    ref, out, generate = cfg.bench, cfg.out_dir, cfg.generates  # the config's own checks ran as it was built
+    with os_errors(f"bench {ref.spec.name!r}", "bench.path must be a readable file, and $PROBE_CACHE a writable "
+                   "directory (downloads are cached there)"):
+        bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
+    log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
+    mech = cfg.analysis.mech
+    if generate and cfg.backend.mode != "generate":  # open answers: always generated
+        cfg = replace(cfg, backend=replace(cfg.backend, mode="generate"))
+    with os_errors(f"run directory {out}", "choose a shorter path, or one where you can write (hydra.run.dir=…)"):
+        check_ours(out)  # before the model loads; `claim` checks again under the lock
+        make_dirs(out)
+
+    t0 = time.perf_counter()
+    loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf" and not cfg.dry_run)
+    cfg = replace(cfg, model=resolve_kind(cfg.model, loaded.tokenizer))
+    load_s = time.perf_counter() - t0
+    settings = replace(cfg.model.render_settings(), cue=bench.cue)
+    rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
+                                          settings, cfg.model.name, max_positions=max_positions(loaded),
+                                          condition=ref.task.design.condition)
+    own = _own_prompts(cfg, rendered, generate)
+    reading = prepare_text(cfg, bench, loaded.tokenizer, settings, max_positions(loaded))
+    if cfg.dry_run:
+        return _dry_run(cfg, loaded, rendered, own, letter_ids, reading)
+    prepared = prepare_intervention(cfg.intervention, rendered, shared_prefix_lengths(rendered),
+                                    {**asdict(cfg.model), **loaded.info}, _n_layers(loaded.model),
+                                    _d_model(loaded.model), ref.task.design)
+    key = run_key(cfg, loaded, settings, letter_ids, bench, prepared.record)
+    held = claim(out, key)
+    on_exit.callback(_let_go, held)
+    if held.state == "done":
+        _check_finished(cfg, generate, prepared.record)
+        if ref.shard is None:
+            _reanalyse_if_options_changed(cfg)
+        return out
+    for name, text in cfg.launch_record.items():  # written only once the directory is ours
+        make_dirs((out / name).parent)
+        write_text(out / name, text)
+    _write_prompts(cfg, rendered, own, reading)
+    t0 = time.perf_counter()
+    backend = make_backend(cfg.backend, loaded, cfg.model, mech, prepared.plan)
+    load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
+    t0 = time.perf_counter()
+    resumed = 0
+    notes: dict[str, Any] = {}  # what the judging leaves in the manifest
+    text_work: dict[str, Any] = {}  # the text reading's counters (none without one)
+    if generate:
+        notes = _generate(cfg, bench, backend, rendered, own, loaded)
+    else:
+        assert letter_ids is not None
+        if cfg.backend.mode != "text":
+            resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
+        if reading is not None:
+            scorer, t1 = backend.texts(), time.perf_counter()
+            text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
+            text_work["text_scoring_wall_s"] = time.perf_counter() - t1
+    wall_s = time.perf_counter() - t0
+    patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
+
+    stats = backend.stats
+    sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
+    work = {**backend_record(cfg.backend), "n_batches": stats.n_batches, "batch_sizes": sizes,
+            "rows_per_pass": pass_quantiles(sizes),
+            "oom_splits": stats.oom_splits, "head_check": stats.head_check,
+            "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
+            "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
+            "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
+            "resumed_prompts": resumed, **text_work,
+            **_prefix_cache(backend)}
+    timings = {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
+               "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
+               **patching}
+    shard = None if ref.shard is None else ShardRecord(
+        index=ref.shard.index, count=ref.shard.count, n_prompts=len(own),
+        n_items=len({r.prompt.item_id for r in own}), sha256=output_checksums(out))
+    manifest = new_manifest(provenance(cfg, loaded, settings, letter_ids, bench), work, timings, notes,
+                            prepared.record, shard)
+    write_manifest(out, manifest)
+    if shard is not None:
+        return _finish_shard(cfg, held)
+    metrics = analyze_run(out)
+    write_text(out / "DONE", "complete\n")  # written last: its presence means every file is final
+    # the parts are kept until DONE: a kill in analysis recomputes nothing
+    for parts in ("scores.parts", "text.parts", "generations.parts", "judgements.parts", "patching.parts"):
+        shutil.rmtree(out / parts, ignore_errors=True)
+    held.release()
+    log.info("%s", run_summary(ref.task, metrics))
+    return out
+
+
+def _let_go(held: Claim) -> None:
+    """Release the claim unless the run already did."""
+    if not held.lock.closed:
+        held.release()
+
+
+def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: bool) -> list[RenderedPrompt]:
+    """Every prompt, or with `bench.shard=i/n` the shard's: whole units of the backend's plan
+    over all prompts, whole items (`probe.pipeline.shard_plan`)."""
+    ref = cfg.bench
+    if ref.shard is None:
+        return list(rendered)
+    units = work_units(cfg.backend, rendered, generate)
+    own = sorted(shard_prompts(units, ref.shard), key=lambda r: r.prompt.prompt_id)
+    log.info("shard %s: %d of %d prompts (%d items)", ref.shard, len(own), len(rendered),
+             len({r.prompt.item_id for r in own}))
+    if not own:
+        log.warning("shard %s holds no prompts: the plan has fewer blocks of whole items than shards", ref.shard)
+    if len(own) > 2 * len(rendered) / ref.shard.count:
+        log.warning("shard %s holds %d of %d prompts, over twice its share: the plan's blocks of whole items are "
+                    "coarse (generation batches span items; lower backend.batch_tokens for finer ones)",
+                    ref.shard, len(own), len(rendered))
+    return own
+
+
+def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequence[RenderedPrompt],
+                   text: TextReading | None = None) -> None:
+    """`prompts.parquet` of the prompts this run scores; columns computed over all prompts, so a
+    shard's rows are the unsharded run's rows; with a text reading, each row's text prompt too."""
+    ref = cfg.bench
+    ids = {r.prompt.prompt_id for r in own}
+    rows = ref.task.tables.prompt_rows(rendered, shared_prefix_lengths(rendered))
+    rows, schema = [row for row in rows if row["prompt_id"] in ids], ref.task.tables.prompts_schema
+    if text is not None:
+        rows, schema = prompt_columns(text, rows, schema)
+    write_prompts(cfg.out_dir, rows, schema)
+
+
+def _finish_shard(cfg: RunConfig, held: Any) -> Path:
+    """A shard ends without metrics (a slice of a bench is no benchmark): `DONE`, parts removed."""
+    ref = cfg.bench
+    assert ref.shard is not None
+    write_text(cfg.out_dir / "DONE", "complete\n")
+    for parts in ("scores.parts", "text.parts", "generations.parts", "judgements.parts", "patching.parts"):
+        shutil.rmtree(cfg.out_dir / parts, ignore_errors=True)
+    held.release()
+    log.info("shard %s done; once all %d are, merge them: python -m probe merge --out <dir> <shard dirs…>",
+             ref.shard, ref.shard.count)
+    return cfg.out_dir
+
+
+def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPrompt],
+             own: Sequence[RenderedPrompt], letter_ids: LetterIds | None, text: TextReading | None) -> Path:
+    """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
+    ref = cfg.bench
+    out = cfg.out_dir
+    if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts.parquet is the run's, not ours
+        raise ProbeInputError(f"{out} is not empty; a dry run writes into a new or empty directory (hydra.run.dir=…)")
+    out.mkdir(parents=True, exist_ok=True)
+    _write_prompts(cfg, rendered, own, text)
+    rendered = own
+    if not rendered:
+        log.info("dry run: shard %s holds no prompts", ref.shard)
+        return out
+    total = sum(len(r.token_ids) for r in rendered)
+    longest = max(rendered, key=lambda r: len(r.token_ids))
+    lines = [f"dry run: {len(rendered)} prompts, {total} tokens (longest {len(longest.token_ids)}; the prompt "
+             f"trie holds {unique_tokens(rendered)} unique tokens); prompts.parquet written to {out}"]
+    if letter_ids is not None:
+        lines.append(f"letters {list(letter_ids.letters)} → token ids {list(letter_ids.ids)} (checked in context)")
+    for r in (rendered[0], longest):
+        lines += [f"--- prompt {r.prompt.prompt_id} ({len(r.token_ids)} tokens) ---", r.text]
+    if text is not None:
+        lines += describe(text)
+    config = loaded.info.get("config")
+    if config is not None and cfg.backend.name == "hf":
+        est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
+        lines.append("memory estimate (GiB, backend.batch_tokens=" f"{cfg.backend.batch_tokens}): "
+                     + ", ".join(f"{k} {v:.2f}" for k, v in est.items()))
+        if letter_ids is not None and cfg.backend.mode != "text" and cfg.predict_device != "none":
+            chunks = score_chunks(rendered, cfg.backend)
+            lines.append(predict_chunks(config, chunks, cfg.predict_device, BYTES.get(cfg.model.dtype, 4)).line())
+    log.info("%s", "\n".join(lines))
+    return out
+
+
+def _check_finished(cfg: RunConfig, generate: bool, intervention: dict[str, Any] | None) -> None:
+    """A finished run's stored tables must all be there: its checkpoints were removed at `DONE`,
+    so a missing table cannot be resumed, only restored or scored again elsewhere (derived files
+    — metrics, report — are recomputed from the tables instead)."""
+    mech, patched = cfg.analysis.mech, intervention is not None and intervention["name"] == "patch"
+    names = ["manifest.json", "prompts.parquet",
+             *(["generations.parquet"] if generate else ["scores.parquet"]),
+             *(["scores.safetensors"] if not generate and cfg.backend.mode != "text" else []),
+             *(["judgements.parquet"] if cfg.judged else []),
+             *(["lens.safetensors"] if mech.logit_lens else []),
+             *(["activations.safetensors"] if mech.capture_layers else []),
+             *(["patching.safetensors", "patching.parquet"] if patched else [])]
+    missing = [n for n in names if not (cfg.out_dir / n).is_file()]
+    if missing:
+        raise ProbeInputError(f"{cfg.out_dir} holds a finished run (DONE) whose {', '.join(missing)} "
+                              f"{'is' if len(missing) == 1 else 'are'} missing; a finished run keeps no checkpoints to "
+                              "resume from: restore the file(s), or run into a fresh directory (hydra.run.dir=…)")
+
+
+def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
+    """A finished run asked for with other analysis options, or whose metrics are missing, is
+    re-analysed from its stored tables (the scores do not depend on them); with the same
+    options and its metrics in place there is nothing to do."""
+    manifest = read_manifest(cfg.out_dir)
+    same = manifest.analysis == json.loads(json.dumps(asdict(cfg.analysis)))  # tuples as stored: lists
+    if same and (cfg.out_dir / "metrics.json").is_file():
+        log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
+        return
+    log.info("%s is complete; re-analysing its stored tables %s", cfg.out_dir,
+             "(metrics.json was missing)" if same else "with the new analysis options")
+    write_manifest(cfg.out_dir, manifest.with_analysis(asdict(cfg.analysis)))
+    analyze_run(cfg.out_dir)
+
+
+def _generate(cfg: RunConfig, bench: PreparedBench, generator: Generator, rendered: Sequence[RenderedPrompt],
+              own: Sequence[RenderedPrompt], loaded: LoadedModel) -> dict[str, Any]:
+    """Decode the run's own prompts (planned with all of them), parse each text as the task says,
+    store; then let the judge read them. Returns what the manifest notes about the judging
+    (`verdict_cache_rejected`: cached verdicts not used, by reason; only when there were any)."""
+    task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
+    store = PartStore(cfg.out_dir / "generations.parts", task.tables.generations_schema)
+    others = set(by_id) - {r.prompt.prompt_id for r in own}
+    with tqdm(total=len(own), unit="prompt", desc="generating", disable=not cfg.progress) as bar:
+        bar.update(len(store.done))
+        for batch in generator.generate(rendered, set(store.done) | others):
+            rows = [{"prompt_id": g.prompt_id, "text": g.text,
+                     **task.tables.parse_generation(by_id[g.prompt_id], g.text, bench)} for g in batch]
+            store.append(pa.Table.from_pylist(rows, schema=task.tables.generations_schema))  # one part per batch
+            bar.update(len(batch))
+    rows = store.read().to_pylist()
+    write_generations(cfg.out_dir, rows, task.tables.generations_schema)
+    jobs = task.judging.jobs(bench, rows)
+    if cfg.judged and not jobs:  # nothing to ask (all rationales empty, an empty shard): an empty table
+        write_judgements(cfg.out_dir, [], task.judging.schema)
+    elif jobs and cfg.judged:
+        shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
+        local = VerdictCache(cfg.out_dir / "judgements.parts", verdict_config(cfg))
+        verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)
+        write_judgements(cfg.out_dir, verdicts, task.judging.schema)
+        check_error_rate(verdicts, cfg.judge.max_error_rate)
+        rejected = shared.rejected + local.rejected
+        if rejected:
+            return {"verdict_cache_rejected": dict(sorted(rejected.items()))}
+    return {}
+
+
+@dataclass
+class Writers:
+    """Where a scoring pass streams its outputs."""
+
+    scores: ScoreWriter
+    activations: ActivationWriter | None = None
+
+    def add(self, batch: Sequence[LetterScore]) -> None:
+        # Activations first: once a prompt's scores are in a part, its row is already written.
+        for s in batch:
+            if self.activations is not None:
+                assert s.activations is not None
+                self.activations.add(s.prompt_id, s.activations)
+        self.scores.add(batch)
+
+    def close(self) -> None:
+        self.scores.close()
+        if self.activations is not None:
+            self.activations.close()
+
+
+def _prefix_cache(backend: Backend) -> dict[str, float | None]:
+    """vLLM: the share of prompt tokens its prefix cache served, and the most whole shared
+    blocks could serve (the trie's unique tokens bound it further; see the manifest)."""
+    if not isinstance(backend, PrefixCacheCounters):
+        return {"prefix_cache_hit_rate": None, "prefix_cache_limit": None}
+    total = backend.stats.prompt_tokens
+    return {"prefix_cache_hit_rate": backend.prefix_cache_hit_rate(),
+            "prefix_cache_limit": backend.cacheable_tokens / total if total else None,
+            "prefix_cache_block": backend.block_size}
+
+
+def _score(cfg: RunConfig, bench: PreparedBench, backend: Scorer, rendered: Sequence[RenderedPrompt],
+           own: Sequence[RenderedPrompt], letter_ids: LetterIds, loaded: LoadedModel) -> int:
+    """Stream the scores (and lens / activations) of the run's own prompts to disk, planned with
+    all of them; returns how many prompts an interrupted earlier run had already scored."""
+    mech = cfg.analysis.mech
+    expected = sorted(int(r.prompt.prompt_id) for r in own)
+    decode = _token_text(loaded.tokenizer)
+    writers = Writers(_score_writer(cfg, bench, decode))
+    if mech.capture_layers:
+        writers.activations = ActivationWriter(cfg.out_dir, expected, backend.capture,
+                                               _d_model(loaded.model), mech.capture_dtype, writers.scores.done)
+        if writers.scores.done and not writers.activations.resumed:  # rows lost: score those prompts again
+            writers.scores.store.remove()
+            writers.scores = _score_writer(cfg, bench, decode)
+    done = set(writers.scores.done)
+    others = {int(r.prompt.prompt_id) for r in rendered} - set(expected)
+    seen: set[int] = set(done)
+    with tqdm(total=len(own), unit="prompt", desc="scoring", disable=not cfg.progress,
+              dynamic_ncols=True) as bar:
+        bar.update(len(done))
+        for batch in backend.score(rendered, letter_ids, done | others):
+            writers.add(batch)
+            new = [s.prompt_id for s in batch if s.prompt_id not in seen]
+            seen.update(new)
+            bar.update(len(new))
+    assert seen == set(expected), "backend must score every prompt it owns, and only those"
+    writers.close()
+    return len(done)
+
+
+def _score_writer(cfg: RunConfig, bench: PreparedBench, decode: Callable[[int], str]) -> ScoreWriter:
+    return ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=cfg.analysis.mech.logit_lens,
+                       part_seconds=cfg.part_seconds, decode=decode)
+
+
+def _token_text(tokenizer: Tokenizer) -> Callable[[int], str]:
+    """Token id → the text it decodes to alone (`argmax_token`: what the model wanted to say)."""
+    return lambda token_id: str(tokenizer.decode([token_id]))
+
+
+def _text_config(model: PreTrainedModel) -> Any:
+    return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+
+
+def _n_layers(model: PreTrainedModel | None) -> int:
+    return 0 if model is None else int(_text_config(model).num_hidden_layers)  # None: vLLM, no weights here
+
+
+def _d_model(model: PreTrainedModel | None) -> int:
+    return 0 if model is None else int(_text_config(model).hidden_size)
