@@ -1,158 +1,43 @@
-"""Entry point: `python -m probe model=<name> bench=<name> [overrides]` (Hydra, configs in probe/conf),
-`probe ls …` (what there is to run, `probe ls`) and `probe view RUN_OR_SWEEP_DIR` (`probe view`).
+"""`probe` (= `python -m probe`): one command, subcommands.
 
-Hydra and DictConfig stop here: the composed config becomes a typed, validated `RunConfig`
-before anything is written, and `probe.pipeline.execute.run` does the work. A bad value stops
-with one line naming the key, the value and what is allowed (exit status 2); so does an
-unknown key, checked before Hydra reads the command line (`probe.commands.overrides`).
+    probe [run] model=<name> bench=<name> [overrides]   # score a bench (Hydra; `-m` for sweeps)
+    probe analyze RUN_DIR [analysis.KEY=VALUE ...]      # recompute metrics and report, no model
+    probe compare RUN_A RUN_B [--out DIR]               # paired differences over shared items
+    probe merge --out DIR SHARD_RUN ...                 # shard runs → one run directory
+    probe report MULTIRUN_DIR [RUN_DIR ...] [out=DIR]   # sweep tables, figures, one HTML page
+    probe view RUN_OR_SWEEP_DIR [out=DIR]               # every prompt as the model saw it
+    probe ls [GROUP]                                    # what there is to run
+
+Subcommands are dispatched here, before Hydra, whose grammar would read `analyze` as a bad
+override; each one imports only what it needs and has its own `--help`.
 """
 
 from __future__ import annotations
 
-import logging
+import importlib
 import sys
-from dataclasses import replace
-from pathlib import Path
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
-
-from probe.commands import ls
-from probe.config import build, package_conf_dir
-from probe.commands.conftree import compose_tree
-from probe.errors import ProbeInputError
-from probe.commands.interrupt import launcher_argv, resume_command, resume_hint
-from probe.models import ModelSpec
-from probe.commands.overrides import check
-from probe.pipeline.execute import run
-from probe.pipeline.spec import run_config
-
-log = logging.getLogger("probe")
-
-# `model=hub model.hub_id=org/name` names its run after the checkpoint: ${basename:${model.hub_id}}
-if not OmegaConf.has_resolver("basename"):
-    OmegaConf.register_new_resolver(
-        "basename", lambda ref: "hub" if ref in (None, "") else str(ref).rstrip("/").split("/")[-1])
-
-
-
-
-def _shard_gpu(*, _root_: DictConfig) -> str:
-    """`backend.device=${shard_gpu:}`: shard i (`bench.shard=i/n`) of shards side by side on a
-    node runs on visible GPU i mod (GPUs visible to its job)."""
-    import torch
-
-    shard = _root_.bench.shard
-    if shard is None:
-        raise ValueError("shard_gpu: this run is not a shard (set bench.shard=i/n)")
-    n = torch.cuda.device_count()
-    if n == 0:
-        raise ValueError("shard_gpu: no GPU is visible to this job (cluster=local shows a job "
-                         "hydra.launcher.gpus_per_node GPUs; its default 0 hides them all)")
-    return f"cuda:{int(str(shard).split('/')[0]) % n}"
-
-
-if not OmegaConf.has_resolver("shard_gpu"):
-    OmegaConf.register_new_resolver("shard_gpu", _shard_gpu)
+SUBCOMMANDS: dict[str, str] = {
+    "run": "probe.commands.run",
+    "analyze": "probe.commands.analyze",
+    "compare": "probe.commands.compare",
+    "merge": "probe.commands.merge",
+    "report": "probe.commands.report",
+    "view": "probe.commands.view",
+    "ls": "probe.commands.ls",
+}
 
 
 def main() -> None:
-    """`probe ls …`, `probe view …`, `probe [overrides] --help`, else a run (or a `-m` sweep):
-    the subcommands are dispatched before Hydra, whose grammar would read `ls` as a bad override."""
+    """Dispatch `probe SUBCOMMAND …`; anything else is a run's overrides (`probe model=… bench=…`)."""
     argv = sys.argv[1:]
-    if argv[:1] == ["ls"]:
-        sys.exit(ls.main(argv[1:]))
-    if argv[:1] == ["view"]:
-        sys.exit(_view(argv[1:]))
-    try:
-        checked = check(argv)
-        if ("-h" in argv or "--help" in argv) and "--hydra-help" not in argv:
-            print(ls.help_text(checked.first or compose_tree([])))
-            return
-    except ProbeInputError as e:
-        print(f"probe: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    sys.argv = [sys.argv[0], *checked.argv]
-    _run()
-
-
-def _view(argv: list[str]) -> int:
-    try:
-        from probe.commands.view import main as view
-    except ModuleNotFoundError as e:
-        if e.name != "probe.commands.view":
-            raise
-        print("probe: error: probe view is not part of this installation of probe", file=sys.stderr)
-        return 2
-    return int(view(argv) or 0)
-
-
-# An absolute path: the `probe` console script imports this module by name, where a relative
-# path would be looked up as a Python module (`probe.conf`, not a package).
-@hydra.main(version_base="1.3", config_path=str(package_conf_dir()), config_name="config")
-def _run(cfg: DictConfig) -> None:
-    with resume_hint(_resume_command):
-        _main(cfg)
-
-
-def _resume_command() -> str:
-    hc = HydraConfig.get()
-    return resume_command(launcher_argv(), list(hc.overrides.task), list(hc.overrides.hydra),
-                          Path(hc.runtime.output_dir))
-
-
-def _main(cfg: DictConfig) -> None:
-    try:
-        out = Path(HydraConfig.get().runtime.output_dir)
-        _hydra_wrote_nothing_into(out)
-        values = OmegaConf.to_container(cfg, resolve=True)
-        assert isinstance(values, dict)
-        judge = values.get("judge") or {}
-        overrides = list(HydraConfig.get().overrides.task)
-        config = run_config(values, out, _judge_model(judge), overrides)
-        record = {".hydra/config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
-                  ".hydra/overrides.yaml": OmegaConf.to_yaml(overrides)}
-        out = run(replace(config, launch_record=record))
-    except ProbeInputError as e:
-        log.error("%s", e)
-        print(f"probe: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(f"probe: {'dry run: prompts written to' if config.dry_run else 'run written to'} {out}")
-
-
-def _hydra_wrote_nothing_into(out: Path) -> None:
-    """The run directory is probe's to claim only if nothing was written there before probe's
-    code ran: Hydra's own `.hydra/` (`hydra.output_subdir`) and a job log file would make a new
-    directory look like someone else's, and overwrite what a reused one holds."""
-    subdir = HydraConfig.get().output_subdir
-    if subdir is not None:
-        raise ProbeInputError(f"hydra.output_subdir={subdir}: Hydra writes its config into the run directory before "
-                              "probe has claimed it; probe records .hydra/config.yaml and overrides.yaml itself once "
-                              "the directory is its own — leave hydra.output_subdir unset (null)")
-    logs = [h.baseFilename for h in logging.getLogger().handlers if isinstance(h, logging.FileHandler)
-            and out.resolve() in Path(h.baseFilename).resolve().parents]
-    if logs:
-        raise ProbeInputError(f"hydra/job_logging writes {logs[0]} into the run directory before probe has claimed "
-                              "it; keep probe's console logging (drop the hydra/job_logging override) or log elsewhere")
-
-
-def _judge_model(judge: dict) -> ModelSpec | None:
-    """`judge.model` of an LLM judge: a model config name (read here, where the config tree
-    lives), or like `model=hub` any hub id (`org/name`) or local directory; the HTTP judge's
-    `model` is the API's model name."""
-    name = judge.get("model")
-    if not name or judge.get("name") != "llm":
-        return None
-    path = package_conf_dir() / "model" / f"{name}.yaml"
-    if not path.is_file():
-        if "/" in str(name) or Path(str(name)).expanduser().is_dir():
-            return ModelSpec(name=str(name).rstrip("/").split("/")[-1], kind="auto", hub_id=str(name), dtype="auto")
-        raise ProbeInputError(f"judge.model: {name!r} is neither a model config in conf/model nor a hub id "
-                              "(org/name) or a local directory")
-    values = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    assert isinstance(values, dict)
-    return build(ModelSpec, values, f"judge.model ({name})")
+    name = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
+    rest = argv[1:] if argv[:1] == [name] else argv
+    if name == "run" and argv[:1] in (["-h"], ["--help"]):
+        print(__doc__)  # the subcommands first; `probe run --help` describes every key of a run
+    module = importlib.import_module(SUBCOMMANDS[name])
+    code = module.main(rest)
+    sys.exit(int(code or 0))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from probe.benches.registry import task_of
-from probe.metrics import steering
+from probe.metrics import steering_vectors as vectors
 from probe.metrics.patch_effects import patching_table, restored_share
 from probe.pipeline.stored_run import open_run
 from probe.results.manifest import read_manifest
@@ -32,4 +32,4 @@ def steering_vectors(run_dir: str | Path, layer: int, source: str | None = None,
     (`probe.metrics.steering_vectors.steering_vectors`), between the conditions its bench compares by
     default unless `source` and `dest` name others."""
     design = task_of(read_manifest(Path(run_dir))).design
-    return steering.steering_vectors(run_dir, layer, design, source, dest)
+    return vectors.steering_vectors(run_dir, layer, design, source, dest)

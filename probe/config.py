@@ -264,5 +264,11 @@ def describe_fields(cls: type) -> list[tuple[str, str, Any, str]]:
 
 
 def package_conf_dir() -> Path:
-    """The Hydra config tree shipped inside the package (works from a wheel install)."""
-    return Path(__file__).resolve().parent / "conf"
+    """The Hydra config tree: `conf/` at the top of a checkout, which the wheel ships inside the
+    package as `probe/conf` (pyproject's package-dir mapping), so an installed probe finds it too."""
+    here = Path(__file__).resolve().parent
+    for tree in (here / "conf", here.parent / "conf"):
+        if (tree / "config.yaml").is_file():
+            return tree
+    raise FileNotFoundError(f"probe's config tree is missing: neither {here / 'conf'} (installed) nor "
+                            f"{here.parent / 'conf'} (checkout) holds config.yaml; reinstall probe")

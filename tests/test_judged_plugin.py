@@ -66,12 +66,12 @@ def test_another_bench_judge_is_refused(tmp_path: Path) -> None:
 
 def test_reanalysis_report_and_shard_merge(runs: Path) -> None:
     full = runs / "sweep" / "full"
-    _module(runs, "probe.commands.analyze", str(full), "analysis.n_boot=50")
+    _module(runs, "probe", "analyze", str(full), "analysis.n_boot=50")
     assert json.loads((full / "metrics.json").read_text())["metrics"]["mean_chars"] >= 0
-    _module(runs, "probe.report", str(runs / "sweep"), f"out={runs / 'report'}")
+    _module(runs, "probe", "report", str(runs / "sweep"), f"out={runs / 'report'}")
     md = (runs / "report" / "report.md").read_text()
     assert "## Judged toy bench" in md and "| digit rate | mean length |" in md
-    _module(runs, "probe.commands.merge", "--out", str(runs / "merged"), str(runs / "shards" / "s1"), str(runs / "shards" / "s0"))
+    _module(runs, "probe", "merge", "--out", str(runs / "merged"), str(runs / "shards" / "s1"), str(runs / "shards" / "s0"))
     for name in ("prompts.parquet", "generations.parquet", "judgements.parquet"):
         assert pq.read_table(full / name).equals(pq.read_table(runs / "merged" / name)), name
     assert json.loads((runs / "merged" / "metrics.json").read_text())["metrics"] == \

@@ -148,7 +148,7 @@ def test_quantized_loading_says_what_it_needs(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_judge_model_takes_config_names_hub_ids_and_directories(tmp_path: Path) -> None:
-    from probe.__main__ import _judge_model
+    from probe.commands.run import _judge_model
 
     assert _judge_model({"name": "llm", "model": "tiny"}).source == "tiny"  # a config in conf/model
     hub = _judge_model({"name": "llm", "model": "Qwen/Qwen2.5-7B-Instruct"})

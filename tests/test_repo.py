@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -35,9 +36,17 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert test_cmd in ci_lines
 
 
-def test_configs_live_in_the_package() -> None:
+def test_configs_live_at_the_top_and_ship_in_the_wheel() -> None:
+    """`conf/` at the repository's top (one group per seam); pyproject maps it into the package as
+    `probe.conf` and lists every package explicitly (a mapped folder is not found by discovery)."""
     assert CONF == ROOT / "conf" and (CONF / "config.yaml").is_file()
-    assert not (ROOT / "conf").exists()
+    assert not (ROOT / "probe" / "conf").exists()
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert setup["package-dir"] == {"probe.conf": "conf"}
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "probe").rglob("__init__.py")}
+    assert set(setup["packages"]) == on_disk | {"probe.conf"}
+    groups = {p.name for p in CONF.iterdir() if p.is_dir()}
+    assert {f"{g}/*.yaml" for g in groups} <= set(setup["package-data"]["probe.conf"])
 
 
 def test_generated_configs_match_their_specs() -> None:
@@ -64,7 +73,7 @@ def test_every_model_config_builds_and_pairs_are_mutual() -> None:
 def test_hub_model_config_names_the_run_after_the_checkpoint() -> None:
     from omegaconf import OmegaConf
 
-    import probe.__main__  # noqa: F401  (registers the `basename` resolver, as the CLI does)
+    import probe.commands.run  # noqa: F401  (registers the `basename` resolver, as the CLI does)
 
     for ref, name in (("Qwen/Qwen2.5-7B-Instruct", "Qwen2.5-7B-Instruct"), ("/data/ckpt/step-100/", "step-100")):
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -111,11 +120,25 @@ def test_builtin_bench_configs_name_their_kind() -> None:
         assert cfg["kind"] == task.kind == cfg["name"]
 
 
-@pytest.mark.parametrize("module", ["probe", "probe.commands.analyze", "probe.report", "probe.commands.compare", "probe.commands.confgen", "probe.commands.merge"])
-def test_every_cli_answers_help(module: str) -> None:
-    out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120)
+SUBCOMMANDS = ["run", "analyze", "compare", "merge", "report", "view", "ls"]
+
+
+@pytest.mark.parametrize("command", [[], *([s] for s in SUBCOMMANDS)], ids=lambda c: " ".join(["probe", *c]))
+def test_every_subcommand_answers_its_own_help(command: list[str]) -> None:
+    """`probe SUB --help` prints SUB's own usage (not the run's), exit 0."""
+    out = subprocess.run([sys.executable, "-m", "probe", *command, "--help"], capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "python -m probe" in out.stdout
+    name = command[0] if command else "run"
+    assert f"probe {name}" in out.stdout
+    if name not in ("run", "ls"):
+        assert "model=" not in out.stdout.split("\n")[0], out.stdout[:300]
+
+
+def test_confgen_answers_help() -> None:
+    out = subprocess.run([sys.executable, "-m", "probe.commands.confgen", "--help"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "confgen" in out.stdout, out.stderr[-2000:]
 
 
 def test_console_script_is_python_m_probe() -> None:

@@ -234,7 +234,7 @@ def test_shard_gpu_resolver_puts_one_shard_per_gpu(monkeypatch: pytest.MonkeyPat
     import torch
     from hydra import compose, initialize_config_dir
 
-    import probe.__main__  # noqa: F401  (registers the resolvers)
+    import probe.commands.run  # noqa: F401  (registers the resolvers)
 
     with initialize_config_dir(config_dir=str(REPO_ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["bench.shard=5/8", "backend.device=${shard_gpu:}"])

@@ -91,7 +91,7 @@ def entries() -> list[Generated]:
 
 
 CONFIG_HEAD = """\
-# python -m probe model=<name> bench=<name> [key=value ...]
+# probe run model=<name> bench=<name> [key=value ...]   (= python -m probe model=… bench=…)
 # The embedded default: the demo bench on SmolLM2-135M-Instruct (offline via its GGUF copy).
 # Generated from the spec dataclasses by `python -m probe.commands.confgen`; edit those, not this file.
 defaults:
@@ -126,7 +126,7 @@ hydra:
   help:
     app_name: probe
     header: |
-      python -m probe model=<name> bench=<name> [key=value ...]   (-m for a sweep over comma lists)
+      probe run model=<name> bench=<name> [key=value ...]   (= python -m probe …; -m: a sweep over comma lists)
 
       Scores a benchmark with a model and writes a run directory: exact letter distributions,
       metrics with CIs, a report. Every key below is type- and range-checked before anything runs.

@@ -1,5 +1,5 @@
 """Hydra callbacks of the entry point (`hydra.callbacks` in `conf/config.yaml`): checks that
-must run before Hydra itself acts, where `probe.__main__` cannot catch what fails; the sweep
+must run before Hydra itself acts, where `probe.commands.run` cannot catch what fails; the sweep
 report a multirun ends with; and `${probe_subdir:}`, the name of a multirun job's directory."""
 
 from __future__ import annotations
