@@ -298,6 +298,8 @@ def test_inline_commands_name_real_subcommands(where: str, span: str) -> None:
     exists; their keys are checked where the same command appears in a block."""
     words = span.split()
     if words[0] == "python":
+        assert words[2] == "probe" or words[2].startswith("probe.commands."), \
+            f"{where}: `{span}`: write `probe SUBCOMMAND`, not `python -m {words[2]}`"
         assert _importable(words[2]), f"{where}: `{span}`: no module {words[2]}"
     elif len(words) > 1 and re.fullmatch(r"[a-z]+", words[1]):
         assert words[1] in _subcommands(), f"{where}: `{span}`: {words[1]!r} is not a subcommand of probe"
