@@ -235,7 +235,7 @@ def test_no_generic_module_names_a_bench_judge_task() -> None:
 PUBLISHED_JUDGEMENTS = ["prompt_id", "task", "template", "language", "dimensions", "mentioned_answers",
                         "framing_style", "matches", "match_locale", "mentions_us_answer", "judge_error", "judge",
                         "dropped"]
-"""The `judgements.parquet` columns of CCD and LocQA runs (the README's results contract)."""
+"""The `judgements.parquet` columns of CCD and LocQA runs (docs/results/contract.md)."""
 OWN_JUDGEMENTS = {"blend": ["prompt_id", "task", "question_id", "country", "language", "template", "correct",
                             "matched_answers", "judge_error", "judge", "dropped"]}
 """Benches added since keep a layout of their own columns (`judgements_schema(<columns>)`)."""

@@ -1,5 +1,5 @@
 """Numbers printed in the papers, fed into probe's metric functions, give the numbers the papers
-print from them (within the papers' rounding) — and where they do not, the README says why."""
+print from them (within the papers' rounding) — and where they do not, docs/benchmarks/disco.md says why."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_disco_kl_from_the_printed_csd(model: int) -> None:
 @pytest.mark.parametrize("model", range(6))
 def test_disco_gini_is_a_13_entry_gini_in_the_paper(model: int) -> None:
     """The printed Gini matches a Gini over 13 entries (the figures' all-zero "nan" culture row);
-    over the 12 real cultures — what probe computes — it is about 0.05 lower (README)."""
+    over the 12 real cultures — what probe computes — it is about 0.05 lower (docs/benchmarks/disco.md)."""
     csd = np.array(list(_csd(model).values()))
     assert float(gini(np.append(csd, 0.0))) == pytest.approx(DISCO_GINI[model], abs=0.01)
     assert 0.04 <= DISCO_GINI[model] - float(gini(csd)) <= 0.065
@@ -55,7 +55,7 @@ def test_disco_gini_is_a_13_entry_gini_in_the_paper(model: int) -> None:
 def test_disco_spd_c0_from_the_printed_csd(model: int) -> None:
     """A discrepancy, pinned rather than copied: the SPD(C0) of the paper's own printed CSDs is
     below its printed SPD(C0) for every model, by 0.005–0.019 — beyond rounding (±0.01) for three
-    models. probe computes SPD as the paper defines it (README)."""
+    models. probe computes SPD as the paper defines it (docs/benchmarks/disco.md)."""
     csd = _csd(model)
     spd = np.mean([csd[c] for c in HIGH]) - np.mean([csd[c] for c in LOW])
     assert 0.004 < DISCO_SPD_C0[model] - spd < 0.02

@@ -174,7 +174,7 @@ def test_render_prompts(case: Case, kind: ModelKind) -> None:
         assert with_letter[:len(r.token_ids) + 1] == [*r.token_ids.tolist(), letter_ids.ids[2]]
 
 
-RAW_DIFFERS = {  # seen under transformers 5.24; both match the file under 4.57 (README caveats)
+RAW_DIFFERS = {  # seen under transformers 5.24; both match the file under 4.57 (docs/concepts/exact-distributions.md)
     ("olmo2", "instruct"): "transformers 5 rebuilds GPT2Tokenizer with GPT-2's pre-tokenizer, not the file's",
     ("olmo2", "base"): "transformers 5 rebuilds GPT2Tokenizer with GPT-2's pre-tokenizer, not the file's",
     ("phi3", "instruct"): "transformers 5's LlamaTokenizer drops the `▁` the file puts after rstripped specials",
