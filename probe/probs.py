@@ -1,6 +1,6 @@
-"""The choice distribution read from letter log-probs (SPEC §1): the quantity every metric and the
-run API start from, and the exposure-normalised group share (CSD) read from it. Pure numpy,
-shared by the results API and the metrics.
+"""The choice distribution read from letter log-probs (docs/concepts/exact-distributions.md): the
+quantity every metric and the run API start from, and the exposure-normalised group share (CSD)
+read from it. Pure numpy, shared by the results API and the metrics.
 """
 
 from __future__ import annotations

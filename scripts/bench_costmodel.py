@@ -94,7 +94,7 @@ def main() -> None:
               flush=True)
 
 
-DISCO_ITEMS = 304  # DiSCo-Bench's item count (SPEC §2)
+DISCO_ITEMS = 304  # DiSCo-Bench's item count (docs/benchmarks/disco.md)
 PASSES = ((8192, 32), (65536, 256))  # (batch_tokens, max_batch_size): the defaults, and a large GPU's
 
 

@@ -1,4 +1,4 @@
-"""End to end through the Hydra entry point: the run directory is the public contract (SPEC §6)."""
+"""End to end through the Hydra entry point: the run directory is the public contract (docs/results/contract.md)."""
 
 from __future__ import annotations
 

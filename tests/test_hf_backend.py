@@ -19,7 +19,7 @@ from probe.models.tiny import TinySpec, build_model, build_tokenizer
 from probe.prompts.render import render_prompts
 from probe.types import LetterIds, RenderedPrompt
 
-TOL = 1e-4  # nats, fp32 (SPEC §7)
+TOL = 1e-4  # nats, fp32 (docs/concepts/exact-distributions.md#what-always-holds)
 
 
 def _demo_prompts(n_items: int):

@@ -1,4 +1,4 @@
-"""The letter-prior decomposition (SPEC §8): planted priors and contents recovered exactly, the
+"""The letter-prior decomposition (docs/concepts/letter-prior.md): planted priors and contents recovered exactly, the
 variance split's zeros, the count fit, PriDe's prior division, the invariance to a letter's
 logit on a real (tiny) model, re-analysis, and the warnings a reader sees."""
 

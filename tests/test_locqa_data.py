@@ -144,7 +144,7 @@ def test_exemplars_complete() -> None:
         assert set(ex) == set(locqa.EXEMPLAR_KEYS), lang
         assert all(isinstance(v, str) and v.strip() for v in ex.values()), lang
         assert ex["arith_a"] == "4", lang
-    english = locqa.EXEMPLARS["English"]  # SPEC's wording of the three exemplars
+    english = locqa.EXEMPLARS["English"]  # the paper's wording of the three exemplars
     assert (english["arith_q"], english["ocean_q"], english["planet_q"]) == (
         "What is 2+2?", "What is the largest ocean on Earth?", "What planet is closest to the Sun?")
 

@@ -146,7 +146,7 @@ def test_c1_c2_hand(hand: dict) -> None:
 
 
 def test_spd_compliance_hand(hand: dict) -> None:
-    """CR(high) − CR(low) with high = US, UK, China and low = Assam present (SPEC defaults)."""
+    """CR(high) − CR(low) with high = US, UK, China and low = Assam present (the documented defaults)."""
     e = hand["expected"]
     assert e["C1"]["SPD_compliance"] == pytest.approx((0.75 + 0.5 + 0.3) / 3 - 0.3, abs=1e-6)
     spd_c2 = (20 / 24 + 10 / 16 + 5 / 12) / 3 - 5 / 12

@@ -156,3 +156,35 @@ def test_import_probe_stays_light() -> None:
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]  # the run API needs neither
+
+
+WORD = "SP" + "EC"  # spelt apart, so that this file does not cite what it forbids
+SPEC_REFERENCE = re.compile(rf"\b{WORD}\b")
+"""A citation of a specification the project does not ship (the word in capitals, as in
+"<word> §3"): the code cites the documentation page that covers the behaviour instead
+(e.g. docs/benchmarks/ccd.md)."""
+
+
+def _project_text_files() -> list[Path]:
+    """The files that document or implement probe: its package, scripts, tests, docs, README."""
+    files = [ROOT / "README.md"]
+    for folder in ("probe", "scripts", "tests", "docs"):
+        files += sorted(p for p in (ROOT / folder).rglob("*") if p.is_file() and p.suffix in (".py", ".md", ".sh", ".yaml"))
+    return files
+
+
+def spec_citations(text: str) -> list[int]:
+    """Line numbers (1-based) of `text` that cite an unshipped specification by that word."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if SPEC_REFERENCE.search(line)]
+
+
+def test_spec_citation_check_catches_one() -> None:
+    assert spec_citations(f'"""DiSCo metrics ({WORD} §2)."""\nx = 1  # see {WORD}\n') == [1, 2]
+    assert spec_citations(f"MODEL_{WORD} = 1\n_{WORD}IALS = ()\nspecs = {WORD}S\n") == []
+
+
+def test_no_file_cites_an_unshipped_spec() -> None:
+    """Behaviour is cited by the docs page that covers it, never by a file the project lacks."""
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in _project_text_files()
+             for n in spec_citations(path.read_text(encoding="utf-8", errors="replace"))]
+    assert not found, f"cite the docs page instead of {WORD} at: {', '.join(found)}"

@@ -28,7 +28,7 @@ from probe.models.tiny import TinySpec
 from probe.prompts.render import encode, render_prompts
 from probe.types import LetterIds, Prompt, RenderedPrompt
 
-TOL = 1e-4  # nats, fp32 (SPEC §8)
+TOL = 1e-4  # nats, fp32 (docs/concepts/answer-text.md)
 
 
 def _requests(rendered: list[RenderedPrompt], tokenizer: Any) -> list[TextRequest]:

@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.vllm,
               pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM not installed (vLLM venv)")]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOL = 1e-4
-SPEC = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())
+MODEL_SPEC = ModelSpec(name="tiny", kind="instruct", source="tiny", tiny=TinySpec())
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def models(tmp_path_factory: pytest.TempPathFactory):
     from probe.backends.specs import VLLMSpec
     from probe.backends.vllm import VLLMEngine
 
-    hf = load_model(SPEC, device="cpu")
+    hf = load_model(MODEL_SPEC, device="cpu")
     engine = VLLMEngine(hf.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048,
                                                                enforce_eager=True, max_new_tokens=6),
                         hf.tokenizer)
@@ -52,7 +52,7 @@ def models(tmp_path_factory: pytest.TempPathFactory):
 
 def _parity(models, prompts, letters) -> None:
     hf, engine = models
-    rendered, ids = render_prompts(hf.tokenizer, prompts, letters, SPEC.render_settings(), "tiny")
+    rendered, ids = render_prompts(hf.tokenizer, prompts, letters, MODEL_SPEC.render_settings(), "tiny")
     a = {s.prompt_id: s for b in HFScorer(hf.model, HFBackendSpec(device="cpu")).score(rendered, ids) for s in b}
     b = {s.prompt_id: s for batch in engine.score(rendered, ids) for s in batch}
     assert a.keys() == b.keys()
@@ -80,7 +80,7 @@ def test_generation_parity(models) -> None:
     """Greedy continuations after the pre-filled cue: the same tokens, hence text, from both backends."""
     hf, engine = models
     bench = prepare({"kind": "disco", "packaged": "demo_disco.csv"}, True)
-    rendered, _ = render_prompts(hf.tokenizer, bench.prompts[:52], None, SPEC.render_settings(), "tiny")
+    rendered, _ = render_prompts(hf.tokenizer, bench.prompts[:52], None, MODEL_SPEC.render_settings(), "tiny")
     a = {g.prompt_id: g.text for b in HFGenerator(hf.model, hf.tokenizer, HFBackendSpec(max_new_tokens=6))
          .generate(rendered) for g in b}
     b = {g.prompt_id: g.text for batch in engine.generate(rendered) for g in batch}
@@ -93,7 +93,7 @@ def _text_requests(models, form: str) -> list[TextRequest]:
     ref = bench_ref({"kind": "disco", "packaged": "demo_disco.csv", "text_form": form})
     bench = prepare({"kind": "disco", "packaged": "demo_disco.csv", "limit": 2})
     design = text_design(bench.prompts, bench.items, form, ref.task.text_message)
-    rendered = render_texts(hf.tokenizer, design, SPEC.render_settings(), "tiny")
+    rendered = render_texts(hf.tokenizer, design, MODEL_SPEC.render_settings(), "tiny")
     return [TextRequest(r.prompt, r.continuations) for r in rendered]
 
 

@@ -61,7 +61,8 @@ class _PatchState(NamedTuple):
 
 
 HEAD_CHECK_TOL = {True: 1e-4, False: 0.5}
-"""Letter log-prob tolerance of the head check, nats: float32 (the exactness bound of SPEC §7)
+"""Letter log-prob tolerance of the head check, nats: float32 (the exactness bound of
+docs/concepts/exact-distributions.md#what-always-holds)
 and reduced precision (bf16/fp16 rows differ with padding and prefix sharing)."""
 
 

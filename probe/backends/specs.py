@@ -28,7 +28,7 @@ class HFBackendSpec:
     prefix_reuse: bool = True
     """Run every unique token of the prompts' token trie once, on its ancestors' KV cache."""
     fast_path: bool = False
-    """Fused Q/K/V and gate/up products, the last layer only where read, grouped-query attention without copies (Llama, Mistral, Qwen2, Gemma 3; others run eager): within 1e-5 nats of the eager path, not bit for bit; see README Performance."""
+    """Fused Q/K/V and gate/up products, the last layer only where read, grouped-query attention without copies (Llama, Mistral, Qwen2, Gemma 3; others run eager): within 1e-5 nats of the eager path, not bit for bit; see docs/performance.md."""
     mode: Mode = "letters"
     """letters (exact letter log-probs) | generate (decode and parse; the fallback) | text (option texts' log-probs as continuations) | letters+text (both readings, paired)."""
     max_new_tokens: Annotated[int, Ge(1)] = 64

@@ -1,4 +1,4 @@
-"""Option-order designs for CCD-Bench (SPEC §3) and their balance score.
+"""Option-order designs for CCD-Bench (docs/benchmarks/ccd.md) and their balance score.
 
 The paper presents each dilemma's ten cluster options in an order taken from a per-domain
 ("stratified") balanced Latin square, so that every cluster appears equally often at every
@@ -45,7 +45,7 @@ def williams_square(n: int) -> np.ndarray:
 
 def latin_square_orders(domains: Sequence[str], n_options: int = 10,
                         seed: int = 42) -> list[tuple[int, ...]]:
-    """Display order of every item under the stratified Latin-square design (SPEC §3).
+    """Display order of every item under the stratified Latin-square design (docs/benchmarks/ccd.md).
 
     ``domains[q]`` is item q's domain. Returns ``orders[q]`` with ``orders[q][i]`` = the
     canonical option (cluster) index shown at letter ``i``.
@@ -74,7 +74,7 @@ def latin_square_orders(domains: Sequence[str], n_options: int = 10,
 
 
 def balance_score(orders: Sequence[Sequence[int]], n: int = 10) -> float:
-    """Latin-square balance score BS in percent (SPEC §3, paper eq. 2).
+    """Latin-square balance score BS in percent (docs/benchmarks/ccd.md, paper eq. 2).
 
     With ``Q = len(orders)`` and ``A[c, p]`` = number of items showing cluster ``c`` at
     position ``p``::

@@ -1,5 +1,5 @@
 """Is a choice the content or the letter? The letter-prior decomposition of a forced-choice run
-(SPEC §8), computed from the stored letter log-probs alone.
+(docs/concepts/letter-prior.md), computed from the stored letter log-probs alone.
 
 A *prompt group* is one item under one value of every design field but the ordering (the
 prompts that differ only in the option order; `probe.types.Design`). With letters renormalised over the K letters, write

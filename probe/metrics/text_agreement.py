@@ -19,7 +19,7 @@ Per condition, over its prompts:
 - `JSD`: the Jensen–Shannon divergence in bits between the two readings' exposure-normalised
   group shares (`probe.probs.exposure_shares`) `CSD(c) = (sel_c / app_c) / Σ (sel / app)`, `sel_c` the choice probability summed
   over the letters showing group c, `app_c` how often c is shown (the bench-independent CSD of
-  SPEC §2; for DiSCo's C0 it is its own CSD).
+  docs/benchmarks/disco.md; for DiSCo's C0 it is its own CSD).
 
 Per group (culture; CCD: cluster) c of the condition:
 

@@ -1,5 +1,5 @@
-"""Reading generated answers: forced-choice letters (the generation fallback, SPEC §1), thinking
-blocks, and the comparison form of open answers.
+"""Reading generated answers: forced-choice letters (the generation fallback,
+docs/concepts/exact-distributions.md), thinking blocks, and the comparison form of open answers.
 
 Order: the JSON `answer_choice` the prompt asks for, then `SELECTED OPTION: X`, then a lone
 letter. A letter outside the item's letters, or no match, is `None` (kept and counted as

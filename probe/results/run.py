@@ -148,7 +148,7 @@ class Run:
                             self.generations, self.judgements)
 
     def choice_probs(self, temperature: float = 1.0, greedy: bool = False) -> np.ndarray:
-        """`[prompt, letter]` choice distribution over the letters (SPEC §1)."""
+        """`[prompt, letter]` choice distribution over the letters (docs/concepts/exact-distributions.md)."""
         lp = self.table().logprobs
         return greedy_onehot(lp) if greedy else choice_probs(lp, temperature)
 

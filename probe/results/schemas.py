@@ -1,4 +1,4 @@
-"""Every table schema of a run directory, in one place (the results contract, SPEC §6).
+"""Every table schema of a run directory, in one place (the results contract, docs/results/contract.md).
 
 Forced-choice runs (letter or generation mode) share the columns of `forced_prompts_schema`
 around the design columns their bench declares. A bench whose prompts or verdicts have columns of

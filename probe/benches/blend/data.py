@@ -1,4 +1,4 @@
-"""BLEnD's published files: loading, validation and the source's exclusion rule (SPEC §9).
+"""BLEnD's published files: loading, validation and the source's exclusion rule (docs/benchmarks/blend.md).
 
 Three files per country, under `bench.path` (a directory holding `annotations/`, `questions/`
 and `prompts/`) or downloaded once each from the source repository at a fixed commit:

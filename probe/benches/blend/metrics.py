@@ -1,4 +1,4 @@
-"""BLEnD short-answer metrics (SPEC §9), from the stored prompts and verdicts only.
+"""BLEnD short-answer metrics (docs/benchmarks/blend.md), from the stored prompts and verdicts only.
 
 A prompt scores 1 when its verdict is `correct`, 0 when not; a verdict that failed
 (`judge_error`) is left out and counted. With `s(c, L)` the share of correct answers of country c

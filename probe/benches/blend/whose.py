@@ -1,5 +1,5 @@
 """BLEnD's whose-answer reading (`bench.mode=whose_answer`): which country's annotated answer a
-model prefers, with no country named and under each country's cue (SPEC §9).
+model prefers, with no country named and under each country's cue (docs/benchmarks/blend.md).
 
 For each question id the 16 English versions (`Translation` of the questions files) differ
 only in the country phrase. The *neutral form* removes it: the versions' common prefix and
@@ -156,7 +156,7 @@ def prompts(d: WhoseDesign) -> list[Prompt]:
 
 
 def letter_message(question: str, answers: Sequence[str]) -> str:
-    """The letter prompt (not the protocol: the reading is the cloze text's; see the README)."""
+    """The letter prompt (not the protocol: the reading is the cloze text's; see docs/benchmarks/blend.md)."""
     lines = [f"Question: {question}", "Options:", *(f"{LETTERS16[i]}. {a}" for i, a in enumerate(answers)),
              'Return ONLY valid JSON in exactly this format: {"answer_choice":"X"} (where X is one of A to P).']
     return "\n".join(lines)

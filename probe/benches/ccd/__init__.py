@@ -1,4 +1,4 @@
-"""CCD-Bench (SPEC §3): 10 options per dilemma, one per GLOBE cluster, letters A–J.
+"""CCD-Bench (docs/benchmarks/ccd.md): 10 options per dilemma, one per GLOBE cluster, letters A–J.
 
 `data` loads the published JSON and builds the cyclic or Latin-square design, `metrics`
 computes cluster shares, position bias, domain residuals and rationale pluralism, `report` and

@@ -1,4 +1,4 @@
-"""CCD-Bench: 10 options per dilemma, one per GLOBE cluster; letters A–J (SPEC §3).
+"""CCD-Bench: 10 options per dilemma, one per GLOBE cluster; letters A–J (docs/benchmarks/ccd.md).
 
 The published `CCD-Bench.json` is read from a local path or downloaded once from its source
 URL into the cache; its sha256 is checked against `bench.sha256` when given and recorded in

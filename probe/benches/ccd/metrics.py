@@ -1,4 +1,4 @@
-"""CCD-Bench metrics (SPEC §3, §6) from a run's stored tables.
+"""CCD-Bench metrics (docs/benchmarks/ccd.md, docs/results/contract.md) from a run's stored tables.
 
 Every metric is a function of a few sums over items, so prompts are first reduced to per-item
 sums (`ItemSums`); `evaluate` then computes all metrics for a weight vector over items: all-ones

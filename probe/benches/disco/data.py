@@ -1,4 +1,4 @@
-"""DiSCo: 4 culturally grounded options, 12 cultures, context conditions C0–C3 (SPEC §2).
+"""DiSCo: 4 culturally grounded options, 12 cultures, context conditions C0–C3 (docs/benchmarks/disco.md).
 
 Loading validates every row where it enters; the design expands each item into 52 prompts:
 C0 ×4 option rotations, C1 and C2 ×4 targets ×4 rotations, C3 ×4 rotations ×4 context rotations.
@@ -276,7 +276,7 @@ def render_message(
     item: Item, condition: str, target: str | None, order: tuple[int, ...], ctx_rotation: int | None,
     form: str = "letters",
 ) -> str:
-    """The user-turn text of one DiSCo prompt (SPEC §2 line order; absent parts omitted); `form`
+    """The user-turn text of one DiSCo prompt (the line order of docs/benchmarks/disco.md; absent parts omitted); `form`
     `hybrid` asks for the answer's text instead of its letter, `cloze` ends before the
     instruction line (no options to choose from)."""
     lines = [f"Question: {item.question}"]

@@ -1,4 +1,4 @@
-"""DiSCo metrics (SPEC §2) from a run's stored tables.
+"""DiSCo metrics (docs/benchmarks/disco.md) from a run's stored tables.
 
 Each metric is a ratio of sums over items, so we first reduce prompts to per-item sums
 (`ItemSums`), then evaluate every metric for a weight vector over items: all-ones gives the

@@ -1,4 +1,4 @@
-"""LocQA (SPEC §4): open questions in 12 languages, one gold answer per locale.
+"""LocQA (docs/benchmarks/locqa.md): open questions in 12 languages, one gold answer per locale.
 
 `data` loads and validates the published JSON and builds the prompts of each mode,
 `judging` says what the judge is asked and holds the offline `rules` judge (its string

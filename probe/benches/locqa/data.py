@@ -1,4 +1,4 @@
-"""LocQA: open questions in 12 languages, one gold answer per locale (SPEC §4).
+"""LocQA: open questions in 12 languages, one gold answer per locale (docs/benchmarks/locqa.md).
 
 The published `locqa.json` is read from a local path or downloaded once from its source URL
 into the cache; its sha256 is checked against `bench.sha256`, which defaults to the published
@@ -297,7 +297,7 @@ def build_prompts(questions: Sequence[LocQAQuestion], spec: LocQASpec) -> list[L
         labels = (ex["question_label"], ex["answer_label"]) if ex else ("Question", "Answer")
         shots = tuple((ex[f"{k}_q"], ex[f"{k}_a"]) for k in ("arith", "ocean", "planet")) \
             if ex and spec.mode == "three_shot" else ()
-        # The explicit control names the locale in English (SPEC wording) in every language.
+        # The explicit control names the locale in English (the paper's wording) in every language.
         targets = [(a.locale, f"Locale: {a.locale}. {q.question}") for a in q.answers] \
             if spec.mode == "explicit" else [(None, q.question)]
         for locale, message in targets:

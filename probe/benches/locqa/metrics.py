@@ -1,4 +1,4 @@
-"""LocQA metrics (SPEC §4, §6) from questions, prompts and judgements.
+"""LocQA metrics (docs/benchmarks/locqa.md, docs/results/contract.md) from questions, prompts and judgements.
 
 Inputs are duck-typed records (the loader's `probe.benches.locqa` types fit; the frozen
 dataclasses below are the minimal shapes, used by tests and re-analysis from parquet):
@@ -45,7 +45,7 @@ NaN without errors. The same holds per bootstrap replicate.
 
 Judge errors: a judgement with `judge_error` set is excluded — an implicit one removes that
 response, a semantic one removes its template × language from every term — and counted in
-`n_judge_errors` (beside `metrics`, not inside it, so `metrics` keeps exactly the SPEC keys).
+`n_judge_errors` (beside `metrics`, not inside it, so `metrics` keeps exactly the documented keys).
 Bootstrap: templates are resampled (all languages of a template move together); every
 metric is a function of weighted sums over templates, so B replicates are one pass.
 """
@@ -104,7 +104,7 @@ class PromptRef:
 
 @dataclass(frozen=True)
 class Judgement:
-    """One row of `judgements.parquet` (SPEC §6)."""
+    """One row of `judgements.parquet` (docs/results/contract.md)."""
 
     task: str
     """`semantic_match` | `implicit` | `explicit`."""

@@ -49,7 +49,7 @@ def prompt_values(prompt: Prompt) -> dict[str, object]:
 
 
 def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
-    """B_US, B_R, the taxonomy and the rest (SPEC §4) from the stored prompts and judgements and
+    """B_US, B_R, the taxonomy and the rest (docs/benchmarks/locqa.md) from the stored prompts and judgements and
     the checksum-verified data file; a mask keeps the chosen prompts (semantic matches stay)."""
     bench = run.manifest.bench
     path = Path(str(bench.path))
