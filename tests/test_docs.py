@@ -8,7 +8,6 @@ subcommands' options are checked against their typed options. A placeholder (`<t
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import itertools
 import re
@@ -17,13 +16,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
+import probe.__main__ as probe_main
+import probe.commands.run  # noqa: F401  (registers the resolvers the config tree uses, `${basename:…}`)
+from probe.commands import cmdline, conftree, ls, overrides
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
@@ -35,34 +36,16 @@ PLACEHOLDER = re.compile(r"<[^>]*>|…|\.\.\.|\$\{")
 MAX_COMBINATIONS = 16  # a documented sweep is checked entry by entry up to this many jobs
 
 
-def _module(name: str) -> ModuleType:
-    """`probe.commands.NAME`, or the module of the layout before the commands moved there
-    (`probe.cli` for `cmdline`, `probe.__main__` for `run`, else `probe.NAME`)."""
+SUBCOMMANDS = set(probe_main.SUBCOMMANDS)
+"""The subcommands `probe` dispatches."""
+
+
+def _is_module(name: str) -> bool:
+    """Whether `python -m NAME` finds a module."""
     try:
-        return importlib.import_module(f"probe.commands.{name}")
-    except ModuleNotFoundError as e:
-        if not (e.name or "").startswith("probe.commands"):
-            raise
-        return importlib.import_module({"cmdline": "probe.cli", "run": "probe.__main__"}.get(name, f"probe.{name}"))
-
-
-def _importable(module: str) -> bool:
-    """Whether `python -m MODULE` finds a module (either layout of the command modules)."""
-    for name in (module, module.replace("probe.commands.", "probe.", 1)):
-        try:
-            if importlib.util.find_spec(name) is not None:
-                return True
-        except ModuleNotFoundError:
-            continue
-    return False
-
-
-def _subcommands() -> set[str]:
-    """The subcommands `probe` dispatches."""
-    table = getattr(importlib.import_module("probe.__main__"), "SUBCOMMANDS", None)
-    if table is not None:
-        return set(table)
-    return {"run", "ls", "view"} | {n for n in ("analyze", "compare", "merge", "report") if _importable(f"probe.{n}")}
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a missing parent package
+        return False
 
 
 @dataclass(frozen=True)
@@ -164,7 +147,7 @@ def _key_only(argv: list[str]) -> list[str]:
     """`argv` with each placeholder value replaced by a neutral one (its key still checked), a
     group entry that is a placeholder dropped (the default entry stands in), and a bare
     placeholder argument dropped."""
-    groups = set(_module("conftree").groups())
+    groups = set(conftree.groups())
     out = []
     for arg in argv:
         key, eq, value = arg.partition("=")
@@ -195,11 +178,10 @@ def _combinations(argv: list[str]) -> list[list[str]]:
 def check_run(argv: list[str], typed: bool, tmp: Path) -> None:
     """A run's command line: every group entry and key exists (the command line's own check),
     and, when `typed`, every job's composed config builds into a typed `RunConfig`."""
-    checked = _module("overrides").check(argv)
+    checked = overrides.check(argv)
     assert checked.first is not None, f"the override grammar rejects {argv}"
     if not typed or "--help" in argv or "-h" in argv:
         return
-    _module("run")  # registers the resolvers the config tree uses (`${basename:…}`)
     jobs = _combinations(checked.argv)
     assert len(jobs) <= MAX_COMBINATIONS, f"{len(jobs)} jobs: document a smaller sweep"
     for job in jobs:
@@ -218,14 +200,14 @@ BLOCKS = {"expected", "greedy", "debiased", "text", "text_norm"}
 
 def _options(argv: list[str], prefix: str) -> tuple[int, dict[str, object]]:
     """(number of paths, overrides) as the subcommand's own parser reads them."""
-    command = _module("cmdline").parse(argv, prefix, flags={"--out": "out"})
+    command = cmdline.parse(argv, prefix, flags={"--out": "out"})
     return len(command.paths), command.overrides
 
 
 def check_subcommand(name: str, argv: list[str]) -> None:
     """A subcommand's arguments: how many paths, which options, and their typed values."""
     if name == "ls":
-        _module("ls").listing(argv)
+        ls.listing(argv)
         return
     if "--help" in argv or "-h" in argv:
         return
@@ -252,12 +234,12 @@ def check_subcommand(name: str, argv: list[str]) -> None:
 def check(command: DocCommand, tmp: Path) -> None:
     """Raise (ProbeInputError or AssertionError) when `command` is not one probe accepts."""
     if command.module != "probe":
-        assert _importable(command.module), f"python -m {command.module}: no such module"
+        assert _is_module(command.module), f"python -m {command.module}: no such module"
         return
     argv = list(command.argv)
-    name = argv[0] if argv and argv[0] in _subcommands() else "run"
+    name = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
     assert not (argv and re.fullmatch(r"[a-z]+", argv[0]) and argv[0] != name), \
-        f"{argv[0]!r} is not a subcommand of probe ({sorted(_subcommands())})"
+        f"{argv[0]!r} is not a subcommand of probe ({sorted(SUBCOMMANDS)})"
     args = argv[1:] if argv[:1] == [name] else argv
     typed = not any(_is_placeholder(a) for a in args)
     added = [p for p in command.pythonpath if p not in sys.path]
@@ -280,7 +262,7 @@ COMMANDS = documented_commands()
 def test_the_docs_hold_commands_of_every_kind() -> None:
     """The extraction finds what the pages show (a parser that finds nothing checks nothing)."""
     assert len(COMMANDS) >= 60
-    kinds = {c.argv[0] if c.argv and c.argv[0] in _subcommands() else "run" for c in COMMANDS}
+    kinds = {c.argv[0] if c.argv and c.argv[0] in SUBCOMMANDS else "run" for c in COMMANDS}
     assert {"run", "analyze", "compare", "merge", "report", "view", "ls"} <= kinds
 
 
@@ -300,9 +282,9 @@ def test_inline_commands_name_real_subcommands(where: str, span: str) -> None:
     if words[0] == "python":
         assert words[2] == "probe" or words[2].startswith("probe.commands."), \
             f"{where}: `{span}`: write `probe SUBCOMMAND`, not `python -m {words[2]}`"
-        assert _importable(words[2]), f"{where}: `{span}`: no module {words[2]}"
+        assert _is_module(words[2]), f"{where}: `{span}`: no module {words[2]}"
     elif len(words) > 1 and re.fullmatch(r"[a-z]+", words[1]):
-        assert words[1] in _subcommands(), f"{where}: `{span}`: {words[1]!r} is not a subcommand of probe"
+        assert words[1] in SUBCOMMANDS, f"{where}: `{span}`: {words[1]!r} is not a subcommand of probe"
 
 
 @pytest.mark.parametrize("line", [
