@@ -45,7 +45,8 @@ def test_a_runs_manifest_reads_typed_and_writes_back_byte_for_byte(tiny_run: Pat
     assert manifest.letters == ("A", "B", "C", "D") and manifest.model.source == "tiny"
     assert manifest.backend.mode == "letters" and manifest.backend.counters()["prompt_tokens"] > 0
     assert manifest.timings.analysis_s is not None and manifest.timings.analysis_s > 0
-    assert manifest.analysis == raw["analysis"] and manifest.temperature == 1.0
+    assert manifest.analysis is not None and manifest.analysis.to_dict() == raw["analysis"]
+    assert manifest.analysis.n_boot == 10 and manifest.temperature == 1.0
     assert manifest.shard is None and manifest.merged is None and manifest.intervention is None
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.results.io import open_tensors
+from probe.results.layout import ACTIVATIONS
 from probe.results.run import load_run
 
 
@@ -26,7 +27,7 @@ def steering_vectors(run_dir: str | Path, layer: int, source: str = "C1", dest: 
     if layer not in captured:
         raise ProbeInputError(f"{run_dir}: layer {layer} was not captured (captured: {captured})")
     # one layer's slice only: a capture of every layer of a large run does not fit in memory
-    with open_tensors(Path(run_dir) / "activations.safetensors") as f:
+    with open_tensors(Path(run_dir) / ACTIVATIONS) as f:
         acts = f.get_slice("activations")[:, captured.index(layer)].astype(np.float64)
     table = run.table()
     base = table.condition == dest

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from probe.benches.blend import figures, report, whose_task
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
@@ -18,7 +17,7 @@ from probe.benches.blend.judging import JUDGEMENT_COLUMNS, BlendRulesJudge, judg
 from probe.benches.blend.metrics import Verdict, compute
 from probe.benches.blend.prompts import build
 from probe.benches.task import Column, Judging, PreparedBench, Presentation, Tables, Task, bench_spec
-from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import AnalysisOptions, merged
 from probe.prompts.parse import strip_thinking
 from probe.results.generations import read_judgements
 from probe.results.run import Run
@@ -70,9 +69,8 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
     """Scores per country, language, topic and template (`probe.benches.blend.metrics`) from the
     stored prompts and verdicts; a mask keeps the chosen prompts."""
     spec = bench_spec(BlendSpec, run.manifest.bench.config)
-    rows = pq.read_table(run.path / "prompts.parquet",
-                         columns=["prompt_id", "question_id", "country", "language", "template", "topic",
-                                  "kept"]).to_pylist()
+    rows = run.prompts.select(["prompt_id", "question_id", "country", "language", "template", "topic",
+                               "kept"]).to_pylist()
     keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
     prompts = {r["prompt_id"]: r for r in rows if keep is None or r["prompt_id"] in keep}
     verdicts = [Verdict(p["question_id"], p["country"], p["language"], p["template"], p["topic"], p["kept"],
@@ -81,11 +79,11 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> dict[st
     countries = [c for c in COUNTRIES if c in {p["country"] for p in prompts.values()}]
     pairs = {(p["question_id"], p["country"]): p["kept"] for p in prompts.values()}
     n_questions = len({q for q, _ in pairs})
-    return {"n_items": len(pairs), "n_prompts": len(prompts), "mode": spec.mode,
-            "n_judge_errors": sum(v.correct is None for v in verdicts),
-            "n_excluded_pairs": sum(not k for k in pairs.values()),
-            "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "question", "n_units": n_questions},
-            **compute(verdicts, countries, (spec.high_resource, spec.low_resource), opts)}
+    header = {"n_items": len(pairs), "n_prompts": len(prompts), "mode": spec.mode,
+              "n_judge_errors": sum(v.correct is None for v in verdicts),
+              "n_excluded_pairs": sum(not k for k in pairs.values()),
+              "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "question", "n_units": n_questions}}
+    return merged(header, compute(verdicts, countries, (spec.high_resource, spec.low_resource), opts))
 
 
 def headline(m: Mapping[str, Any]) -> tuple[Any, Any]:
