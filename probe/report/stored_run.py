@@ -36,7 +36,7 @@ def analysis_options(manifest: Manifest, overrides: Mapping[str, Any] | None = N
     if fixed and set(fixed) <= FORWARD_PASS_OPTIONS:
         raise ProbeInputError(f"analysis: {fixed} change what the model's forward pass records, so a stored run "
                               f"cannot be re-analysed with them; re-analysis takes {sorted(METRIC_OPTIONS)}")
-    recorded = {} if manifest.analysis is None else manifest.analysis.recorded(set(METRIC_OPTIONS))
+    recorded = {} if manifest.analysis is None else manifest.analysis.recorded(METRIC_OPTIONS)
     return build(AnalysisOptions, {**recorded, **dict(overrides or {})}, "analysis")
 
 

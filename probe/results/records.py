@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from probe.errors import ProbeInputError
@@ -57,7 +57,7 @@ class AnalysisRecord:
         """The JSON object to store: the keys as read, in their order."""
         return copy.deepcopy(self.raw)
 
-    def recorded(self, names: set[str]) -> dict[str, Any]:
+    def recorded(self, names: Collection[str]) -> dict[str, Any]:
         """The recorded values of the options `names` (those the run recorded, in its order)."""
         return {k: copy.deepcopy(v) for k, v in self.raw.items() if k in names}
 
@@ -153,8 +153,7 @@ class TokenizerRecord:
 
     @classmethod
     def from_dict(cls, raw: Any) -> TokenizerRecord:
-        record = pick(cls, raw, "tokenizer")
-        return TokenizerRecord(record.name_or_path, record.sha256, raw.get("class"), record.raw)  # `class`: a keyword
+        return replace(pick(cls, raw, "tokenizer"), class_name=raw.get("class"))  # stored as `class`, a keyword
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.raw)
