@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import numpy as np
 
 from probe.config import Ge, Gt, Le, Seed
-from probe.probs import choice_probs, greedy_onehot, ratio
+from probe.probs import choice_probs, greedy_onehot
 
 
 MAX_BOOT = 1_000_000
