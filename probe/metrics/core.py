@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import numpy as np
 
 from probe.config import Ge, Gt, Le, Seed
-from probe.probs import choice_probs, greedy_onehot
+from probe.probs import choice_probs, greedy_onehot, ratio  # noqa: F401 - the metric modules import it from here
 
 
 MAX_BOOT = 1_000_000
