@@ -5,7 +5,7 @@
 
 from probe.version import __version__
 
-__all__ = ["__version__", "load_run"]
+__all__ = ["__version__", "load_run", "recompute_metrics"]
 
 
 def load_run(path):  # type: ignore[no-untyped-def]
@@ -14,3 +14,10 @@ def load_run(path):  # type: ignore[no-untyped-def]
     from probe.api import load_run as _load_run
 
     return _load_run(path)
+
+
+def recompute_metrics(run, mask=None, analysis=None):  # type: ignore[no-untyped-def]
+    """Recompute a loaded run's metrics (see `probe.api.recompute_metrics`)."""
+    from probe.api import recompute_metrics as _recompute_metrics
+
+    return _recompute_metrics(run, mask, analysis)

@@ -1,29 +1,40 @@
 """The Python API over a run directory, for follow-up studies (no model needed): `load_run` gives
-a `probe.results.run.Run` with the bench's metrics attached, so `run.recompute_metrics` works;
+a `probe.results.run.Run` (tables, tensors, manifest, `metrics.json`); `recompute_metrics(run, …)`
+recomputes its bench's metrics on any subset of prompts, with other analysis options;
 `run.patching()` gives an activation-patching run's raw results and `patching_table(run, …)` the
 share of the cue's effect restored per layer; `steering_vectors(run_dir, layer)` the per-culture
 vectors a steered run adds, from a run's captured activations."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from probe.benches.registry import task_of
 from probe.metrics import steering_vectors as vectors
 from probe.metrics.patch_effects import patching_table, restored_share
-from probe.pipeline.stored_run import open_run
+from probe.report.stored_run import StoredRun
 from probe.results.manifest import read_manifest
 from probe.results.run import Run
+from probe.results.run import load_run as _load_run
 
-__all__ = ["Run", "load_run", "patching_table", "restored_share", "steering_vectors"]
+__all__ = ["Run", "load_run", "patching_table", "recompute_metrics", "restored_share", "steering_vectors"]
 
 
 def load_run(path: str | Path) -> Run:
-    """Load a run directory of any bench (letter, generation or open-answer mode), with its
-    bench's metrics attached for `recompute_metrics`."""
-    return open_run(Path(path))[0]
+    """Load a run directory of any bench (letter, generation or open-answer mode)."""
+    return _load_run(Path(path))
+
+
+def recompute_metrics(run: Run, mask: np.ndarray | None = None,
+                      analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The run's bench metrics (`expected`, `greedy`, `ci95`, …) on the prompts `mask` keeps (a
+    boolean `[prompt]` array, e.g. `run.mask(condition="C0")`; None: all), with the analysis
+    options the run recorded updated by `analysis` (e.g. `{"temperature": 0.5, "n_boot": 0}`)."""
+    return StoredRun(run, task_of(run.manifest)).recompute_metrics(mask, analysis)
 
 
 def steering_vectors(run_dir: str | Path, layer: int, source: str | None = None,

@@ -39,7 +39,7 @@ from probe.metrics.text_agreement import (
     per_byte,
     spearman,
 )
-from probe.metrics.core import AnalysisOptions, capture_replicates
+from probe.metrics.core import AnalysisOptions, replicates_of
 from probe.metrics.letters import LetterOptions, analyse
 from probe.probs import choice_probs
 from probe.report.sweep import bench_table, load_entries
@@ -221,8 +221,8 @@ OPTS = AnalysisOptions(n_boot=100)
 def test_the_text_trees_are_the_bench_metrics_of_the_text_scores() -> None:
     table = _disco(text=True)
     ci95: dict[str, Any] = {}
-    with capture_replicates() as box:
-        out = letter_blocks(_compute, table, ROTATION_DESIGN, OPTS, None, False, ci95)
+    out = letter_blocks(_compute, table, ROTATION_DESIGN, OPTS, None, False, ci95)
+    box = replicates_of(out)
     direct = _compute(replace(table, logprobs=table.text_logprobs), OPTS, None)
     assert out["text"] == direct["expected"] and ci95["text"] == direct["ci95"]["expected"]
     norm = _compute(replace(table, logprobs=table.text_logprobs / table.text_n_bytes), OPTS, None)

@@ -502,3 +502,89 @@ def test_the_judged_plugin_states_only_its_own_parts() -> None:
     assert "open_answer_task" in called and "OpenAnswer" in called
     assert not called & {"Task", "Tables", "Judging", "judgements_schema", "schema"}, called
     assert len(JUDGED_PLUGIN.read_text().splitlines()) < JUDGED_PLUGIN_LINES_BEFORE
+
+
+# --- results/ is the only way into a run directory ---------------------------------------
+
+RESULTS = PACKAGE / "results"
+
+
+def _layout_names() -> set[str]:
+    """Every file and folder name `probe.results.layout` defines (its upper-case string
+    constants and the strings of its tuples)."""
+    from probe.results import layout
+
+    names = set()
+    for name, value in vars(layout).items():
+        if name.isupper():
+            names |= {value} if isinstance(value, str) else {v for v in value if isinstance(v, str)}
+    return names
+
+
+def _layout_literals(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """`(line, name)` of each string literal (docstrings aside) that is a run-directory name."""
+    return [(line, value) for line, value in _string_constants(ast.parse(source)) if value in names]
+
+
+def test_run_directory_names_appear_only_in_results() -> None:
+    """`probe.results.layout` names every file of a run directory; every other module uses its
+    names, so a file is renamed or added in one place and no reader spells it differently."""
+    names = _layout_names()
+    assert {"manifest.json", "prompts.parquet", "metrics.json", "DONE", "scores.parts"} <= names
+    found = [f"{path.relative_to(ROOT)}:{line}: {value!r}" for path in sorted(PACKAGE.rglob("*.py"))
+             if RESULTS not in path.parents for line, value in _layout_literals(path.read_text(), names)]
+    assert found == []
+
+
+MANIFEST_RECORDS = ("intervention", "analysis", "judge", "tokenizer", "gguf")
+"""The manifest's nested records, typed in `probe.results.records` (and the model's `gguf` block)."""
+RAW_READS = ("get", "pop", "setdefault", "items", "keys", "values")
+
+
+def _record_key_reads(source: str) -> list[tuple[int, str]]:
+    """`(line, read)` of each raw read of a manifest record: a keyed read or a mapping method on
+    a record (`manifest.intervention.get("name")`, `(run.manifest.analysis or {}).items()`), or
+    on a name bound to one in the same function (`iv = e.intervention or {}; iv["culture"]`).
+    Reads of the manifest itself by key are `_manifest_key_reads`'."""
+    def is_record(node: ast.expr, bound: set[str]) -> bool:
+        if isinstance(node, ast.BoolOp):  # `x.analysis or {}`
+            return any(is_record(v, bound) for v in node.values)
+        return (isinstance(node, ast.Attribute) and node.attr in MANIFEST_RECORDS) or \
+            (isinstance(node, ast.Name) and node.id in bound)
+
+    found = []
+    tree = ast.parse(source)
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))]:
+        bound = {t.id for n in ast.walk(scope) if isinstance(n, ast.Assign) and is_record(n.value, set())
+                 for t in n.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Subscript) and is_record(node.value, bound):
+                found.append((node.lineno, ast.unparse(node)))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RAW_READS \
+                    and is_record(node.func.value, bound):
+                found.append((node.lineno, ast.unparse(node)))
+            elif isinstance(node, ast.Dict) and any(k is None and is_record(v, bound)  # `{**x.analysis}`
+                                                    for k, v in zip(node.keys, node.values)):
+                found.append((node.lineno, ast.unparse(node)))
+    return sorted(set(found))
+
+
+def test_manifest_records_are_read_only_through_their_types() -> None:
+    """The manifest's nested records (`intervention`, `analysis`, `judge`, …) are typed in
+    `probe.results.records`; no other module reads them by raw keys."""
+    found = [f"{path.relative_to(ROOT)}:{line}: {what}" for path in sorted(PACKAGE.rglob("*.py"))
+             if RESULTS not in path.parents for line, what in _record_key_reads(path.read_text())]
+    assert found == []
+
+
+def test_the_record_key_check_sees_raw_reads() -> None:
+    source = ('def f(e, manifest, raw):\n'
+              '    iv = e.intervention or {}\n'
+              '    a = iv["culture"]\n'
+              '    b = manifest.intervention.get("name")\n'
+              '    c = (e.manifest.analysis or {}).items()\n'
+              '    d = (e.model.gguf or {}).get("file"), {**(manifest.analysis or {}), "n_boot": 0}\n'
+              '    ok = e.intervention.culture, manifest.analysis.temperature, metrics.get("model")\n'
+              '    steer = e.intervention.steer\n'
+              '    fine = steer.items(), asdict(cfg.judge).items()\n')
+    assert sorted({line for line, _ in _record_key_reads(source)}) == [3, 4, 5, 6]

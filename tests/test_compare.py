@@ -19,8 +19,8 @@ from probe.commands.compare import compare_runs, main, paired_difference
 from probe.errors import ProbeInputError
 from probe.metrics.paired import holm
 from probe.pipeline.analysis import analyze_run
-from probe.pipeline.stored_run import open_run
-from probe.report.paired_runs import compare, run_options
+from probe.report.paired_runs import compare
+from probe.report.stored_run import StoredRun
 from probe.report.sweep import load_entries, sweep_markdown, write_sweep_report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -92,9 +92,8 @@ def test_known_shift_in_one_culture(runs) -> None:
 
 def test_paired_interval_is_never_wider_than_unpaired(runs) -> None:
     a, b, culture = runs
-    run_a, _ = open_run(a)
-    run_b, _ = open_run(b)
-    opts = run_options(run_a)
+    run_a, run_b = StoredRun.open(a), StoredRun.open(b)
+    opts = run_a.options()
     paths = ["C0.KL", "C0.Gini", f"C0.CSD.{culture}", "C0.letter_probs.A"]
     paired = compare(run_a, run_b, paths, opts)
     unpaired = compare(run_a, run_b, paths, opts, paired=False)

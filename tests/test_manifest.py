@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import probe_env
 
+from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.results.manifest import Manifest, ShardSource, merge_manifests, read_manifest, write_manifest
 
@@ -45,7 +46,8 @@ def test_a_runs_manifest_reads_typed_and_writes_back_byte_for_byte(tiny_run: Pat
     assert manifest.letters == ("A", "B", "C", "D") and manifest.model.source == "tiny"
     assert manifest.backend.mode == "letters" and manifest.backend.counters()["prompt_tokens"] > 0
     assert manifest.timings.analysis_s is not None and manifest.timings.analysis_s > 0
-    assert manifest.analysis == raw["analysis"] and manifest.temperature == 1.0
+    assert manifest.analysis is not None and manifest.analysis.to_dict() == raw["analysis"]
+    assert manifest.analysis.n_boot == 10 and manifest.temperature == 1.0
     assert manifest.shard is None and manifest.merged is None and manifest.intervention is None
 
 
@@ -123,3 +125,43 @@ def test_rows_per_pass_quantiles_are_row_counts_of_real_passes() -> None:
     assert pass_quantiles({"1": 2, "32": 40}) == {"p10": 32, "p50": 32, "p90": 32}
     assert pass_quantiles({"1": 24, "4": 36, "32": 40}) == {"p10": 1, "p50": 4, "p90": 32}
     assert pass_quantiles({}) is None
+
+
+def test_nested_records_read_typed_and_write_back_key_for_key(tmp_path: Path) -> None:
+    """The intervention, analysis, judge and tokenizer records are typed; written back, the
+    manifest is the same file, keys a newer probe adds included."""
+    steer = {"name": "steer", "vectors": "runs/capture", "layer": -1, "culture": "Assam", "alpha": 2.0,
+             "positions": "last", "source": "C1", "dest": "C0", "layer_resolved": 23, "vector_norm": 1.5,
+             "vector_sha256": "ab" * 32, "added_later": [1, 2]}
+    raw = {"tokenizer": {"class": "GPT2TokenizerFast", "name_or_path": "tiny", "sha256": "cd" * 32},
+           "judge": {"name": "http", "model": "m", "base_url": "http://127.0.0.1:8000/v1", "retries": 2},
+           "analysis": {"temperature": 0.5, "n_boot": 10, "seed": 3, "capture_layers": [0, -1]},
+           "intervention": steer}
+    (tmp_path / "old").mkdir()
+    write_json(tmp_path / "old" / "manifest.json", raw)
+    manifest, written = _round_trip(tmp_path / "old", tmp_path)
+    assert written == (tmp_path / "old" / "manifest.json").read_bytes()
+    iv = manifest.intervention
+    assert iv is not None and iv.is_steering and not iv.is_patching
+    assert (iv.culture, iv.alpha, iv.layer_resolved, iv.n_pairs) == ("Assam", 2.0, 23, None)
+    assert iv.to_dict() == steer
+    assert manifest.analysis is not None and manifest.temperature == 0.5 and manifest.analysis.capture_layers == [0, -1]
+    assert manifest.analysis.recorded({"seed", "n_boot", "letter_prior_ratio"}) == {"n_boot": 10, "seed": 3}
+    assert manifest.analysis.same_as({"temperature": 0.5, "n_boot": 10, "seed": 3, "capture_layers": (0, -1)})
+    assert manifest.judge is not None and (manifest.judge.name, manifest.judge.model) == ("http", "m")
+    assert manifest.tokenizer is not None and manifest.tokenizer.class_name == "GPT2TokenizerFast"
+    with pytest.raises(ProbeInputError, match="`intervention` must be a JSON object"):
+        Manifest.from_json({"intervention": "steer"})
+
+
+def test_the_layout_names_a_re_analysis_and_marks_a_finished_run(tmp_path: Path) -> None:
+    from probe.results import layout
+
+    assert layout.metrics_file() == layout.METRICS and layout.report_files() == (layout.REPORT, layout.REPORT_PAGE)
+    assert layout.metrics_file("-temperature=0.5") == "metrics-temperature=0.5.json"
+    assert not layout.is_run_dir(tmp_path) and not layout.is_finished(tmp_path)
+    (tmp_path / layout.SCORE_PARTS).mkdir()
+    layout.mark_done(tmp_path)
+    layout.remove_checkpoints(tmp_path)
+    assert layout.is_finished(tmp_path) and not (tmp_path / layout.SCORE_PARTS).exists()
+    assert set(layout.SHARD_FILES) >= set(layout.MERGED_OUTPUTS)

@@ -150,9 +150,9 @@ def test_run_directory_and_load_run(mech_run: Path) -> None:
     assert table["jsd_to_final"][-1] == 0.0 == table["letter_jsd_to_final"][-1] and len(table["csd"]) == 2
     assert 'alt="lens.png"' in (mech_run / "report.html").read_text()
     # metrics recomputed through the API equal the stored ones; a subset is its own analysis
-    again = run.recompute_metrics()
+    again = probe.recompute_metrics(run)
     assert again["expected"] == run.metrics["expected"]
-    c0 = run.recompute_metrics(run.mask(condition="C0"), {"n_boot": 0})
+    c0 = probe.recompute_metrics(run, run.mask(condition="C0"), {"n_boot": 0})
     assert set(c0["expected"]) == {"C0"} and c0["expected"]["C0"] == run.metrics["expected"]["C0"]
     food = run.mask(category="food")
     assert food.sum() == 8 * 52
@@ -178,7 +178,7 @@ def test_load_run_round_trips_every_bench(tmp_path: Path) -> None:
         run = probe.load_run(_cli(tmp_path / name, tmp_path / "cache", *args))
         assert run.bench_kind == "ccd" and run.prompts.num_rows == 30
         if name == "ccd":
-            assert run.recompute_metrics()["expected"] == run.metrics["expected"]
+            assert probe.recompute_metrics(run)["expected"] == run.metrics["expected"]
             assert run.letter_logprobs().shape == (30, 10)
         else:
             assert run.scores is None and run.generations.num_rows == 30

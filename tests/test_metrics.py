@@ -244,11 +244,11 @@ def test_exposure_normalisation_and_ci() -> None:
 
 
 def test_greedy_csc_replicates_carry_its_name() -> None:
-    """Paired comparisons read captured replicates: the greedy block names CSC there too."""
-    from probe.metrics.core import capture_replicates
+    """Paired comparisons read the returned replicates: the greedy block names CSC there too."""
+    from probe.metrics.core import replicates_of
 
-    with capture_replicates() as box:
-        out = compute(_table(ITEMS), DiscoAnalysis(n_boot=20))
+    out = compute(_table(ITEMS), DiscoAnalysis(n_boot=20))
+    box = replicates_of(out)
     assert "CSC" in out["greedy"]["C3"] and "CSC" in out["ci95"]["greedy"]["C3"]
     assert box["greedy"]["C3"]["CSC"].shape == (20,) and "sample_agreement" not in box["greedy"]["C3"]
     assert box["expected"]["C3"]["sample_agreement"].shape == (20,) and "CSC" not in box["expected"]["C3"]

@@ -29,7 +29,7 @@ from probe.benches.task import (
     no_figures,
     no_text_message,
 )
-from probe.metrics.core import AnalysisOptions, capture_replicates, record_replicates
+from probe.metrics.core import AnalysisOptions, Measured, merged, replicates_of
 from probe.metrics.letters import LetterOptions, analyse
 from probe.metrics.tree import Headline, MetricsTree
 from probe.metrics.text_agreement import Agreement, agreement, choice_agreement, per_byte
@@ -68,7 +68,8 @@ def letter_metrics(compute: Compute, spec_type: type, design: Design
                    ) -> Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree]:
     """The `Task.metrics` hook of a forced-choice bench: the header every such run reports, then
     the bench's own blocks from `compute` on the (masked) table, and the letter-prior blocks over
-    the conditions and prompt groups of its `design`.
+    the conditions and prompt groups of its `design`, returned with their bootstrap replicates
+    (`Measured`).
 
     Generation runs read one-hot choices (invalid outputs excluded and counted); letter runs
     report the letter mass and how often the full-vocabulary argmax is a letter.
@@ -103,19 +104,17 @@ def letter_metrics(compute: Compute, spec_type: type, design: Design
         out.update({"temperature": opts.temperature,
                     "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "item",
                                   "n_units": len(np.unique(table.item_id.astype(str)))}})
-        if len(table.prompt_id):
-            out.update(compute(table, opts, spec))
-            out.update(letter_blocks(compute, table, design, opts, spec, is_generation_run(run), out.get("ci95"),
-                                     letters_read=not is_text_only_run(run)))
-        else:  # every generation invalid: nothing to aggregate, which the report says
-            out.update({"expected": None, "greedy": None, "ci95": {}})
-        return out
+        if not len(table.prompt_id):  # every generation invalid: nothing to aggregate, which the report says
+            return {**out, "expected": None, "greedy": None, "ci95": {}}
+        own = merged(out, compute(table, opts, spec))
+        return merged(own, letter_blocks(compute, table, design, opts, spec, is_generation_run(run),
+                                         own.get("ci95"), letters_read=not is_text_only_run(run)))
 
     return metrics
 
 
 def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: AnalysisOptions, spec: Any,
-                  generated: bool, ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
+                  generated: bool, ci95: dict[str, Any] | None, letters_read: bool = True) -> Measured:
     """The letter-prior decomposition (`probe.metrics.letters`) and the `debiased` tree.
 
     The debiased tree is the bench's own `compute` on the debiased choice distribution `q`
@@ -125,7 +124,7 @@ def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: Ana
     `debiased`, `letter_prior` and `letter_split` in place. `debiased` is null when a condition
     has no estimate (its `letter_prior_estimator` entry says why). With a text reading the text
     blocks follow (`text_blocks`; `letters_read` False: a `text`-mode run, whose `logprobs` are
-    the text scores).
+    the text scores). The replicates of `debiased` and of the text blocks are returned with them.
     """
     lopts = LetterOptions(temperature=opts.temperature, n_boot=opts.n_boot, seed=opts.seed,
                           prior_ratio=opts.letter_prior_ratio)
@@ -133,22 +132,19 @@ def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: Ana
     if letters.debiased is None:  # some condition's design cannot separate letter from content
         if ci95 is not None and opts.n_boot > 0:
             ci95.update(letters.ci)
-        return {"debiased": None, **letters.blocks,
-                **text_blocks(compute, table, design, opts, spec, None, ci95, letters_read)}
+        return merged({"debiased": None, **letters.blocks},
+                      text_blocks(compute, table, design, opts, spec, None, ci95, letters_read))
     with np.errstate(divide="ignore"):
         lp = opts.temperature * np.log(letters.debiased)
-    with capture_replicates() as box:
-        debiased = compute(replace(table, logprobs=lp), opts, spec)
-    if "expected" in box:
-        record_replicates("debiased", box["expected"])
+    debiased = compute(replace(table, logprobs=lp), opts, spec)
     if ci95 is not None and opts.n_boot > 0:
         ci95.update({"debiased": (debiased.get("ci95") or {}).get("expected"), **letters.ci})
-    return {"debiased": debiased.get("expected"), **letters.blocks,
-            **text_blocks(compute, table, design, opts, spec, letters.debiased, ci95, letters_read)}
+    own = Measured({"debiased": debiased.get("expected"), **letters.blocks}, _renamed(debiased, "debiased"))
+    return merged(own, text_blocks(compute, table, design, opts, spec, letters.debiased, ci95, letters_read))
 
 
 def text_blocks(compute: Compute, table: ScoreTable, design: Design, opts: AnalysisOptions, spec: Any,
-                debiased: np.ndarray | None, ci95: dict[str, Any] | None, letters_read: bool = True) -> dict[str, Any]:
+                debiased: np.ndarray | None, ci95: dict[str, Any] | None, letters_read: bool = True) -> Measured:
     """The answer-text reading's trees and the letter-vs-text `agreement` audit; `{}` for a run
     without a text reading (its metrics.json gains no key).
 
@@ -160,21 +156,20 @@ def text_blocks(compute: Compute, table: ScoreTable, design: Design, opts: Analy
     (`letters_read` False) has no letter reading: its `expected` tree already is the text's, so it
     gains `text_norm` only.
     """
+    out = Measured()
     if table.text_logprobs is None:
-        return {}
-    out: dict[str, Any] = {}
+        return out
     if letters_read:
-        out["text"] = _tree_of(compute, replace(table, logprobs=table.text_logprobs), opts, spec, "text", ci95)
+        out = merged(out, _tree_of(compute, replace(table, logprobs=table.text_logprobs), opts, spec, "text", ci95))
     if table.text_n_bytes is not None:
-        out["text_norm"] = _tree_of(compute, replace(table, logprobs=per_byte(table)), opts, spec, "text_norm", ci95)
+        out = merged(out, _tree_of(compute, replace(table, logprobs=per_byte(table)), opts, spec, "text_norm", ci95))
     if not letters_read:
         return out
     audit = agreement(table, design, debiased, opts)
-    if audit.replicates is not None:
-        record_replicates("agreement", audit.replicates)
     if ci95 is not None and opts.n_boot > 0:
         ci95["agreement"] = audit.ci
-    return {**out, "agreement": audit.block}
+    return merged(out, Measured({"agreement": audit.block},
+                                {} if audit.replicates is None else {"agreement": audit.replicates}))
 
 
 def generated_choice_agreement(scored: Run, generated: Run, design: Design, opts: AnalysisOptions) -> Agreement:
@@ -188,15 +183,19 @@ def generated_choice_agreement(scored: Run, generated: Run, design: Design, opts
 
 
 def _tree_of(compute: Compute, table: ScoreTable, opts: AnalysisOptions, spec: Any, name: str,
-             ci95: dict[str, Any] | None) -> Any:
-    """The bench's `expected` tree on `table`, its intervals as `ci95[name]` and replicates as `name`."""
-    with capture_replicates() as box:
-        tree = compute(table, opts, spec)
-    if "expected" in box:
-        record_replicates(name, box["expected"])
+             ci95: dict[str, Any] | None) -> Measured:
+    """`{name: the bench's expected tree on table}`, its intervals as `ci95[name]` and its
+    replicates under `name`."""
+    tree = compute(table, opts, spec)
     if ci95 is not None and opts.n_boot > 0:
         ci95[name] = (tree.get("ci95") or {}).get("expected")
-    return tree.get("expected")
+    return Measured({name: tree.get("expected")}, _renamed(tree, name))
+
+
+def _renamed(blocks: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """The `expected` replicates of `blocks` under the block name `name` (none without a bootstrap)."""
+    replicates = replicates_of(blocks)
+    return {name: replicates["expected"]} if "expected" in replicates else {}
 
 
 def letter_columns(condition: str | None = None) -> tuple[Column, Column]:
@@ -377,6 +376,6 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
 def _with_extra(metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree],
                 extra: Extra) -> Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree]:
     def both(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
-        return {**metrics(run, mask, opts), **extra(run, mask)}
+        return merged(metrics(run, mask, opts), extra(run, mask))
 
     return both

@@ -18,6 +18,7 @@ from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
 from probe.pipeline.analysis import analyze_run, suffix_of
 from probe.report.summary import run_summary
+from probe.results.layout import metrics_file, report_files
 from probe.results.manifest import read_manifest
 
 USAGE = f"{__doc__}\nOptions (defaults: the values recorded in the run's manifest):\n" \
@@ -33,8 +34,9 @@ def _body(argv: list[str]) -> int:
     task = task_of(read_manifest(run_dir))
     options = "".join(f", analysis.{k}={v}" for k, v in sorted(command.overrides.items()))
     suffix = suffix_of(command.overrides)
+    markdown, page = report_files(suffix)
     print(f"probe analyze: {metrics['n_prompts']} prompts of {run_dir}{options}\n{run_summary(task, metrics)}\n"
-          f"probe analyze: wrote metrics{suffix}.json, report{suffix}.md and report{suffix}.html")
+          f"probe analyze: wrote {metrics_file(suffix)}, {markdown} and {page}")
     return 0
 
 

@@ -27,8 +27,9 @@ from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
 from probe.metrics.paired import Comparison, Difference
-from probe.pipeline.stored_run import open_run
-from probe.report.paired_runs import comparable_units, compare, run_options
+from probe.report.paired_runs import comparable_units, compare
+from probe.report.stored_run import StoredRun
+from probe.results.layout import AGREEMENT, COMPARISON
 
 __all__ = ["Comparison", "Difference", "compare_runs", "paired_difference"]
 
@@ -48,15 +49,14 @@ def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None
                  n_boot: int | None = None, seed: int | None = None, temperature: float | None = None) -> Comparison:
     """Paired differences for `metrics` (default: the bench's headline sweep columns that run A
     reports)."""
-    a, _ = open_run(Path(run_a))
-    b, _ = open_run(Path(run_b))
+    a, b = StoredRun.open(run_a), StoredRun.open(run_b)
     task, _ = comparable_units(a, b)
     overrides = {k: v for k, v in (("n_boot", n_boot), ("seed", seed), ("temperature", temperature)) if v is not None}
     if metrics is None:  # the headline columns this run has (a DiSCo run may skip conditions)
-        tree = task.headline(a.metrics or {})[0]
+        tree = task.headline(a.metrics)[0]
         metrics = [c.path for c in task.presentation.sweep_columns
                    if c.cell is None and isinstance(get_path(tree, c.path), (int, float))]
-    return compare(a, b, metrics, run_options(a, overrides), flavour)
+    return compare(a, b, metrics, a.options(overrides), flavour)
 
 
 def _p(p: float, n_boot: int) -> str:
@@ -102,35 +102,34 @@ def _body(argv: list[str]) -> int:
     if "out" in command.overrides:
         out = Path(str(command.overrides["out"]))
         out.mkdir(parents=True, exist_ok=True)
-        write_json(out / "compare.json", asdict(result))
-        print(f"probe compare: wrote {out / 'compare.json'}", file=sys.stderr)
+        write_json(out / COMPARISON, asdict(result))
+        print(f"probe compare: wrote {out / COMPARISON}", file=sys.stderr)
     return 0
 
 
 def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: object) -> int:
     """`agreement=true`: each reading of scored run A against generation run B's answers."""
-    a, _ = open_run(path_a)
-    b, _ = open_run(path_b)
+    a, b = StoredRun.open(path_a), StoredRun.open(path_b)
     task, _ = comparable_units(a, b)  # one benchmark, one data file, one design
     if task.answers != "letters":
         raise ProbeInputError(f"agreement=true compares forced-choice runs; {a.path} is a {task.kind} run")
-    if is_generation_run(a) or not is_generation_run(b):
+    if is_generation_run(a.run) or not is_generation_run(b.run):
         mode = {True: "a generation run", False: "a scored run"}
         raise ProbeInputError(f"agreement=true compares a scored run (A) with a generation run (B) of the same "
-                              f"design; got {mode[is_generation_run(a)]} {a.path} and {mode[is_generation_run(b)]} "
-                              f"{b.path}")
-    if is_text_only_run(a):
+                              f"design; got {mode[is_generation_run(a.run)]} {a.path} and "
+                              f"{mode[is_generation_run(b.run)]} {b.path}")
+    if is_text_only_run(a.run):
         raise ProbeInputError(f"{a.path}: a backend.mode=text run has no letter reading; score it with "
                               "backend.mode=letters+text")
-    options = run_options(a, opts)
-    result = generated_choice_agreement(a, b, task.design, options)
+    options = a.options(opts)
+    result = generated_choice_agreement(a.run, b.run, task.design, options)
     print(f"A = {a.path}  \nB = {b.path}  \nbootstrap over A's items, {options.n_boot} resamples, seed "
           f"{options.seed}, temperature {options.temperature:g}\n", end="")
     print(choice_agreement_markdown(result.block, result.ci, options.n_boot), end="")
     if out is not None:
         Path(str(out)).mkdir(parents=True, exist_ok=True)
-        write_json(Path(str(out)) / "agreement.json", {"agreement": result.block, "ci95": result.ci})
-        print(f"probe compare: wrote {Path(str(out)) / 'agreement.json'}", file=sys.stderr)
+        write_json(Path(str(out)) / AGREEMENT, {"agreement": result.block, "ci95": result.ci})
+        print(f"probe compare: wrote {Path(str(out)) / AGREEMENT}", file=sys.stderr)
     return 0
 
 

@@ -57,9 +57,10 @@ def print_sweep_end(sweep: Path) -> None:
     finished run (a dry run, every job failed) says so in one line instead."""
     from probe.report.entries import find_runs, read_entries  # the report's plotting stack: only now
     from probe.report.sweep import sweep_headlines, write_sweep_report
+    from probe.results.layout import SWEEP_REPORT
 
     try:
-        html = write_sweep_report([sweep], sweep / "report")
+        html = write_sweep_report([sweep], sweep / SWEEP_REPORT)
         entries, _ = read_entries([sweep])
         unfinished = find_runs([sweep])[1]
     except ProbeInputError as e:

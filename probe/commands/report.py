@@ -13,6 +13,7 @@ from pathlib import Path
 from probe.commands import cmdline
 from probe.errors import ProbeInputError
 from probe.report.sweep import write_sweep_report
+from probe.results.layout import REPORT, SWEEP_REPORT
 
 
 def _body(argv: list[str]) -> int:
@@ -22,9 +23,9 @@ def _body(argv: list[str]) -> int:
         raise ProbeInputError(f"unknown option(s) {unknown}; valid: ['out']")
     if not command.paths:
         raise ProbeInputError("expected a multirun directory and/or run directories")
-    out = Path(str(command.overrides["out"])) if "out" in command.overrides else command.paths[0] / "report"
+    out = Path(str(command.overrides["out"])) if "out" in command.overrides else command.paths[0] / SWEEP_REPORT
     html = write_sweep_report(command.paths, out)
-    print(f"probe report: wrote {html} and {out / 'report.md'}")
+    print(f"probe report: wrote {html} and {out / REPORT}")
     return 0
 
 

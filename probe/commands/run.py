@@ -26,6 +26,7 @@ from probe.errors import ProbeInputError
 from probe.models import ModelSpec
 from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
+from probe.results.layout import HYDRA_CONFIG, HYDRA_OVERRIDES
 
 log = logging.getLogger("probe")
 
@@ -94,8 +95,7 @@ def _main(cfg: DictConfig) -> None:
         judge = values.get("judge") or {}
         overrides = list(HydraConfig.get().overrides.task)
         config = run_config(values, out, _judge_model(judge), overrides)
-        record = {".hydra/config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
-                  ".hydra/overrides.yaml": OmegaConf.to_yaml(overrides)}
+        record = {HYDRA_CONFIG: OmegaConf.to_yaml(cfg, resolve=True), HYDRA_OVERRIDES: OmegaConf.to_yaml(overrides)}
         out = run(replace(config, launch_record=record))
     except ProbeInputError as e:
         log.error("%s", e)

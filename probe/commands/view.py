@@ -19,6 +19,7 @@ from probe.errors import ProbeInputError
 from probe.files import make_dirs
 from probe.report.entries import find_runs
 from probe.benches.registry import task_of
+from probe.results.layout import MANIFEST, SAMPLES_PAGE
 from probe.results.run import Run, load_run
 from probe.types import Design
 from probe.viz.samples import SampleSet, sample_set, write_samples_html
@@ -28,11 +29,11 @@ def write_view(path: Path, out_dir: Path | None = None) -> tuple[Path, list[Path
     """Write the sample browser over the finished runs at or below `path` into `out_dir`
     (default `path`); returns the page and the unfinished runs left out."""
     runs, unfinished = find_runs([path])
-    root = path if (path / "manifest.json").is_file() else None
+    root = path if (path / MANIFEST).is_file() else None
     sets = [_samples(load_run(run), _label(run, path, root)) for run in runs]
     out_dir = make_dirs(Path(out_dir or path))
     title = f"probe samples — {path.resolve().name}"
-    return write_samples_html(out_dir / "samples.html", title, sets), unfinished
+    return write_samples_html(out_dir / SAMPLES_PAGE, title, sets), unfinished
 
 
 def _samples(run: Run, label: str) -> SampleSet:

@@ -9,16 +9,14 @@ never contained it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
 
 from probe.config import Ge, Gt, Le, Seed
-from probe.probs import choice_probs, greedy_onehot, ratio
+from probe.probs import choice_probs, greedy_onehot, ratio  # noqa: F401 - the metric modules import it from here
 
 
 MAX_BOOT = 1_000_000
@@ -109,29 +107,30 @@ def bootstrap_weights(n_items: int, n_boot: int, seed: int) -> np.ndarray:
     return w
 
 
-_REPLICATES: ContextVar[dict[str, Any] | None] = ContextVar("probe_replicates", default=None)
+class Measured(dict[str, Any]):
+    """Metric entries — what `metrics.json` holds: they read, compare and are written as a plain
+    dict — returned with the bootstrap replicate trees behind their intervals (`replicates`,
+    leaves `[B]`) by the name of the block they belong to (`expected`, `greedy`, LocQA's
+    `metrics`, …). Paired comparisons subtract two runs' replicates: with the same seed and the
+    same units, both runs are resampled identically."""
+
+    def __init__(self, entries: Mapping[str, Any] | None = None, replicates: Mapping[str, Any] | None = None) -> None:
+        super().__init__(entries or {})
+        self.replicates: dict[str, Any] = dict(replicates or {})
 
 
-@contextmanager
-def capture_replicates() -> Iterator[dict[str, Any]]:
-    """Collect the bootstrap replicate trees (leaves `[B]`) a metrics computation makes, by the
-    name of the block they belong to (`expected`, `greedy`, LocQA's `metrics`). Paired
-    comparisons subtract two runs' replicates: with the same seed and the same units, both
-    runs are resampled identically."""
-    box: dict[str, Any] = {}
-    token = _REPLICATES.set(box)
-    try:
-        yield box
-    finally:
-        _REPLICATES.reset(token)
+def replicates_of(entries: Mapping[str, Any]) -> dict[str, Any]:
+    """The replicate trees returned with `entries` (none for a plain mapping: no bootstrap ran)."""
+    return dict(entries.replicates) if isinstance(entries, Measured) else {}
 
 
-def record_replicates(block: str, tree: Any) -> Any:
-    """Hand `tree` to an active `capture_replicates` (a no-op otherwise); returns `tree`."""
-    box = _REPLICATES.get()
-    if box is not None:
-        box[block] = tree
-    return tree
+def merged(*parts: Mapping[str, Any]) -> Measured:
+    """The entries of `parts` in order (a later key wins), with the replicates of each."""
+    out = Measured()
+    for part in parts:
+        out.update(part)
+        out.replicates.update(replicates_of(part))
+    return out
 
 
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
@@ -170,17 +169,17 @@ def expected_greedy_ci(
     n_boot: int,
     seed: int,
     finish: Callable[[str, Any], Any] | None = None,
-) -> dict[str, Any]:
+) -> Measured:
     """The `expected`, `greedy` and `ci95` blocks of a forced-choice `metrics.json`.
 
     `reduce(probs)` turns `[prompt, letter]` choice probabilities into per-item sums (once per
     flavour); `evaluate(sums, w)` gives the metric tree for item weights `w` (`[n_items]` → point
     estimate, `[B, n_items]` → the B bootstrap replicates). `finish(flavour, tree)`, when given,
     adjusts both trees of a flavour alike (e.g. names a metric by flavour), so point estimates,
-    intervals and captured replicates keep one shape. `ci95` holds percentile intervals over
-    items; `{}` when n_boot = 0.
+    intervals and replicates keep one shape. `ci95` holds percentile intervals over items, `{}`
+    when n_boot = 0; the replicates behind them are returned with the blocks (`Measured`).
     """
-    out: dict[str, Any] = {}
+    out = Measured()
     boot_w = bootstrap_weights(n_items, n_boot, seed) if n_boot > 0 else None
     ci: dict[str, Any] = {}
 
@@ -192,7 +191,8 @@ def expected_greedy_ci(
         sums = reduce(probs)
         out[flavour] = to_scalars(tree(flavour, sums, np.ones(n_items)))
         if boot_w is not None:
-            ci[flavour] = percentile_ci(record_replicates(flavour, tree(flavour, sums, boot_w)))
+            out.replicates[flavour] = tree(flavour, sums, boot_w)
+            ci[flavour] = percentile_ci(out.replicates[flavour])
     out["ci95"] = ci
     return out
 

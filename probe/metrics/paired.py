@@ -4,9 +4,10 @@ Every run of a benchmark answers the same items, so the difference of a metric b
 runs is best judged by resampling the *same* items for both: per-item variation common to
 both runs (hard items, one culture's unusual item) cancels in the difference, and the interval
 is narrower than two independent bootstraps would give, and right. The runs' own metric code
-computes the replicates (`probe.metrics.core.capture_replicates`): each bench resamples its
-units (items; LocQA's templates) in sorted-id order from one seed, so two runs with the same
-units and seed see identical resamples, and `a − b` per replicate is the paired bootstrap.
+computes the replicates and returns them with the metrics (`probe.metrics.core.Measured`): each
+bench resamples its units (items; LocQA's templates) in sorted-id order from one seed, so two
+runs with the same units and seed see identical resamples, and `a − b` per replicate is the
+paired bootstrap.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def difference(path: str, block: str, ma: Mapping[str, Any], mb: Mapping[str, An
                rb: Mapping[str, Any]) -> Difference:
     """`a − b` of the metric at `path` in `block` of two runs' metrics (`ma`, `mb`) with its 95%
     percentile interval and two-sided p-value over the per-replicate differences of their bootstrap
-    replicates (`ra`, `rb`: `capture_replicates` trees); a replicate NaN in either run is left out,
+    replicates (`ra`, `rb`: `Measured.replicates` trees); a replicate NaN in either run is left out,
     and no replicate left gives NaN interval and p-value."""
     a, b = get_path(ma.get(block), path), get_path(mb.get(block), path)
     rep_a, rep_b = get_path(ra[block], path), get_path(rb[block], path)

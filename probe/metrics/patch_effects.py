@@ -22,7 +22,8 @@ import numpy as np
 from probe.errors import ProbeInputError
 from probe.metrics.core import bootstrap_weights, percentile_ci, ratio, wsum
 from probe.probs import choice_probs
-from probe.results.patch_tables import PAIRS_FILE, TENSORS_FILE, load_patching
+from probe.results.layout import PATCHING_PAIRS, PATCHING_TENSORS, SCORES
+from probe.results.patch_tables import load_patching
 from probe.results.run import Run
 
 POOLED = "all"
@@ -123,14 +124,14 @@ def patching_table(run: Run, temperature: float, n_boot: int, seed: int) -> dict
     `dest` conditions, `n_left_out` (pairs whose target is null or not shown to the destination)
     and the `temperature` the probabilities were read at."""
     logprobs, layers, pairs = load_patching(run.path)
-    where = run.path / PAIRS_FILE
+    where = run.path / PATCHING_PAIRS
     table = run.table()
     n_prompts = len(table.prompt_id)
     if not np.array_equal(table.prompt_id, np.arange(n_prompts)):
         raise ProbeInputError(f"{run.path}: activation patching needs the scores of every prompt (ids 0..n-1)")
     if logprobs.shape[2] != table.logprobs.shape[1]:
-        raise ProbeInputError(f"{run.path / TENSORS_FILE}: field 'logprobs': expected {table.logprobs.shape[1]} "
-                              f"letters (as scores.parquet), got {logprobs.shape[2]}")
+        raise ProbeInputError(f"{run.path / PATCHING_TENSORS}: field 'logprobs': expected {table.logprobs.shape[1]} "
+                              f"letters (as {SCORES}), got {logprobs.shape[2]}")
     src, dst = pairs.column("source_id").to_numpy(), pairs.column("dest_id").to_numpy()
     for name, ids in (("source_id", src), ("dest_id", dst)):
         bad = np.flatnonzero((ids < 0) | (ids >= n_prompts))
@@ -159,7 +160,8 @@ def patching_table(run: Run, temperature: float, n_boot: int, seed: int) -> dict
     p_source = choice_probs(table.logprobs[src], temperature)[rows, j]
     p_patched = choice_probs(logprobs, temperature)[rows, :, j]  # [pair, layer]
     share = restored_share(p_dest[keep], p_source[keep], p_patched[keep], target[keep], item_id[keep], n_boot, seed)
-    intervention = run.manifest.intervention or {}
-    return {"source": intervention.get("source"), "dest": intervention.get("dest"), "layers": layers.tolist(),
+    intervention = run.manifest.intervention
+    source, dest = (None, None) if intervention is None else (intervention.source, intervention.dest)
+    return {"source": source, "dest": dest, "layers": layers.tolist(),
             "temperature": float(temperature), "bootstrap": {"n_boot": int(n_boot), "seed": int(seed), "unit": "item"},
             "n_left_out": int((~keep).sum()), **share}

@@ -16,6 +16,7 @@ import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.results.io import open_tensors
+from probe.results.layout import ACTIVATIONS
 from probe.results.run import load_run
 from probe.types import Design
 
@@ -31,7 +32,7 @@ def steering_vectors(run_dir: str | Path, layer: int, design: Design, source: st
     if layer not in captured:
         raise ProbeInputError(f"{run_dir}: layer {layer} was not captured (captured: {captured})")
     # one layer's slice only: a capture of every layer of a large run does not fit in memory
-    with open_tensors(Path(run_dir) / "activations.safetensors") as f:
+    with open_tensors(Path(run_dir) / ACTIVATIONS) as f:
         acts = f.get_slice("activations")[:, captured.index(layer)].astype(np.float64)
     table = run.table()
     conditions, target = table.conditions(design), table.targets(design)

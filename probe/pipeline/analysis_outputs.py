@@ -16,7 +16,16 @@ from probe.metrics.core import AnalysisOptions, get_path
 from probe.metrics.lens import layer_table, lens_condition
 from probe.metrics.patch_effects import patching_table
 from probe.report.run_report import RunAnalyses
-from probe.results.patch_tables import TENSORS_FILE
+from probe.report.stored_run import StoredRun
+from probe.results.layout import (
+    FIGURES,
+    LENS,
+    LENS_FIGURE,
+    LENS_TABLE,
+    PATCHING_FIGURE,
+    PATCHING_TABLE,
+    PATCHING_TENSORS,
+)
 from probe.results.run import Run
 from probe.viz.figures import LENS_CAPTION, Figure, num, plot_layers
 from probe.viz.patch_figures import PATCHING_CAPTION, plot_patching
@@ -25,21 +34,22 @@ from probe.viz.temperature import CurveSeries, plot_temperature_curve
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
-def run_analyses(run: Run, task: Task, opts: AnalysisOptions) -> RunAnalyses:
+def run_analyses(stored: StoredRun, opts: AnalysisOptions) -> RunAnalyses:
     """Compute and write the lens and patching tables (runs that stored their tensors) and draw
-    every figure of the run's report into `figures/`; `run.metrics` is what `metrics.json` holds."""
-    figures_dir = run.path / "figures"
-    lens = lens_outputs(run, task, figures_dir) if (run.path / "lens.safetensors").is_file() else None
+    every figure of the run's report into `figures/`; `stored.metrics` is what `metrics.json` holds."""
+    run = stored.run
+    figures_dir = run.path / FIGURES
+    lens = lens_outputs(run, stored.task, figures_dir) if (run.path / LENS).is_file() else None
     # Not merely patching.png on disk: a stale figure of removed patching files stays out.
-    patching = patching_outputs(run, opts, figures_dir) if (run.path / TENSORS_FILE).is_file() else None
-    figures = task.figures(run, figures_dir) if run.metrics else []
-    curve = temperature_curve(run, task, TEMPERATURES, figures_dir)
+    patching = patching_outputs(run, opts, figures_dir) if (run.path / PATCHING_TENSORS).is_file() else None
+    figures = stored.task.figures(run, figures_dir) if run.metrics else []
+    curve = temperature_curve(stored, TEMPERATURES, figures_dir)
     figures += [curve] if curve is not None else []
     if lens is not None:
-        figures.append(Figure("lens.png", figures_dir / "lens.png", LENS_CAPTION))
+        figures.append(Figure(LENS_FIGURE, figures_dir / LENS_FIGURE, LENS_CAPTION))
     if patching is not None:
-        figures.append(Figure("patching.png", figures_dir / "patching.png", PATCHING_CAPTION))
-    return RunAnalyses(figures=tuple(figures), lens=lens, patching=patching, design=task.design)
+        figures.append(Figure(PATCHING_FIGURE, figures_dir / PATCHING_FIGURE, PATCHING_CAPTION))
+    return RunAnalyses(figures=tuple(figures), lens=lens, patching=patching, design=stored.task.design)
 
 
 def lens_outputs(run: Run, task: Task, figures_dir: Path) -> dict[str, Any]:
@@ -47,8 +57,8 @@ def lens_outputs(run: Run, task: Task, figures_dir: Path) -> dict[str, Any]:
     picks by the task's design, and its figure (`lens.png`)."""
     design = task.design
     lens = layer_table(run, design, lens_condition(run.table().conditions(design), design))
-    write_json(run.path / "lens_layers.json", lens)
-    plot_layers(lens, make_dirs(figures_dir) / "lens.png")
+    write_json(run.path / LENS_TABLE, lens)
+    plot_layers(lens, make_dirs(figures_dir) / LENS_FIGURE)
     return lens
 
 
@@ -56,21 +66,22 @@ def patching_outputs(run: Run, opts: AnalysisOptions, figures_dir: Path) -> dict
     """Activation patching's per-layer restored shares at the run's analysis options
     (`patching.json`) and their figure (`patching.png`)."""
     result = patching_table(run, opts.temperature, opts.n_boot, opts.seed)
-    write_json(run.path / "patching.json", result)
-    plot_patching(result, make_dirs(figures_dir) / "patching.png")
+    write_json(run.path / PATCHING_TABLE, result)
+    plot_patching(result, make_dirs(figures_dir) / PATCHING_FIGURE)
     return result
 
 
-def temperature_curve(run: Run, task: Task, temperatures: Sequence[float], out_dir: Path) -> Figure | None:
+def temperature_curve(stored: StoredRun, temperatures: Sequence[float], out_dir: Path) -> Figure | None:
     """The task's curve metrics, expected and greedy, recomputed at each temperature from the
     stored log-probs (no bootstrap) and drawn as `temperature_curve.png`. None for a generation
     run (one-hot choices do not depend on T), a task without curve metrics, or no metric defined."""
+    run, task = stored.run, stored.task
     temps = sorted({float(t) for t in temperatures})
     if any(t <= 0 or not np.isfinite(t) for t in temps):
         raise ValueError(f"temperature_curve: temperatures must be positive, got {list(temperatures)}")
     if not task.presentation.curve_metrics or not temps or run.scores is None or not len(run.table().prompt_id):
         return None
-    trees = [run.recompute_metrics(analysis={"temperature": t, "n_boot": 0}) for t in temps]
+    trees = [stored.recompute_metrics(analysis={"temperature": t, "n_boot": 0}) for t in temps]
     series = []
     for column in task.presentation.curve_metrics:
         expected = np.array([num(get_path(task.headline(tree)[0], column.path)) for tree in trees])

@@ -15,16 +15,15 @@ the key: a finished run rerun with other analysis options is re-analysed from it
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
 from probe.errors import ProbeInputError
-from probe.files import open_nofollow, refuse_link, refuse_links_inside, write_json
-
-KEY, LOCK = "run_key.json", ".lock"
+from probe.files import open_nofollow, refuse_link, refuse_links_inside
+from probe.results.layout import LOCK, METRICS, RUN_KEY, is_finished
+from probe.results.run_key import as_stored, read_run_key, write_run_key
 
 State = Literal["new", "resume", "done"]
 
@@ -87,11 +86,11 @@ def check_ours(out: Path) -> None:
         return
     if not out.is_dir():
         raise ProbeInputError(f"{out} is not a directory; choose a new or empty output directory")
-    refuse_link(out / KEY)
-    if not (out / KEY).is_file():
+    refuse_link(out / RUN_KEY)
+    if not (out / RUN_KEY).is_file():
         foreign = sorted(set(os.listdir(out)) - {LOCK})
-        if "metrics.json" in foreign:
-            raise ProbeInputError(f"{out} already holds a finished run without a results key (metrics.json); "
+        if METRICS in foreign:
+            raise ProbeInputError(f"{out} already holds a finished run without a results key ({METRICS}); "
                                   "choose another output directory")
         if foreign:
             shown = ", ".join(foreign[:5]) + (f", … ({len(foreign)} entries)" if len(foreign) > 5 else "")
@@ -103,14 +102,13 @@ def check_ours(out: Path) -> None:
 
 def _state(out: Path, key: dict[str, Any]) -> State:
     check_ours(out)  # again, under the lock
-    key_path = out / KEY
-    key = json.loads(json.dumps(key))  # the JSON round trip makes tuples lists, as stored
-    if key_path.is_file():
-        stored = json.loads(key_path.read_text())
+    key = as_stored(key)
+    stored = read_run_key(out)
+    if stored is not None:
         if stored != key:
             diff = sorted(k for k in set(stored) | set(key) if stored.get(k) != key.get(k))
             raise ProbeInputError(f"{out} holds a run with a different configuration (differs in {diff}); "
                                   "choose another output directory")
-        return "done" if (out / "DONE").is_file() else "resume"
-    write_json(key_path, key)
+        return "done" if is_finished(out) else "resume"
+    write_run_key(out, key)
     return "new"

@@ -8,9 +8,7 @@ the bench's `Task`; what differs between answer modes is one branch here.
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -57,7 +55,9 @@ from probe.prompts.render import render_prompts
 from probe.prompts.tokenizer import Tokenizer
 from probe.report.summary import run_summary
 from probe.results.generations import write_generations, write_judgements
+from probe.results import layout
 from probe.results.manifest import ShardRecord, new_manifest, pass_quantiles, read_manifest, write_manifest
+from probe.results.records import InterventionRecord, record_or_none
 from probe.results.mech import ActivationWriter
 from probe.results.parts import PartStore
 from probe.results.scores import ScoreWriter, write_prompts
@@ -110,7 +110,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     held = claim(out, key)
     on_exit.callback(_let_go, held)
     if held.state == "done":
-        _check_finished(cfg, generate, prepared.record)
+        _check_finished(cfg, generate, record_or_none(InterventionRecord, prepared.record))
         if ref.shard is None:
             _reanalyse_if_options_changed(cfg)
         return out
@@ -160,10 +160,8 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     if shard is not None:
         return _finish_shard(cfg, held)
     metrics = analyze_run(out)
-    write_text(out / "DONE", "complete\n")  # written last: its presence means every file is final
-    # the parts are kept until DONE: a kill in analysis recomputes nothing
-    for parts in ("scores.parts", "text.parts", "generations.parts", "judgements.parts", "patching.parts"):
-        shutil.rmtree(out / parts, ignore_errors=True)
+    layout.mark_done(out)  # written last: its presence means every file is final
+    layout.remove_checkpoints(out)  # kept until DONE: a kill in analysis recomputes nothing
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
     return out
@@ -211,9 +209,8 @@ def _finish_shard(cfg: RunConfig, held: Any) -> Path:
     """A shard ends without metrics (a slice of a bench is no benchmark): `DONE`, parts removed."""
     ref = cfg.bench
     assert ref.shard is not None
-    write_text(cfg.out_dir / "DONE", "complete\n")
-    for parts in ("scores.parts", "text.parts", "generations.parts", "judgements.parts", "patching.parts"):
-        shutil.rmtree(cfg.out_dir / parts, ignore_errors=True)
+    layout.mark_done(cfg.out_dir)
+    layout.remove_checkpoints(cfg.out_dir)
     held.release()
     log.info("shard %s done; once all %d are, merge them: python -m probe merge --out <dir> <shard dirs…>",
              ref.shard, ref.shard.count)
@@ -225,7 +222,7 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
     ref = cfg.bench
     out = cfg.out_dir
-    if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts.parquet is the run's, not ours
+    if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts table is the run's, not ours
         raise ProbeInputError(f"{out} is not empty; a dry run writes into a new or empty directory (hydra.run.dir=…)")
     out.mkdir(parents=True, exist_ok=True)
     _write_prompts(cfg, rendered, own, text)
@@ -236,7 +233,7 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     total = sum(len(r.token_ids) for r in rendered)
     longest = max(rendered, key=lambda r: len(r.token_ids))
     lines = [f"dry run: {len(rendered)} prompts, {total} tokens (longest {len(longest.token_ids)}; the prompt "
-             f"trie holds {unique_tokens(rendered)} unique tokens); prompts.parquet written to {out}"]
+             f"trie holds {unique_tokens(rendered)} unique tokens); {layout.PROMPTS} written to {out}"]
     if letter_ids is not None:
         lines.append(f"letters {list(letter_ids.letters)} → token ids {list(letter_ids.ids)} (checked in context)")
     for r in (rendered[0], longest):
@@ -255,18 +252,18 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     return out
 
 
-def _check_finished(cfg: RunConfig, generate: bool, intervention: dict[str, Any] | None) -> None:
+def _check_finished(cfg: RunConfig, generate: bool, intervention: InterventionRecord | None) -> None:
     """A finished run's stored tables must all be there: its checkpoints were removed at `DONE`,
     so a missing table cannot be resumed, only restored or scored again elsewhere (derived files
     — metrics, report — are recomputed from the tables instead)."""
-    mech, patched = cfg.analysis.mech, intervention is not None and intervention["name"] == "patch"
-    names = ["manifest.json", "prompts.parquet",
-             *(["generations.parquet"] if generate else ["scores.parquet"]),
-             *(["scores.safetensors"] if not generate and cfg.backend.mode != "text" else []),
-             *(["judgements.parquet"] if cfg.judged else []),
-             *(["lens.safetensors"] if mech.logit_lens else []),
-             *(["activations.safetensors"] if mech.capture_layers else []),
-             *(["patching.safetensors", "patching.parquet"] if patched else [])]
+    mech, patched = cfg.analysis.mech, intervention is not None and intervention.is_patching
+    names = [layout.MANIFEST, layout.PROMPTS,
+             *([layout.GENERATIONS] if generate else [layout.SCORES]),
+             *([layout.SCORE_TENSORS] if not generate and cfg.backend.mode != "text" else []),
+             *([layout.JUDGEMENTS] if cfg.judged else []),
+             *([layout.LENS] if mech.logit_lens else []),
+             *([layout.ACTIVATIONS] if mech.capture_layers else []),
+             *([layout.PATCHING_TENSORS, layout.PATCHING_PAIRS] if patched else [])]
     missing = [n for n in names if not (cfg.out_dir / n).is_file()]
     if missing:
         raise ProbeInputError(f"{cfg.out_dir} holds a finished run (DONE) whose {', '.join(missing)} "
@@ -278,15 +275,14 @@ def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
     """A finished run asked for with other analysis options, or whose metrics are missing, is
     re-analysed from its stored tables (the scores do not depend on them); with the same
     options and its metrics in place there is nothing to do."""
-    manifest = read_manifest(cfg.out_dir)
-    same = manifest.analysis == json.loads(json.dumps(asdict(cfg.analysis)))  # tuples as stored: lists
-    if same and (cfg.out_dir / "metrics.json").is_file():
+    recorded = read_manifest(cfg.out_dir).analysis
+    same = recorded is not None and recorded.same_as(asdict(cfg.analysis))
+    if same and (cfg.out_dir / layout.METRICS).is_file():
         log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
         return
     log.info("%s is complete; re-analysing its stored tables %s", cfg.out_dir,
-             "(metrics.json was missing)" if same else "with the new analysis options")
-    write_manifest(cfg.out_dir, manifest.with_analysis(asdict(cfg.analysis)))
-    analyze_run(cfg.out_dir)
+             f"({layout.METRICS} was missing)" if same else "with the new analysis options")
+    analyze_run(cfg.out_dir, record=asdict(cfg.analysis))
 
 
 def _generate(cfg: RunConfig, bench: PreparedBench, generator: Generator, rendered: Sequence[RenderedPrompt],
@@ -295,7 +291,7 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Generator, render
     store; then let the judge read them. Returns what the manifest notes about the judging
     (`verdict_cache_rejected`: cached verdicts not used, by reason; only when there were any)."""
     task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
-    store = PartStore(cfg.out_dir / "generations.parts", task.tables.generations_schema)
+    store = PartStore(cfg.out_dir / layout.GENERATION_PARTS, task.tables.generations_schema)
     others = set(by_id) - {r.prompt.prompt_id for r in own}
     with tqdm(total=len(own), unit="prompt", desc="generating", disable=not cfg.progress) as bar:
         bar.update(len(store.done))
@@ -311,7 +307,7 @@ def _generate(cfg: RunConfig, bench: PreparedBench, generator: Generator, render
         write_judgements(cfg.out_dir, [], task.judging.schema)
     elif jobs and cfg.judged:
         shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
-        local = VerdictCache(cfg.out_dir / "judgements.parts", verdict_config(cfg))
+        local = VerdictCache(cfg.out_dir / layout.JUDGEMENT_PARTS, verdict_config(cfg))
         verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)
         write_judgements(cfg.out_dir, verdicts, task.judging.schema)
         check_error_rate(verdicts, cfg.judge.max_error_rate)

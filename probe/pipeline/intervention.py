@@ -30,6 +30,7 @@ import numpy as np
 from probe.backends.base import Patcher
 from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
+from probe.results.layout import MANIFEST, PATCHING_PARTS, PATCHING_TENSORS, is_finished
 from probe.results.manifest import read_manifest
 from probe.types import Design, LetterIds, Prompt, RenderedPrompt
 
@@ -167,12 +168,12 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
     if not 0 <= layer < n_layers:
         raise ProbeInputError(f"intervention.layer: {spec.layer} out of range for {n_layers} layers")
     path = Path(spec.vectors)
-    if not (path / "DONE").is_file() or not (path / "manifest.json").is_file():
-        raise ProbeInputError(f"intervention.vectors={path}: not a finished probe run (no DONE / manifest.json)")
+    if not is_finished(path) or not (path / MANIFEST).is_file():
+        raise ProbeInputError(f"intervention.vectors={path}: not a finished probe run (no DONE / {MANIFEST})")
     manifest = read_manifest(path)
-    if manifest.intervention:
+    if manifest.intervention is not None:
         raise ProbeInputError(f"intervention.vectors={path}: that run was itself made with "
-                              f"intervention={manifest.intervention.get('name')}; vectors come from a plain run")
+                              f"intervention={manifest.intervention.name}; vectors come from a plain run")
     other = manifest.model
     # a local directory is compared by path (and whatever revision it records), not by its weights
     for k in ("hub_id", "revision", "commit", "gguf_sha256", "tiny"):
@@ -246,7 +247,7 @@ def patching_pass(out: Path, backend: Patcher, rendered: Sequence[RenderedPrompt
     from probe.results.parts import PartStore
     from probe.results.patch_tables import write_patching
 
-    if prepared.plan is None or not prepared.plan.patch_layers or (out / "patching.safetensors").is_file():
+    if prepared.plan is None or not prepared.plan.patch_layers or (out / PATCHING_TENSORS).is_file():
         return {}
     t0 = time.perf_counter()
     stats = backend.stats
@@ -254,7 +255,7 @@ def patching_pass(out: Path, backend: Patcher, rendered: Sequence[RenderedPrompt
     layers = prepared.plan.patch_layers
     shape = (len(layers), len(letters))
     schema = pa.schema([("pair", pa.int64()), ("logprobs", pa.list_(pa.float32()))])
-    store = PartStore(out / "patching.parts", schema, key="pair")  # a killed pass resumes by source group
+    store = PartStore(out / PATCHING_PARTS, schema, key="pair")  # a killed pass resumes by source group
     pairs = [(p["source_id"], p["dest_id"]) for p in prepared.pairs]
     for idx, lp in backend.patch(rendered, letter_ids, pairs, set(store.done)):
         store.append(pa.table({"pair": pa.array(idx, pa.int64()),

@@ -9,8 +9,6 @@ between the shards is recorded under `merge_warnings` (scores agree bitwise only
 
 from __future__ import annotations
 
-import copy
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,18 +23,33 @@ from safetensors import safe_open
 from probe.backends.trie import unique_token_count
 from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
-from probe.files import write_text
 from probe.pipeline.analysis import analyze_run
 from probe.pipeline.claim import claim
 from probe.pipeline.shard_plan import check_outputs
 from probe.report.summary import run_summary
 from probe.results.generations import read_judgements, write_judgements
 from probe.results.io import write_table
+from probe.results.layout import (
+    ACTIVATIONS,
+    GENERATIONS,
+    JUDGEMENTS,
+    LENS,
+    MANIFEST,
+    MERGED_OUTPUTS,
+    PROMPTS,
+    RUN_KEY,
+    SCORES,
+    is_finished,
+    is_run_dir,
+    mark_done,
+)
 from probe.results.manifest import Manifest, ShardSource, merge_manifests, read_manifest, write_manifest
 from probe.results.mech import ActivationWriter, write_lens
+from probe.results.run_key import key_device, key_shard, read_run_key, unsharded, with_device
 from probe.results.scores import argmax_columns, write_scores_arrays
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class ShardDir:
@@ -67,7 +80,7 @@ def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
     key = _unsharded_key(shards)
     _check_set(shards)
     n_prompts = int(shards[0].manifest.bench.n_prompts or 0)
-    prompts = _concat(shards, "prompts.parquet")
+    prompts = _concat(shards, PROMPTS)
     ids = prompts.column("prompt_id").to_numpy()
     if not np.array_equal(ids, np.arange(n_prompts)):
         raise ProbeInputError(f"the shards hold {len(ids)} prompts ({len(np.unique(ids))} distinct) where the run "
@@ -78,12 +91,12 @@ def merge_shards(shard_dirs: Sequence[Path], out: Path) -> Path:
         log.info("%s already holds this merged run; nothing to do", out)
         held.release()
         return out
-    write_table(out / "prompts.parquet", prompts)
+    write_table(out / PROMPTS, prompts)
     _merge_outputs(shards, out, ids, present, tables)
     manifest = _manifest(shards, prompts)
     write_manifest(out, manifest)
     metrics = analyze_run(out)
-    write_text(out / "DONE", "complete\n")
+    mark_done(out)
     held.release()
     log.info("merged %d shards into %s\n%s", len(shards), out, run_summary(task_of(manifest), metrics))
     return out
@@ -94,10 +107,10 @@ def find_shards(paths: Sequence[Path]) -> list[Path]:
     subdirectories (`multirun/<time>/*`; unfinished ones too, to be named) are shards."""
     found: list[Path] = []
     for path in map(Path, paths):
-        if _is_run(path) or not path.is_dir():
+        if is_run_dir(path) or not path.is_dir():
             found.append(path)  # a non-shard or missing path is reported by the merge
             continue
-        runs = sorted(p for p in path.iterdir() if _is_run(p) and not p.name.startswith("."))
+        runs = sorted(p for p in path.iterdir() if is_run_dir(p) and not p.name.startswith("."))
         if not runs:
             raise ProbeInputError(f"{path}: neither a run directory nor a directory of shard runs")
         found += runs
@@ -118,30 +131,30 @@ def _check_out(out: Path, inputs: Sequence[Path]) -> None:
                                   "outside the shards and their sweep directory")
 
 
-def _is_run(path: Path) -> bool:
-    return (path / "manifest.json").is_file() or (path / "run_key.json").is_file()
-
-
 def _read(path: Path) -> ShardDir:
-    manifest_path, key_path = path / "manifest.json", path / "run_key.json"
-    if not manifest_path.is_file():
-        shard = json.loads(key_path.read_text())["bench"]["config"].get("shard") if key_path.is_file() else None
+    if not (path / MANIFEST).is_file():
+        key = read_run_key(path)
+        shard = None if key is None else key_shard(key)
         if shard is not None:
             raise ProbeInputError(f"{path}: shard {shard} is not finished (no DONE); rerun it with the same "
                                   "command to resume it")
-        raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
+        raise ProbeInputError(f"{path}: no {MANIFEST}; not a probe run directory")
     manifest = read_manifest(path)
     if manifest.shard is None:
         raise ProbeInputError(f"{path}: not a shard (its run was not started with bench.shard=i/n)")
     shard = f"shard {manifest.shard.index}/{manifest.shard.count}"
-    if not (path / "DONE").is_file():
+    if not is_finished(path):
         raise ProbeInputError(f"{path}: {shard} is not finished (no DONE); rerun it with the same command to resume it")
     check_outputs(path, manifest)
-    answers = "generations.parquet" if manifest.backend.mode == "generate" else "scores.parquet"
+    answers = GENERATIONS if manifest.backend.mode == "generate" else SCORES
     if not (path / answers).is_file():  # its checksums say it never had them: a manifest edited or not probe's
         raise ProbeInputError(f"{path}: {shard} holds no {answers}, which a {manifest.backend.mode} run "
                               "writes; score the shard again (remove its directory and rerun its command)")
-    return ShardDir(path, manifest, json.loads(key_path.read_text()))
+    key = read_run_key(path)
+    if key is None:  # checked above: it finished without one, so not by probe
+        raise ProbeInputError(f"{path}: {shard} holds no {RUN_KEY}; score the shard again (remove its directory and "
+                              "rerun its command)")
+    return ShardDir(path, manifest, key)
 
 
 def _check_set(shards: Sequence[ShardDir]) -> None:
@@ -162,19 +175,13 @@ def _unsharded_key(shards: Sequence[ShardDir]) -> dict[str, Any]:
     """The shards' common results key without the shard: the key of the unsharded run. The
     device each shard ran on (`${shard_gpu:}` gives each its own) is not compared; the merged
     key records the shards' common device, else `auto`, and the manifest their differences."""
-    keys = []
-    for s in shards:
-        key = copy.deepcopy(s.key)
-        key["bench"]["config"].pop("shard", None)
-        key["backend"].pop("device", None)
-        keys.append(key)
+    keys = [unsharded(s.key) for s in shards]
     for s, key in zip(shards[1:], keys[1:]):
         if key != keys[0]:
             raise ProbeInputError(f"{s.path} and {shards[0].path} are shards of different runs (differ in "
                                   f"{_differences(key, keys[0])})")
-    devices = {s.key["backend"].get("device") for s in shards}
-    keys[0]["backend"]["device"] = devices.pop() if len(devices) == 1 else "auto"
-    return keys[0]
+    devices = {key_device(s.key) for s in shards}
+    return with_device(keys[0], devices.pop() if len(devices) == 1 else "auto")
 
 
 def _differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
@@ -195,26 +202,22 @@ def _concat(shards: Sequence[ShardDir], name: str) -> pa.Table:
     return pa.concat_tables([pq.read_table(s.path / name) for s in shards]).sort_by("prompt_id")
 
 
-OUTPUTS = ("scores.parquet", "lens.safetensors", "activations.safetensors", "generations.parquet",
-           "judgements.parquet")
-
-
 def _check_outputs(shards: Sequence[ShardDir], ids: np.ndarray) -> tuple[set[str], dict[str, pa.Table]]:
     """The output files every shard has (one in some shards only stops the merge), checked to
     cover the prompts one to one and to agree in layers and dtypes, before anything is written;
     and the shards' score / generation tables, concatenated in prompt-id order."""
     present = set()
-    for name in OUTPUTS:
+    for name in MERGED_OUTPUTS:
         have = [(s.path / name).is_file() for s in shards]
         if any(have) and not all(have):
             raise ProbeInputError(f"{name} is in some shards only: {[str(s.path) for s, h in zip(shards, have) if h]}")
         if all(have):
             present.add(name)
-    tables = {name: _concat(shards, name) for name in ("scores.parquet", "generations.parquet") if name in present}
+    tables = {name: _concat(shards, name) for name in (SCORES, GENERATIONS) if name in present}
     for name, table in tables.items():
         if not np.array_equal(table.column("prompt_id").to_numpy(), ids):
             raise ProbeInputError(f"the shards' {name} rows do not cover their prompts one to one")
-    for name in ("lens.safetensors", "activations.safetensors"):
+    for name in (LENS, ACTIVATIONS):
         if name not in present:
             continue
         heads = [_header(s.path / name) for s in shards]
@@ -239,23 +242,23 @@ def _merge_outputs(shards: Sequence[ShardDir], out: Path, ids: np.ndarray, prese
                    tables: dict[str, pa.Table]) -> None:
     """Scores (with lens and activations) or generations (with verdicts), rows in prompt-id order."""
     letters = list(shards[0].manifest.letters)
-    if "scores.parquet" in present:
-        scores = tables["scores.parquet"]
+    if SCORES in present:
+        scores = tables[SCORES]
         lp = np.asarray(scores.column("letter_logprobs").to_pylist(), dtype=np.float32).reshape(len(ids), -1)
         write_scores_arrays(out, ids, lp, scores.column("greedy_valid").to_numpy(zero_copy_only=False), letters,
                             argmax_columns(scores))
-    if "lens.safetensors" in present:
-        parts = [_tensors(s.path / "lens.safetensors", ("lens", "prompt_id")) for s in shards]
+    if LENS in present:
+        parts = [_tensors(s.path / LENS, ("lens", "prompt_id")) for s in shards]
         parts = [p for p in parts if len(p["prompt_id"])]  # an empty shard's lens has no layer axis to join
         order = np.argsort(np.concatenate([p["prompt_id"] for p in parts]), kind="stable")
         write_lens(out, ids, np.concatenate([p["lens"] for p in parts])[order], letters)
-    if "activations.safetensors" in present:
+    if ACTIVATIONS in present:
         _merge_activations(shards, out, ids)
-    if "generations.parquet" in present:
-        write_table(out / "generations.parquet", tables["generations.parquet"])
-    if "judgements.parquet" in present:
+    if GENERATIONS in present:
+        write_table(out / GENERATIONS, tables[GENERATIONS])
+    if JUDGEMENTS in present:
         # The shards' own schema (they were written by one task), so the merge needs no task.
-        schema = pq.read_schema(shards[0].path / "judgements.parquet")
+        schema = pq.read_schema(shards[0].path / JUDGEMENTS)
         write_judgements(out, [row for s in shards for row in read_judgements(s.path)], schema)
 
 
@@ -267,11 +270,11 @@ def _tensors(path: Path, names: Sequence[str]) -> dict[str, np.ndarray]:
 def _merge_activations(shards: Sequence[ShardDir], out: Path, ids: np.ndarray) -> None:
     """Row by row through the writer an unsharded run uses, so the file is the same byte for
     byte; rows are read a block at a time, so memory stays bounded."""
-    first = next(h for h in (_header(s.path / "activations.safetensors") for s in shards) if h["shape"][0])
+    first = next(h for h in (_header(s.path / ACTIVATIONS) for s in shards) if h["shape"][0])
     dtype = {"F32": "float32", "F16": "float16"}[first["dtype"]]
     writer = ActivationWriter(out, ids.tolist(), first["layers"], first["shape"][2], dtype)
     for s in shards:
-        with safe_open(str(s.path / "activations.safetensors"), framework="numpy") as f:
+        with safe_open(str(s.path / ACTIVATIONS), framework="numpy") as f:
             pids, rows = f.get_tensor("prompt_id").tolist(), f.get_slice("activations")
             for start in range(0, len(pids), 256):  # safetensors slices do not clip at the end
                 block = rows[start:min(start + 256, len(pids))]
@@ -283,7 +286,7 @@ def _merge_activations(shards: Sequence[ShardDir], out: Path, ids: np.ndarray) -
 def _manifest(shards: Sequence[ShardDir], prompts: pa.Table) -> Manifest:
     """The merged run's manifest (`merge_manifests`), its warnings logged."""
     unique = unique_token_count([np.asarray(t) for t in prompts.column("token_ids").to_pylist()])
-    manifest = merge_manifests([ShardSource(s.path, s.manifest, s.key["backend"].get("device")) for s in shards],
+    manifest = merge_manifests([ShardSource(s.path, s.manifest, key_device(s.key)) for s in shards],
                                prompts.num_rows, unique)
     for w in manifest.merge_warnings or ():
         log.warning("%s (scores are bitwise those of one run only where these agree)", w)

@@ -21,15 +21,11 @@ import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
+from probe.results.layout import SHARD_FILES
 from probe.results.manifest import Manifest
 from probe.types import RenderedPrompt
 
 _FORM = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
-
-SHARD_FILES = ("run_key.json", "prompts.parquet", "scores.parquet", "scores.safetensors", "lens.safetensors",
-           "activations.safetensors", "generations.parquet", "judgements.parquet")
-"""The files a shard can hold that its merge may read, checksummed at its `DONE` (its manifest
-holds the checksums; `.hydra/` is the recorded command, which the merge does not read)."""
 
 
 @dataclass(frozen=True)

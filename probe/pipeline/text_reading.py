@@ -26,6 +26,7 @@ from probe.pipeline.spec import RunConfig
 from probe.prompts.render import RenderSettings
 from probe.prompts.text_forms import RenderedText, TextDesign, render_texts, text_design
 from probe.prompts.tokenizer import Tokenizer
+from probe.results.layout import TEXT_PARTS
 from probe.results.parts import PartStore
 from probe.results.text_parts import (
     TEXT_PART_SCHEMA,
@@ -79,7 +80,7 @@ def prompt_columns(reading: TextReading, rows: Sequence[dict[str, Any]], schema:
 def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[RenderedPrompt], scorer: TextBackend) -> int:
     """Score every text prompt's options into `text.parts`, then write the text columns of
     `scores.parquet`; returns how many text prompts an interrupted earlier run had stored."""
-    store = PartStore(cfg.out_dir / "text.parts", TEXT_PART_SCHEMA)
+    store = PartStore(cfg.out_dir / TEXT_PARTS, TEXT_PART_SCHEMA)
     resumed = len(store.done)
     requests = [TextRequest(r.prompt, r.continuations) for r in reading.rendered]
     buffer: list[TextScore] = []

@@ -12,15 +12,16 @@ import numpy as np
 
 from probe.benches.task import Column, Task
 from probe.metrics.core import get_path
-from probe.report.entries import RunEntry, is_number, value
+from probe.report.entries import is_number, value
 from probe.report.paired_runs import delta_cell, p_cell, paired_or_reason
+from probe.report.stored_run import StoredRun
 from probe.viz.figures import Figure, num, pyplot, save
 
 
-def checkpoint_series(entries: Sequence[RunEntry], task: Task) -> list[list[RunEntry]]:
+def checkpoint_series(entries: Sequence[StoredRun], task: Task) -> list[list[StoredRun]]:
     """Per (model, bench) of this task, its runs at named training steps in step order, where
     there are at least two."""
-    groups: dict[tuple[str, str], list[RunEntry]] = {}
+    groups: dict[tuple[str, str], list[StoredRun]] = {}
     for e in entries:
         if e.task.kind == task.kind and e.step >= 0 and not e.intervention:
             groups.setdefault((e.model, e.bench), []).append(e)
@@ -31,7 +32,7 @@ def _columns(task: Task) -> list[Column]:
     return [c for c in task.presentation.sweep_columns if c.cell is None]
 
 
-def checkpoint_table(entries: Sequence[RunEntry], task: Task) -> str | None:
+def checkpoint_table(entries: Sequence[StoredRun], task: Task) -> str | None:
     """`later − earlier` for consecutive checkpoints, with paired intervals; None without a series."""
     series = checkpoint_series(entries, task)
     if not series:
@@ -43,7 +44,7 @@ def checkpoint_table(entries: Sequence[RunEntry], task: Task) -> str | None:
     for runs in series:
         for early, late in zip(runs, runs[1:]):
             both = [c.path for c in columns if is_number(value(late, c)) and is_number(value(early, c))]
-            diffs, reason = paired_or_reason(late.path, early.path, both)
+            diffs, reason = paired_or_reason(late, early, both)
             if reason:
                 notes.append(f"- {early.label} → {late.label}: {reason}")
             cells = []
@@ -55,7 +56,7 @@ def checkpoint_table(entries: Sequence[RunEntry], task: Task) -> str | None:
     return "\n".join(lines + (["", "Without a paired interval:", *notes] if notes else []))
 
 
-def checkpoint_figures(entries: Sequence[RunEntry], out_dir: Path) -> list[Figure]:
+def checkpoint_figures(entries: Sequence[StoredRun], out_dir: Path) -> list[Figure]:
     """One figure per checkpoint series: each headline metric over training steps, with its
     95% interval as error bars."""
     figures = []

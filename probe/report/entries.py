@@ -1,13 +1,11 @@
-"""Finished runs of a sweep as entries: model, revision (training step), kind, pair, task and
-`metrics.json`; and the table cells every sweep table shares."""
+"""Finished runs of a sweep as entries (`StoredRun`: model, revision (training step), kind, pair,
+task and `metrics.json`), and the table cells every sweep table shares."""
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,63 +15,13 @@ from probe.benches.registry import task_of
 from probe.benches.task import Column, Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import get_path
-from probe.results.manifest import Manifest, read_manifest
+from probe.report.stored_run import StoredRun
+from probe.results.layout import HYDRA_OVERRIDES, MANIFEST, METRICS, RUN_KEY, is_finished, is_run_dir
+from probe.results.manifest import read_manifest
+from probe.results.run import finished_run
 from probe.viz.markdown import Footnotes
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RunEntry:
-    """One finished run in a sweep."""
-
-    path: Path
-    model: str
-    revision: str | None
-    kind: str
-    pair: str | None
-    bench: str
-    task: Task
-    metrics: dict[str, Any]
-    intervention: dict[str, Any] | None = None
-    """The manifest's `intervention` (None: the model as it is)."""
-    manifest: Manifest = field(default_factory=lambda: Manifest.from_json({}))
-    tag: str | None = None
-    """What tells this run apart from another with the same label (its directory), else None."""
-
-    @property
-    def model_label(self) -> str:
-        return self.model if not self.revision else f"{self.model}@{self.revision}"
-
-    @property
-    def intervention_label(self) -> str | None:
-        """`steer China α=2 L24 last` (`C2−C0` when not the bench's default contrast; `v:<sha>` names
-        the vector), or the intervention's name; None without one."""
-        iv = self.intervention or {}
-        if iv.get("name") == "steer":
-            default = self.task.design.contrast
-            usual = default is not None and (iv["source"], iv["dest"]) == (default.source, default.dest)
-            pair = "" if usual else f" {iv['source']}−{iv['dest']}"
-            return (f"steer {iv['culture']} α={iv['alpha']:g} L{iv['layer_resolved']} {iv['positions']}{pair} "
-                    f"v:{iv['vector_sha256'][:6]}")
-        return str(iv["name"]) if iv else None
-
-    @property
-    def label(self) -> str:
-        extra = self.intervention_label
-        label = f"{self.model_label} {extra}" if extra else self.model_label
-        return f"{label} [{self.tag}]" if self.tag else label
-
-    @property
-    def step(self) -> int:
-        """Training step named by the revision (`step1000`, `stage1-step1000-tokens…`), else -1."""
-        m = re.search(r"step[-_]?(\d+)", self.revision or "")
-        return int(m.group(1)) if m else -1
-
-
-RUN_FILES = ("manifest.json", "run_key.json")
-"""A run directory holds one of these: `run_key.json` from the moment a run claims it,
-`manifest.json` once its scores are complete."""
 
 
 def find_runs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
@@ -86,10 +34,11 @@ def find_runs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
         path = Path(path)
         if not path.exists():
             raise ProbeInputError(f"{path}: no such directory")
-        candidates = [path] if any((path / f).is_file() for f in RUN_FILES) else \
-            sorted({p.parent for name in RUN_FILES for p in path.rglob(name)})
+        # a run directory holds its key from the moment a run claims it, its manifest once scored
+        candidates = [path] if is_run_dir(path) else \
+            sorted({p.parent for name in (MANIFEST, RUN_KEY) for p in path.rglob(name)})
         for c in candidates:
-            done = (c / "DONE").is_file() and (c / "metrics.json").is_file()
+            done = is_finished(c) and (c / METRICS).is_file()
             target = found if done else unfinished
             if c not in target:
                 target.append(c)
@@ -100,8 +49,8 @@ def find_runs(paths: Sequence[Path]) -> tuple[list[Path], list[Path]]:
 
 def unfinished_reason(run: Path) -> str:
     """Why a run directory without `DONE` is not in the report, and what finishes it."""
-    if not (run / "manifest.json").is_file():
-        return ("stopped while scoring or generating (no manifest.json); run its command again with "
+    if not (run / MANIFEST).is_file():
+        return (f"stopped while scoring or generating (no {MANIFEST}); run its command again with "
                 f"hydra.run.dir={run} to resume from its checkpoints")
     try:
         shard = read_manifest(run).shard
@@ -110,16 +59,12 @@ def unfinished_reason(run: Path) -> str:
     if shard:
         return (f"shard {shard.index}/{shard.count} (bench.shard): a slice has no metrics; merge "
                 "the shards with python -m probe merge")
-    if not (run / "metrics.json").is_file():
-        return f"stopped during analysis (no metrics.json); finish it with python -m probe analyze {run}"
+    if not (run / METRICS).is_file():
+        return f"stopped during analysis (no {METRICS}); finish it with python -m probe analyze {run}"
     return f"stopped before DONE was written (after its analysis); finish it with python -m probe analyze {run}"
 
 
-OVERRIDES = Path(".hydra") / "overrides.yaml"
-"""The command-line overrides Hydra records in each run directory."""
-
-
-def differing_overrides(entries: Sequence[RunEntry]) -> dict[Path, str]:
+def differing_overrides(entries: Sequence[StoredRun]) -> dict[Path, str]:
     """Per run, its command-line overrides (`.hydra/overrides.yaml`) whose value is not the same
     in every run given (`key=value …`; `key=(default)` where another run set it and this one did
     not); empty when none differ. Hydra's own keys and where the run was written are left out."""
@@ -135,7 +80,7 @@ def _overrides(run: Path) -> dict[str, str]:
     """`{key: value}` of a run's recorded overrides (none recorded, or unreadable: empty)."""
     import yaml  # PyYAML, which Hydra installs; only sweep reports read these files
 
-    path = run / OVERRIDES
+    path = run / HYDRA_OVERRIDES
     try:
         recorded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
@@ -158,13 +103,13 @@ class Skipped:
     reason: str
 
 
-def load_entries(paths: Sequence[Path]) -> list[RunEntry]:
+def load_entries(paths: Sequence[Path]) -> list[StoredRun]:
     """One entry per readable finished run, ordered by bench, model and training step (unreadable
     ones are left out: `read_entries` says which and why)."""
     return read_entries(paths)[0]
 
 
-def read_entries(paths: Sequence[Path]) -> tuple[list[RunEntry], list[Skipped]]:
+def read_entries(paths: Sequence[Path]) -> tuple[list[StoredRun], list[Skipped]]:
     """Entries of the finished runs at or below `paths`, ordered by bench, model and training
     step, and the runs whose `manifest.json` or `metrics.json` cannot be read as a run's
     (truncated, not an object, no headline metrics), with the reason: one bad run among many
@@ -183,7 +128,7 @@ def read_entries(paths: Sequence[Path]) -> tuple[list[RunEntry], list[Skipped]]:
     return sorted(_tagged(entries), key=lambda e: (e.bench, e.model, e.step, e.revision or "")), skipped
 
 
-def _tagged(entries: list[RunEntry]) -> list[RunEntry]:
+def _tagged(entries: list[StoredRun]) -> list[StoredRun]:
     """Runs of one bench that would read alike in a table (same model, revision, intervention:
     e.g. the same model run twice) get their directory name as a tag, or their path where the
     names collide too."""
@@ -198,35 +143,21 @@ def _tagged(entries: list[RunEntry]) -> list[RunEntry]:
     return out
 
 
-def _entry(run: Path) -> RunEntry:
-    manifest, metrics = Manifest.from_json(_json_object(run / "manifest.json")), _json_object(run / "metrics.json")
-    model, bench = manifest.model, manifest.bench
+def _entry(path: Path) -> StoredRun:
+    run = finished_run(path)
+    model, bench = run.manifest.model, run.manifest.bench
     missing = [name for name, v in (("model.name", model.name), ("model.kind", model.kind), ("bench.name", bench.name),
                                     ("bench.kind", bench.kind)) if v is None]
     if missing:
-        raise ProbeInputError(f"manifest.json: a field is missing or of the wrong type ({', '.join(missing)})")
-    task = task_of(manifest)
-    entry = RunEntry(path=run, model=str(model.name), revision=model.revision, kind=str(model.kind), pair=model.pair,
-                     bench=str(bench.name), task=task, metrics=metrics,
-                     intervention=manifest.intervention, manifest=manifest)
-    if not isinstance(task.headline(metrics)[0], Mapping) or not task.headline(metrics)[0]:
-        raise ProbeInputError(f"metrics.json has no {task.title} headline metrics (an empty or partial file)")
+        raise ProbeInputError(f"{MANIFEST}: a field is missing or of the wrong type ({', '.join(missing)})")
+    entry = StoredRun(run, task_of(run.manifest))
+    headline = entry.task.headline(entry.metrics)[0]
+    if not isinstance(headline, Mapping) or not headline:
+        raise ProbeInputError(f"{METRICS} has no {entry.task.title} headline metrics (an empty or partial file)")
     return entry
 
 
-def _json_object(path: Path) -> dict[str, Any]:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ProbeInputError(f"{path.name}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ProbeInputError(f"{path.name}: unreadable ({type(e).__name__}: {e})") from None
-    if not isinstance(obj, dict):
-        raise ProbeInputError(f"{path.name}: expected a JSON object, got {type(obj).__name__}")
-    return obj
-
-
-def value(e: RunEntry, column: Column) -> Any:
+def value(e: StoredRun, column: Column) -> Any:
     """The run's headline value at the column's path (None when absent)."""
     return get_path(e.task.headline(e.metrics)[0], column.path)
 
@@ -235,7 +166,7 @@ NOT_COMPUTED = "not computed for this run: its condition was not run (`bench.con
 UNDEFINED = "undefined for this run's items (its report.md says why)"
 
 
-def cell(e: RunEntry, column: Column, notes: Footnotes | None = None) -> str:
+def cell(e: StoredRun, column: Column, notes: Footnotes | None = None) -> str:
     """The value with its 95% interval, `–` when absent (marked with why when `notes` is given)."""
     return metric_cell(e.task, e.metrics, column, notes)
 
@@ -277,7 +208,7 @@ SUMMARY_SCHEMA = pa.schema([
 """`summary.parquet` / `summary.csv` of a sweep: one row per (run, metric, flavour)."""
 
 
-def summary_rows(entries: Sequence[RunEntry]) -> list[dict[str, Any]]:
+def summary_rows(entries: Sequence[StoredRun]) -> list[dict[str, Any]]:
     """Every numeric metric of every run in long format, with its 95% interval where stored.
     Forced-choice runs give their `expected`, `greedy` and `debiased` blocks; other runs their headline block."""
     rows = []

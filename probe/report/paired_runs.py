@@ -6,40 +6,31 @@ statistics (intervals, p-values, Holm) are `probe.metrics.paired`'s."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from probe.benches.registry import task_of
 from probe.benches.task import Task
-from probe.config import build
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, capture_replicates
+from probe.metrics.core import AnalysisOptions, replicates_of
 from probe.metrics.paired import Comparison, Difference, difference, holm
-from probe.results.run import Run, load_run
+from probe.report.stored_run import StoredRun
+from probe.results.layout import is_finished
 
 PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on the same items (LocQA: "
                "templates) with the first run's recorded seed and resample count; p two-sided, Holm-adjusted over "
                "the metrics of each comparison.")
 
 
-def run_options(run: Run, overrides: Mapping[str, Any] | None = None) -> AnalysisOptions:
-    """The metric options a run was analysed with (its manifest), updated by `overrides`."""
-    names = {f.name for f in fields(AnalysisOptions)}
-    recorded = {k: v for k, v in (run.manifest.analysis or {}).items() if k in names}
-    return build(AnalysisOptions, {**recorded, **dict(overrides or {})}, "analysis")
-
-
-def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
+def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str]]:
     """The task both runs belong to and their common bootstrap units, or an input error naming
     what differs (benchmark kind, design, data file, units) or which run is not finished."""
     for run in (run_a, run_b):
-        if not (run.path / "DONE").is_file():
+        if not is_finished(run.path):
             raise ProbeInputError(f"{run.path} is not a finished run (no DONE): finish it with its own command "
                                   "before comparing")
-    task_a, task_b = task_of(run_a.manifest), task_of(run_b.manifest)
+    task_a, task_b = run_a.task, run_b.task
     if task_a.kind != task_b.kind:
         raise ProbeInputError(f"{run_a.path} is a {task_a.kind} run and {run_b.path} a {task_b.kind} run; "
                               "a paired comparison needs two runs of one benchmark")
@@ -53,8 +44,8 @@ def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
                               f"vs {data_b[:12]}…): the same ids may name different items, so they are not paired; "
                               "run both on one file")
     unit = task_a.unit
-    units_a = {str(u) for u in run_a.prompts.column(unit).to_pylist()}
-    units_b = {str(u) for u in run_b.prompts.column(unit).to_pylist()}
+    units_a = {str(u) for u in run_a.run.prompts.column(unit).to_pylist()}
+    units_b = {str(u) for u in run_b.run.prompts.column(unit).to_pylist()}
     if units_a != units_b:
         only_a, only_b = sorted(units_a - units_b), sorted(units_b - units_a)
         raise ProbeInputError(f"the runs do not share their {unit}s: {len(only_a)} only in {run_a.path} "
@@ -63,10 +54,9 @@ def comparable_units(run_a: Run, run_b: Run) -> tuple[Task, list[str]]:
     return task_a, sorted(units_a)
 
 
-def _with_replicates(run: Run, task: Task, opts: AnalysisOptions) -> tuple[dict[str, Any], dict[str, Any]]:
-    with capture_replicates() as box:
-        metrics = task.metrics(run, None, opts)
-    return metrics, box
+def _with_replicates(run: StoredRun, opts: AnalysisOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+    metrics = run.measure(opts)
+    return metrics, replicates_of(metrics)
 
 
 def _headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
@@ -74,7 +64,7 @@ def _headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
     return next(k for k, v in metrics.items() if v is tree)
 
 
-def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions, block: str | None = None,
+def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: AnalysisOptions, block: str | None = None,
             paired: bool = True) -> Comparison:
     """`a − b` for each metric path (in the task's headline block unless `block` is given),
     from one bootstrap over the common units; `paired=False` resamples `b` independently
@@ -82,11 +72,11 @@ def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions,
     task, units = comparable_units(run_a, run_b)
     if opts.n_boot < 1:
         raise ProbeInputError("a paired comparison needs analysis.n_boot ≥ 1")
-    ma, ra = _with_replicates(run_a, task, opts)
-    mb, rb = _with_replicates(run_b, task, opts if paired else replace(opts, seed=opts.seed + 1))
+    ma, ra = _with_replicates(run_a, opts)
+    mb, rb = _with_replicates(run_b, opts if paired else replace(opts, seed=opts.seed + 1))
     for run in (run_a, run_b):  # forced choice: the bootstrap resamples the items its table holds
         if task.answers == "letters":
-            scored = len({str(u) for u in run.table().item_id})
+            scored = len({str(u) for u in run.run.table().item_id})
             if scored != len(units):
                 raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "
                                       "answer (generation mode), so its resamples cannot be paired")
@@ -102,13 +92,13 @@ def compare(run_a: Run, run_b: Run, paths: Sequence[str], opts: AnalysisOptions,
                       differences=tuple(replace(d, p_holm=p) for d, p in zip(diffs, adjusted)))
 
 
-def paired_or_reason(path_a: Path, path_b: Path, paths: Sequence[str]) -> tuple[dict[str, Difference], str | None]:
+def paired_or_reason(run_a: StoredRun, run_b: StoredRun,
+                     paths: Sequence[str]) -> tuple[dict[str, Difference], str | None]:
     """Paired differences `a − b` of two stored runs with run A's recorded bootstrap options, or
     no differences and the reason (the runs do not share their items, a table is missing): a
     sweep table then prints the plain Δ and says why it has no interval."""
     try:
-        run_a, run_b = load_run(path_a), load_run(path_b)
-        result = compare(run_a, run_b, paths, run_options(run_a))
+        result = compare(run_a, run_b, paths, run_a.options())
     except ProbeInputError as e:
         return {}, str(e)
     return {d.metric: d for d in result.differences}, None

@@ -11,12 +11,13 @@ from probe.files import write_text
 from probe.metrics.lens import first_layer_within
 from probe.metrics.patch_effects import POOLED
 from probe.report.header import with_header
+from probe.results.layout import REPORT, REPORT_PAGE, SAMPLES_PAGE
 from probe.results.run import Run
 from probe.types import Design
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.viz.markdown import Footnotes, fmt, table
-from probe.viz.samples import SAMPLES_PAGE, sample_set, write_samples_html
+from probe.viz.samples import sample_set, write_samples_html
 
 LENS_NOTE = ("Culture JSD: the layer's culture distribution (exposure-normalised shares) against the final "
              "layer's. Rotation shows every culture at every letter, so a preference for a letter whatever it "
@@ -46,11 +47,11 @@ def write_run_report(run: Run, markdown: str, analyses: RunAnalyses) -> None:
         markdown += lens_section(analyses.lens)
     if analyses.patching is not None:
         markdown += patching_section(analyses.patching)
-    write_text(run.path / "report.md", markdown)
+    write_text(run.path / REPORT, markdown)
     metrics = run.metrics or {}
     title = f"{metrics.get('bench')} — {metrics.get('model')}"
     write_samples_html(run.path / SAMPLES_PAGE, f"{title}: samples", [sample_set(run, run.path.name, analyses.design)])
-    write_html(run.path / "report.html", title, markdown, list(analyses.figures),
+    write_html(run.path / REPORT_PAGE, title, markdown, list(analyses.figures),
                links=[(SAMPLES_PAGE, "Per-prompt samples: each prompt beside its probabilities, answer and verdicts")])
 
 

@@ -7,7 +7,6 @@ error bars. A plain run of the same model and bench joins every series at α = 0
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,41 +14,42 @@ import numpy as np
 
 from probe.benches.task import Column, Task
 from probe.metrics.core import get_path
-from probe.report.entries import RunEntry, metric_cell
+from probe.report.entries import metric_cell
+from probe.report.stored_run import StoredRun
+from probe.results.run_key import read_run_key
 from probe.viz.figures import Figure, num, pyplot, save
 
 Key = tuple[str, str, int, str, str, str, str]
 """(model label, bench, layer, positions, source condition, dest condition, vectors run)."""
 
 
-def _same_run_otherwise(a: RunEntry, b: RunEntry) -> bool:
+def _same_run_otherwise(a: StoredRun, b: StoredRun) -> bool:
     """Two runs whose results keys differ at most in the intervention and the mechanistic
     outputs (the plain run is often the capture run the vectors came from), analysed alike."""
-    def key(e: RunEntry) -> dict:
-        path = e.path / "run_key.json"
-        stored = json.loads(path.read_text()) if path.is_file() else {}
+    def key(e: StoredRun) -> dict:
+        stored = read_run_key(e.path) or {}
         return {k: v for k, v in stored.items() if k not in ("intervention", "mech")}
 
-    def options(e: RunEntry) -> tuple:
-        analysis = e.manifest.analysis or {}
-        return tuple(analysis.get(k) for k in ("temperature", "n_boot", "seed"))
+    def options(e: StoredRun) -> tuple:
+        analysis = e.manifest.analysis
+        return (None, None, None) if analysis is None else (analysis.temperature, analysis.n_boot, analysis.seed)
 
     return options(a) == options(b) and key(a) == key(b) != {}
 
 
-def _series(entries: Sequence[RunEntry], task: Task) -> dict[Key, dict[str, list[tuple[float, RunEntry]]]]:
+def _series(entries: Sequence[StoredRun], task: Task) -> dict[Key, dict[str, list[tuple[float, StoredRun]]]]:
     """Per series key: per culture, `(α, run)` in α order; the one plain run that matches the
     series in everything but the intervention joins it at α = 0 (none when ambiguous)."""
     mine = [e for e in entries if e.task.kind == task.kind]
     plain = [e for e in mine if not e.intervention]
-    out: dict[Key, dict[str, list[tuple[float, RunEntry]]]] = {}
+    out: dict[Key, dict[str, list[tuple[float, StoredRun]]]] = {}
     for e in mine:
-        iv = e.intervention or {}
-        if iv.get("name") != "steer":
+        iv = e.intervention
+        if iv is None or not iv.is_steering:
             continue
-        key = (e.model_label, e.bench, int(iv["layer_resolved"]), str(iv["positions"]), str(iv["source"]),
-               str(iv["dest"]), str(iv["vectors"]))
-        out.setdefault(key, {}).setdefault(str(iv["culture"]), []).append((float(iv["alpha"]), e))
+        key = (e.model_label, e.bench, int(iv.layer_resolved or 0), str(iv.positions), str(iv.source), str(iv.dest),
+               str(iv.vectors))
+        out.setdefault(key, {}).setdefault(str(iv.culture), []).append((float(iv.alpha or 0.0), e))
     for cultures in out.values():
         for runs in cultures.values():
             bases = [p for p in plain if _same_run_otherwise(p, runs[0][1])]
@@ -63,7 +63,7 @@ def _column(c: Column, culture: str) -> Column:
     return Column(c.label.replace("(c)", f"({culture})"), c.path.format(culture=culture))
 
 
-def steering_table(entries: Sequence[RunEntry], task: Task) -> str | None:
+def steering_table(entries: Sequence[StoredRun], task: Task) -> str | None:
     """Markdown: per series and culture, a row per α with the steer columns; None without steered runs."""
     series = _series(entries, task)
     steer = task.presentation.steer_columns
@@ -80,7 +80,7 @@ def steering_table(entries: Sequence[RunEntry], task: Task) -> str | None:
     return "\n".join(lines)
 
 
-def steering_figures(entries: Sequence[RunEntry], out_dir: Path) -> list[Figure]:
+def steering_figures(entries: Sequence[StoredRun], out_dir: Path) -> list[Figure]:
     """One figure per (model, bench, layer, positions) with steered runs: each steer column over α."""
     figures = []
     for task in {e.task.kind: e.task for e in entries}.values():

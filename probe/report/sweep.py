@@ -18,7 +18,6 @@ from probe.report.checkpoints import checkpoint_figures, checkpoint_table
 from probe.errors import ProbeInputError
 from probe.report.entries import (
     SUMMARY_SCHEMA,
-    RunEntry,
     Skipped,
     cell,
     differing_overrides,
@@ -32,8 +31,10 @@ from probe.report.entries import (
 )
 from probe.report.paired_runs import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
 from probe.report.steering import steering_figures, steering_table
+from probe.report.stored_run import StoredRun
 from probe.results.io import write_csv, write_table
-from probe.results.run import Run, load_run
+from probe.results.layout import REPORT, REPORT_PAGE, SUMMARY_CSV, SUMMARY_TABLE
+from probe.results.run import Run
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.metrics.core import SMALL_N
@@ -59,7 +60,7 @@ SMALL_MARK = " ‡"
 NO_COUNT = "not recorded: metrics.json without `bootstrap.n_units` or `n_items` (written by an older probe)"
 
 
-def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
+def bench_table(entries: Sequence[StoredRun], task: Task) -> str:
     """Markdown table(s): one row per run of this task, its headline columns with CIs, split
     into parts that fit the page; each empty cell footnoted with why, runs with few items and
     runs the letter drives marked."""
@@ -86,12 +87,12 @@ def bench_table(entries: Sequence[RunEntry], task: Task) -> str:
     return "\n".join(lines)
 
 
-def _unit(entries: Sequence[RunEntry]) -> str:
+def _unit(entries: Sequence[StoredRun]) -> str:
     """What the runs' bootstraps resample (`item`, `template`)."""
     return bootstrap_units(entries[0].metrics)[1] if entries else "item"
 
 
-def pair_table(entries: Sequence[RunEntry], task: Task) -> str | None:
+def pair_table(entries: Sequence[StoredRun], task: Task) -> str | None:
     """Base vs instruct: both runs' metrics and the difference (instruct − base) with its paired
     bootstrap interval and Holm-adjusted p-value, for every instruct run whose configured pair
     also ran on the same bench; None if no pair is present."""
@@ -107,7 +108,7 @@ def pair_table(entries: Sequence[RunEntry], task: Task) -> str | None:
             continue
         columns = [c for c in task.presentation.pair_columns
                    if c.cell is None and is_number(value(e, c)) and is_number(value(base, c))]
-        diffs, reason = paired_or_reason(e.path, base.path, [c.path for c in columns])
+        diffs, reason = paired_or_reason(e, base, [c.path for c in columns])
         if reason:
             notes.append(f"- {e.label} vs {base.label}: {reason}")
         for column in task.presentation.pair_columns:
@@ -128,14 +129,14 @@ NO_DELTA = "no difference: one of the two runs has no value"
 NO_P = "no p-value: no paired bootstrap for this pair or metric (see *Without a paired interval*, or a run lacks the value)"
 
 
-def _present_tasks(entries: Sequence[RunEntry]) -> list[Task]:
+def _present_tasks(entries: Sequence[StoredRun]) -> list[Task]:
     """The tasks of the entries, registered ones in registry order, then any others."""
     kinds = {e.task.kind: e.task for e in entries}
     ordered = [t for t in tasks() if t.kind in kinds]
     return ordered + [t for k, t in kinds.items() if t not in ordered]
 
 
-def sweep_markdown(entries: Sequence[RunEntry], unfinished: Sequence[Path] = (), skipped: Sequence[Skipped] = ()) -> str:
+def sweep_markdown(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (), skipped: Sequence[Skipped] = ()) -> str:
     """The sweep report: per bench kind a headline table, then base-vs-instruct where pairs ran;
     at the end the runs left out (unfinished, or finished but unreadable, with the reason)."""
     parts = [f"# probe sweep report — {len(entries)} runs", ""]
@@ -180,36 +181,36 @@ def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     """`report.md`, figures and a self-contained `report.html` in `out_dir`; returns the HTML path."""
     entries, skipped = read_entries(paths)
     unfinished = find_runs(paths)[1]
-    runs, entries = _load_tables(entries, skipped)
+    entries = _load_tables(entries, skipped)
     out_dir.mkdir(parents=True, exist_ok=True)
     markdown = sweep_markdown(entries, unfinished, skipped)
-    (out_dir / "report.md").write_text(markdown)
-    figures = sweep_figures(runs, [e.label for e in entries], out_dir)
+    (out_dir / REPORT).write_text(markdown)
+    figures = sweep_figures([e.run for e in entries], [e.label for e in entries], out_dir)
     figures += checkpoint_figures(entries, out_dir) + steering_figures(entries, out_dir)
-    write_html(out_dir / "report.html", "probe sweep report", markdown, figures)
+    write_html(out_dir / REPORT_PAGE, "probe sweep report", markdown, figures)
     summary = pa.Table.from_pylist(summary_rows(entries), schema=SUMMARY_SCHEMA)
-    write_table(out_dir / "summary.parquet", summary)
-    write_csv(out_dir / "summary.csv", summary)
-    return out_dir / "report.html"
+    write_table(out_dir / SUMMARY_TABLE, summary)
+    write_csv(out_dir / SUMMARY_CSV, summary)
+    return out_dir / REPORT_PAGE
 
 
-def _load_tables(entries: Sequence[RunEntry], skipped: list[Skipped]) -> tuple[list[Run], list[RunEntry]]:
-    """The stored tables of each entry (for the figures); an entry whose tables cannot be read
-    joins `skipped` and leaves the report."""
-    runs, kept = [], []
+def _load_tables(entries: Sequence[StoredRun], skipped: list[Skipped]) -> list[StoredRun]:
+    """The entries whose stored tables (read here, for the figures and paired intervals) can be
+    read; one that cannot joins `skipped` and leaves the report."""
+    kept = []
     for e in entries:
         try:
-            runs.append(load_run(e.path))
+            e.run.tables()
         except (ProbeInputError, OSError, ValueError) as err:  # ValueError: pyarrow's ArrowInvalid
             skipped.append(Skipped(e.path, f"its tables cannot be read ({err})"))
             continue
         kept.append(e)
     if not kept:
         raise ProbeInputError(f"none of the finished runs' tables could be read ({skipped[0].path}: {skipped[0].reason})")
-    return runs, kept
+    return kept
 
 
-def sweep_headlines(entries: Sequence[RunEntry], unfinished: Sequence[Path] = ()) -> str:
+def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = ()) -> str:
     """What a multirun prints when it ends: per bench kind, its runs' headline columns with CIs
     (columns no run has a value in left out, to fit a terminal), then the runs that did not finish."""
     lines = []

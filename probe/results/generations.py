@@ -17,13 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
+from probe.results.layout import GENERATIONS, JUDGEMENTS, PROMPTS
 from probe.results.scores import ScoreTable, read_prompts, write_table
 
 
 def write_generations(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
     """`generations.parquet`, rows sorted by `prompt_id`."""
     ordered = sorted(rows, key=lambda r: r["prompt_id"])
-    write_table(run_dir / "generations.parquet", pa.Table.from_pylist(ordered, schema=schema))
+    write_table(run_dir / GENERATIONS, pa.Table.from_pylist(ordered, schema=schema))
 
 
 def write_judgements(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
@@ -39,12 +40,12 @@ def write_judgements(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.S
         return (pid is not None, -1 if pid is None else pid, row.get("task") or "",
                 *(str(row.get(n) or "") for n in rest))
 
-    write_table(run_dir / "judgements.parquet", pa.Table.from_pylist(sorted(rows, key=order), schema=schema))
+    write_table(run_dir / JUDGEMENTS, pa.Table.from_pylist(sorted(rows, key=order), schema=schema))
 
 
 def read_judgements(run_dir: Path) -> list[dict[str, Any]]:
     """The rows of `judgements.parquet` (empty when the run judged nothing)."""
-    path = run_dir / "judgements.parquet"
+    path = run_dir / JUDGEMENTS
     return pq.read_table(path).to_pylist() if path.is_file() else []
 
 
@@ -52,9 +53,9 @@ def read_generation_table(run_dir: Path, letters: Sequence[str]) -> tuple[ScoreT
     """Valid generations as a one-hot `ScoreTable` (log p = 0 for the chosen letter, −inf else),
     so generation runs go through the same metric code; and the invalid rows, kept for the report."""
     prompts = read_prompts(run_dir)
-    gens = pq.read_table(run_dir / "generations.parquet").sort_by("prompt_id").to_pylist()
+    gens = pq.read_table(run_dir / GENERATIONS).sort_by("prompt_id").to_pylist()
     if [g["prompt_id"] for g in gens] != prompts.prompt_id.tolist():
-        raise ProbeInputError(f"{run_dir}: generations.parquet and prompts.parquet hold different prompt ids")
+        raise ProbeInputError(f"{run_dir}: {GENERATIONS} and {PROMPTS} hold different prompt ids")
     valid = np.array([g["parsed_letter"] is not None for g in gens], dtype=bool)
     lp = np.full((len(gens), len(letters)), -np.inf, dtype=np.float32)
     for i, g in enumerate(gens):

@@ -1,9 +1,10 @@
 """Table writes that a reader never sees half-done (temporary name, then an atomic rename),
 never through a symbolic link (`probe.files.open_new`): parquet, and CSV with spreadsheet formulas
-neutralised; safetensors reads that fail with one line."""
+neutralised; JSON and safetensors reads that fail with one line."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,3 +57,17 @@ def open_tensors(path: Path) -> Iterator[Any]:
     except (SafetensorError, OSError) as e:
         raise ProbeInputError(f"{path}: unreadable safetensors file ({e}); it is truncated or damaged: restore it "
                               "or rerun the run that wrote it") from e
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object stored in `path` (a run's `manifest.json`, `metrics.json`); a one-line
+    `ProbeInputError` naming the file when it is unreadable, truncated or not an object."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ProbeInputError(f"{path.name}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ProbeInputError(f"{path.name}: unreadable ({type(e).__name__}: {e})") from None
+    if not isinstance(obj, dict):
+        raise ProbeInputError(f"{path.name}: expected a JSON object, got {type(obj).__name__}")
+    return obj

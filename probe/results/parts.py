@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from probe.files import make_dirs, sha256_file, write_json
 from probe.results.io import write_table
+from probe.results.layout import PART_INDEX
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +58,10 @@ class PartStore:
             self._index[part.name] = index[part.name]
             numbers.append(int(part.stem.split("-")[1]))
         self._next = max(numbers) + 1
-        write_json(self.dir / "index.json", self._index)
+        write_json(self.dir / PART_INDEX, self._index)
 
     def _read_index(self) -> dict[str, str]:
-        path = self.dir / "index.json"
+        path = self.dir / PART_INDEX
         try:
             index = json.loads(path.read_text()) if path.is_file() else {}
         except (OSError, ValueError):
@@ -74,7 +75,7 @@ class PartStore:
         part = self.dir / f"part-{self._next:05d}.parquet"
         write_table(part, table)
         self._index[part.name] = sha256_file(part)
-        write_json(self.dir / "index.json", self._index)
+        write_json(self.dir / PART_INDEX, self._index)
         self.done.update(table.column(self.key).to_pylist())
         self._next += 1
 

@@ -22,8 +22,8 @@ from safetensors.numpy import save
 from probe.errors import ProbeInputError
 from probe.files import atomic_write_bytes
 from probe.results.io import write_table
+from probe.results.layout import PATCHING_PAIRS, PATCHING_TENSORS
 
-TENSORS_FILE, PAIRS_FILE = "patching.safetensors", "patching.parquet"
 PAIRS_SCHEMA = pa.schema([("pair", pa.int64()), ("item_id", pa.string()), ("rotation", pa.int64()),
                           ("target", pa.string()), ("source_id", pa.int64()), ("dest_id", pa.int64())])
 
@@ -36,8 +36,8 @@ def write_patching(run_dir: Path, pairs: Sequence[dict[str, Any]], logprobs: np.
                    letters: Sequence[str]) -> None:
     """Both files; the tensor file last, so its presence means the patching pass finished."""
     assert logprobs.shape[:2] == (len(pairs), len(layers)) and not np.isnan(logprobs).any()
-    write_table(run_dir / PAIRS_FILE, pa.Table.from_pylist(list(pairs), schema=PAIRS_SCHEMA))
-    atomic_write_bytes(run_dir / TENSORS_FILE, save(
+    write_table(run_dir / PATCHING_PAIRS, pa.Table.from_pylist(list(pairs), schema=PAIRS_SCHEMA))
+    atomic_write_bytes(run_dir / PATCHING_TENSORS, save(
         {"logprobs": np.ascontiguousarray(logprobs, dtype=np.float32),
          "layers": np.asarray(layers, dtype=np.int64), "pair": np.arange(len(pairs), dtype=np.int64)},
         metadata={"letters": "".join(letters)}))
@@ -48,7 +48,7 @@ def load_patching(run_path: str | Path) -> tuple[np.ndarray, np.ndarray, pa.Tabl
     of a run directory, with the files' own consistency checked (shapes, pair ids 0..n-1 in both
     files, increasing layer indices, column types); prompt ids are checked by `patching_table`."""
     run_path = Path(run_path)
-    tensors, table_path = run_path / TENSORS_FILE, run_path / PAIRS_FILE
+    tensors, table_path = run_path / PATCHING_TENSORS, run_path / PATCHING_PAIRS
     for path in (tensors, table_path):
         if not path.is_file():
             raise ProbeInputError(f"{run_path}: no {path.name} (was the run made with activation patching?)")
@@ -84,5 +84,5 @@ def load_patching(run_path: str | Path) -> tuple[np.ndarray, np.ndarray, pa.Tabl
     ids = pairs.column("pair").to_numpy()
     if not np.array_equal(ids, np.arange(n_pairs)):
         raise ProbeInputError(f"{table_path}: column 'pair': expected ids 0..{n_pairs - 1} once each (the rows of "
-                              f"{TENSORS_FILE}), got {len(ids)} rows with ids {ids[:5].tolist()}…")
+                              f"{PATCHING_TENSORS}), got {len(ids)} rows with ids {ids[:5].tolist()}…")
     return logprobs, layers, pairs

@@ -4,15 +4,14 @@
     run.prompts.to_pandas()                      # one row per prompt
     p = run.choice_probs()                       # [prompt, letter], rows in prompt-id order
     run.group_distribution(run.mask(condition="C0"))   # {culture: expected share}
-    run.recompute_metrics(run.mask(condition="C0"))    # any metric on a subset
+    probe.recompute_metrics(run, run.mask(condition="C0"))   # any metric on a subset
     run.samples()                                # pandas, one row per prompt: text, probabilities, verdicts
     lens = run.lens()                            # [prompt, layer, letter] (if stored)
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,33 +23,77 @@ import pyarrow.parquet as pq
 from probe.errors import ProbeInputError
 from probe.probs import choice_probs, exposure_shares, greedy_onehot, group_sums
 from probe.results.generations import read_generation_table
-from probe.results.io import open_tensors
-from probe.results.manifest import Manifest, read_manifest
+from probe.results.io import open_tensors, read_json_object
+from probe.results.layout import (
+    ACTIVATIONS,
+    GENERATIONS,
+    JUDGEMENTS,
+    LENS,
+    MANIFEST,
+    METRICS,
+    PROMPTS,
+    SCORE_TENSORS,
+    SCORES,
+)
+from probe.results.manifest import Manifest
 from probe.results.scores import ScoreTable, read_table
 
 if TYPE_CHECKING:
     import pandas as pd
 
-MetricsFn = Callable[["Run", "np.ndarray | None", "Mapping[str, Any] | None"], dict[str, Any]]
-"""`(run, prompt mask, analysis overrides) → metric tree`: the bench's metrics, attached by
-`probe.load_run` (the results layer knows no bench)."""
-
 
 @dataclass
 class Run:
-    """A loaded run directory. Tables are pyarrow (`.to_pandas()` for pandas); tensors load
-    lazily on first use; every per-prompt array is in `prompt_id` order (row i = prompt i)."""
+    """A run directory: its manifest and `metrics.json`, read when it is opened, and its tables
+    and tensors, read on first use. Tables are pyarrow (`.to_pandas()` for pandas); every
+    per-prompt array is in `prompt_id` order (row i = prompt i). The results layer knows no
+    bench: a run's metrics are recomputed with its bench's task (`probe.recompute_metrics`)."""
 
     path: Path
     manifest: Manifest
     """How the run was made (`probe.results.manifest`); reads like the stored JSON object too."""
     metrics: dict[str, Any] | None
-    prompts: pa.Table
-    scores: pa.Table | None
-    generations: pa.Table | None
-    judgements: pa.Table | None
-    metrics_fn: MetricsFn | None = field(default=None, repr=False)
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    """`metrics.json` (None: not written yet)."""
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def prompts(self) -> pa.Table:
+        """`prompts.parquet`, one row per prompt."""
+        table = self._table(PROMPTS)
+        if table is None:
+            raise ProbeInputError(f"{self.path}: no {PROMPTS}")
+        return table
+
+    @property
+    def scores(self) -> pa.Table | None:
+        """`scores.parquet` (None: a generation run)."""
+        return self._table(SCORES)
+
+    @property
+    def generations(self) -> pa.Table | None:
+        """`generations.parquet` (None: a letter run)."""
+        return self._table(GENERATIONS)
+
+    @property
+    def judgements(self) -> pa.Table | None:
+        """`judgements.parquet` in its stored row order (None: nothing was judged)."""
+        return self._table(JUDGEMENTS, by_prompt=False)
+
+    def tables(self) -> Run:
+        """This run with every stored table read now (they are otherwise read on first use), so a
+        missing or damaged one fails here."""
+        if self._table(PROMPTS) is None:
+            raise ProbeInputError(f"{self.path}: no {PROMPTS}")
+        for name, by_prompt in ((SCORES, True), (GENERATIONS, True), (JUDGEMENTS, False)):
+            self._table(name, by_prompt)
+        return self
+
+    def _table(self, name: str, by_prompt: bool = True) -> pa.Table | None:
+        if name not in self._cache:
+            path = self.path / name
+            table = pq.read_table(path) if path.is_file() else None
+            self._cache[name] = table.sort_by("prompt_id") if table is not None and by_prompt else table
+        return self._cache[name]
 
     @property
     def bench_kind(self) -> str:
@@ -70,22 +113,22 @@ class Run:
                 self._cache["table"] = read_generation_table(self.path, self.letters)[0]
             else:
                 raise ProbeInputError(f"{self.path}: this run has open answers, not letter choices; use its "
-                                      "generations and judgements tables (run.recompute_metrics() for metrics)")
+                                      "generations and judgements tables (probe.recompute_metrics(run) for metrics)")
         return self._cache["table"]
 
     def letter_logprobs(self) -> np.ndarray:
         """`[prompt, letter]` float32 full-vocabulary letter log-probs (scores.safetensors)."""
-        return self._tensor("scores.safetensors", "letter_logprobs")
+        return self._tensor(SCORE_TENSORS, "letter_logprobs")
 
     def lens(self) -> np.ndarray:
         """`[prompt, layer, letter]` float32 letter log-probs through the logit lens."""
-        return self._tensor("lens.safetensors", "lens")
+        return self._tensor(LENS, "lens")
 
     def activations(self, layers: Sequence[int] | None = None) -> np.ndarray:
         """`[prompt, layer, d_model]` residual stream at the answer position, for the captured
         `layers` (decoder layer indices; None = all captured)."""
         captured = self.captured_layers()
-        full = self._tensor("activations.safetensors", "activations")
+        full = self._tensor(ACTIVATIONS, "activations")
         if layers is None:
             return full
         missing = [layer for layer in layers if layer not in captured]
@@ -94,7 +137,7 @@ class Run:
         return full[:, [captured.index(layer) for layer in layers]]
 
     def captured_layers(self) -> list[int]:
-        return self._tensor("activations.safetensors", "layers").tolist()
+        return self._tensor(ACTIVATIONS, "layers").tolist()
 
     def _tensor(self, file: str, name: str) -> np.ndarray:
         key = f"{file}:{name}"
@@ -163,13 +206,6 @@ class Run:
         names = sorted({str(g) for g in groups.ravel()})
         return dict(zip(names, map(float, exposure_shares(*group_sums(probs, groups, names)))))
 
-    def recompute_metrics(self, mask: np.ndarray | None = None, analysis: Mapping[str, Any] | None = None) -> dict:
-        """The bench's metric tree (`expected`, `greedy`, `ci95`) on the masked prompts only,
-        with the run's analysis options updated by `analysis`."""
-        if self.metrics_fn is None:
-            raise ProbeInputError(f"{self.path}: load the run with probe.load_run to recompute its metrics")
-        return self.metrics_fn(self, mask, analysis)
-
 
 def _align(mask: np.ndarray, table: ScoreTable) -> np.ndarray:
     """A `[prompt]` mask restricted to the rows of `table` (generation runs drop invalid rows)."""
@@ -177,27 +213,26 @@ def _align(mask: np.ndarray, table: ScoreTable) -> np.ndarray:
     return mask[table.prompt_id] if len(mask) != len(table.prompt_id) else mask
 
 
-def load_run(path: str | Path, metrics_fn: MetricsFn | None = None) -> Run:
-    """Load a run directory of any bench (letter or generation mode); `metrics_fn` recomputes its
-    metrics (`probe.load_run` supplies the bench's)."""
+def load_run(path: str | Path) -> Run:
+    """Open a run directory of any bench (letter, generation or open-answer mode): a whole run,
+    finished or not, that has its prompts (a shard is refused: merge the shards first)."""
     path = Path(path)
-    if not (path / "manifest.json").is_file():
-        raise ProbeInputError(f"{path}: no manifest.json; not a probe run directory")
-
-    def table(name: str) -> pa.Table | None:
-        return pq.read_table(path / name).sort_by("prompt_id") if (path / name).is_file() else None
-
-    manifest = read_manifest(path)
+    if not (path / MANIFEST).is_file():
+        raise ProbeInputError(f"{path}: no {MANIFEST}; not a probe run directory")
+    manifest = Manifest.from_json(read_json_object(path / MANIFEST))
     shard = manifest.shard
     if shard is not None:
         raise ProbeInputError(f"{path} is shard {shard.index}/{shard.count} of a run, not a run: merge the "
                               "shards first (python -m probe merge --out <dir> <shard dirs…>)")
-    prompts = table("prompts.parquet")
-    if prompts is None:
-        raise ProbeInputError(f"{path}: no prompts.parquet")
-    metrics_path = path / "metrics.json"
-    return Run(path=path, manifest=manifest, metrics_fn=metrics_fn,
-               metrics=json.loads(metrics_path.read_text()) if metrics_path.is_file() else None,
-               prompts=prompts, scores=table("scores.parquet"), generations=table("generations.parquet"),
-               judgements=pq.read_table(path / "judgements.parquet") if (path / "judgements.parquet").is_file()
-               else None)
+    if not (path / PROMPTS).is_file():
+        raise ProbeInputError(f"{path}: no {PROMPTS}")
+    metrics = read_json_object(path / METRICS) if (path / METRICS).is_file() else None
+    return Run(path=path, manifest=manifest, metrics=metrics)
+
+
+def finished_run(path: str | Path) -> Run:
+    """A finished run's manifest and `metrics.json`, each checked to be a JSON object (a one-line
+    `ProbeInputError` naming the file otherwise); its tables are read on first use."""
+    path = Path(path)
+    return Run(path=path, manifest=Manifest.from_json(read_json_object(path / MANIFEST)),
+               metrics=read_json_object(path / METRICS))

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from probe.errors import ProbeInputError
 from probe.probs import choice_probs
+from probe.results.layout import GENERATIONS, SCORES
 from probe.results.scores import argmax_columns
 from probe.results.text_parts import letter_reading_absent
 
@@ -65,7 +66,7 @@ def _prompt_columns(prompts: pa.Table, letters: Sequence[str]) -> pd.DataFrame:
 def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
                    frame: pd.DataFrame) -> pd.DataFrame:
     ids = scores.column("prompt_id").to_numpy()
-    _same_prompts(ids, frame.index, "scores.parquet")
+    _same_prompts(ids, frame.index, SCORES)
     # a text-mode run has no letter reading: its choice distribution is over the option texts
     reading = "text_logprobs" if letter_reading_absent(scores) else "letter_logprobs"
     lp = np.asarray(scores.column(reading).to_pylist(), dtype=np.float64).reshape(len(ids), len(letters))
@@ -91,7 +92,7 @@ def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
 
 def _generation_columns(generations: pa.Table, letters: Sequence[str], frame: pd.DataFrame) -> pd.DataFrame:
     ids = generations.column("prompt_id").to_numpy()
-    _same_prompts(ids, frame.index, "generations.parquet")
+    _same_prompts(ids, frame.index, GENERATIONS)
     out = generations.to_pandas().rename(columns={"text": "generation"}).set_index("prompt_id")
     out.index = frame.index
     if "parsed_letter" in out.columns and letters:

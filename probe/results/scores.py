@@ -25,6 +25,7 @@ from probe.errors import ProbeInputError
 from probe.probs import unscorable
 from probe.files import atomic_write_bytes
 from probe.results.io import write_table
+from probe.results.layout import PROMPTS, SCORE_PARTS, SCORE_TENSORS, SCORES
 from probe.results.mech import write_lens
 from probe.results.parts import PartStore
 from probe.results.schemas import ARGMAX_COLUMNS, PROMPT_HEAD, PROMPT_TAIL, SCORES_SCHEMA
@@ -100,7 +101,7 @@ class ScoreTable:
 
 def write_prompts(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> None:
     """`prompts.parquet`: one row per prompt (the bench's schema), including the exact rendered text."""
-    write_table(run_dir / "prompts.parquet", pa.Table.from_pylist(list(rows), schema=schema))
+    write_table(run_dir / PROMPTS, pa.Table.from_pylist(list(rows), schema=schema))
 
 
 def forced_choice_rows(rendered: Sequence[RenderedPrompt], prefix_lens: Sequence[int],
@@ -137,7 +138,7 @@ class ScoreWriter:
         """Token id → text for `argmax_token` (None: the column stays null)."""
         self._decoded: dict[int, str] = {}  # a run's argmax tokens are few distinct ids
         schema = SCORES_SCHEMA.append(pa.field("lens", pa.list_(pa.float32()))) if lens else SCORES_SCHEMA
-        self.store = PartStore(run_dir / "scores.parts", schema)
+        self.store = PartStore(run_dir / SCORE_PARTS, schema)
         self._buffer: list[LetterScore] = []
         self.done = set(self.store.done)
         """Prompt ids already scored by an earlier, interrupted run into this directory."""
@@ -239,8 +240,8 @@ def write_scores_arrays(
     """`scores.parquet` and `scores.safetensors` (`letter_logprobs` `[prompt, letter]` float32);
     `argmax` holds the `ARGMAX_COLUMNS` in the rows' order (None: null)."""
 
-    write_table(run_dir / "scores.parquet", _scores_table(ids, lp, valid, letters, argmax))
-    atomic_write_bytes(run_dir / "scores.safetensors", save(
+    write_table(run_dir / SCORES, _scores_table(ids, lp, valid, letters, argmax))
+    atomic_write_bytes(run_dir / SCORE_TENSORS, save(
         {"letter_logprobs": np.ascontiguousarray(lp), "prompt_id": np.ascontiguousarray(ids, dtype=np.int64)},
         metadata={"letters": "".join(letters)}))
 
@@ -266,9 +267,9 @@ NOT_DESIGN = frozenset(f.name for f in (*PROMPT_HEAD, *PROMPT_TAIL, *TEXT_PROMPT
 
 
 def read_prompts(run_dir: Path) -> PromptTable:
-    if not (run_dir / "prompts.parquet").is_file():
-        raise ProbeInputError(f"{run_dir}: missing prompts.parquet; is this a probe run directory?")
-    prompts = pq.read_table(run_dir / "prompts.parquet").sort_by("prompt_id")
+    if not (run_dir / PROMPTS).is_file():
+        raise ProbeInputError(f"{run_dir}: missing {PROMPTS}; is this a probe run directory?")
+    prompts = pq.read_table(run_dir / PROMPTS).sort_by("prompt_id")
     return PromptTable(
         prompt_id=prompts.column("prompt_id").to_numpy(),
         item_id=np.asarray(prompts.column("item_id").to_pylist(), dtype=object),
@@ -294,9 +295,9 @@ def read_table(run_dir: Path) -> ScoreTable:
     no letter reading, so its `logprobs` are the text log-probs (float64) and every metric reads
     them, with every prompt's greedy choice valid (the argmax over option texts is an option)."""
     prompts = read_prompts(run_dir)
-    if not (run_dir / "scores.parquet").is_file():
-        raise ProbeInputError(f"{run_dir}: missing scores.parquet; is this a finished probe run directory?")
-    scores = pq.read_table(run_dir / "scores.parquet").sort_by("prompt_id")
+    if not (run_dir / SCORES).is_file():
+        raise ProbeInputError(f"{run_dir}: missing {SCORES}; is this a finished probe run directory?")
+    scores = pq.read_table(run_dir / SCORES).sort_by("prompt_id")
     if not np.array_equal(prompts.prompt_id, scores.column("prompt_id").to_numpy()):
         raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
     text = text_arrays(scores)
@@ -317,6 +318,6 @@ def _refuse_unscorable(run_dir: Path, prompt_ids: np.ndarray, logprobs: np.ndarr
     bad = unscorable(logprobs) if logprobs.ndim == 2 else np.zeros(len(logprobs), bool)  # 1-d: no rows
     if bad.any():
         raise ProbeInputError(
-            f"{run_dir / 'scores.parquet'}: {int(bad.sum())} of {len(bad)} prompts have no valid {what} "
+            f"{run_dir / SCORES}: {int(bad.sum())} of {len(bad)} prompts have no valid {what} "
             f"(NaN or +inf, or −inf at every {unit}; first prompt ids {prompt_ids[bad][:5].tolist()}); no "
             "metric is computed from them: score the run again with a finite model and intervention")

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
 from probe.results.io import write_table
+from probe.results.layout import SCORES
 from probe.results.schemas import SCORES_SCHEMA
 
 TEXT_PART_SCHEMA = pa.schema([
@@ -72,7 +73,7 @@ def write_text_scores(run_dir: Path, parts: pa.Table, cells: Sequence[TextCell],
                       n_bytes: Mapping[int, Sequence[int]], letter_reading: bool) -> None:
     """Write `scores.parquet` with the text columns: appended to the letter reading's table
     (its columns untouched), or, in `text` mode, beside null letter columns."""
-    path = run_dir / "scores.parquet"
+    path = run_dir / SCORES
     by_text = {int(i): k for k, i in enumerate(parts.column("prompt_id").to_pylist())}
     logprobs, token_ids = parts.column("logprobs").to_pylist(), parts.column("token_ids").to_pylist()
     cells = sorted(cells, key=lambda c: c.prompt_id)

@@ -34,8 +34,6 @@ from probe.results.run import Run
 from probe.types import Design
 from probe.viz.samples_page import CSS, SCRIPT
 
-SAMPLES_PAGE = "samples.html"
-"""The browser's file name in a run directory (linked from `report.html`)."""
 MAX_FACET_VALUES = 50
 """A text column with more distinct values than this gets no filter of its own."""
 MAX_VERDICT_LABELS = 30

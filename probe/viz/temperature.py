@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probe.results.layout import TEMPERATURE_FIGURE
 from probe.viz.figures import Figure, pyplot, save
 
 CURVE_CAPTION = ("Headline metrics recomputed from the stored letter log-probs at each sampling temperature T "
@@ -46,4 +47,4 @@ def plot_temperature_curve(temperatures: Sequence[float], series: Sequence[Curve
         ax.title.set_fontsize(9)
         ax.legend(fontsize=7)
     fig.suptitle(f"{model}: metrics vs temperature", fontsize=10)
-    return save(fig, Path(out_dir), "temperature_curve.png", CURVE_CAPTION)
+    return save(fig, Path(out_dir), TEMPERATURE_FIGURE, CURVE_CAPTION)

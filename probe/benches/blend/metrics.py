@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from probe.metrics.core import (AnalysisOptions, bootstrap_weights, nanmean, percentile_ci, ratio, record_replicates,
+from probe.metrics.core import (AnalysisOptions, Measured, bootstrap_weights, nanmean, percentile_ci, ratio,
                                 to_scalars, wsum)
 
 SUBSETS: tuple[str, ...] = ("all", "kept")
@@ -98,10 +98,10 @@ def _evaluate(sums: dict[Cell, tuple[np.ndarray, np.ndarray]], w: np.ndarray, co
 
 
 def compute(verdicts: Sequence[Verdict], countries: Sequence[str], groups: tuple[Sequence[str], Sequence[str]],
-            opts: AnalysisOptions) -> dict[str, Any]:
+            opts: AnalysisOptions) -> Measured:
     """`{"metrics": {"all", "kept"}, "ci95": {"all", "kept"}}` (intervals `{}` when n_boot = 0).
 
-    The replicates are handed to `record_replicates` as block `metrics`: question ids are
+    The replicates are returned as block `metrics` (`Measured`): question ids are
     resampled in sorted order, so two runs over the same questions pair (`probe compare`)."""
     qids = sorted({v.question_id for v in verdicts})
     index = {q: i for i, q in enumerate(qids)}
@@ -112,5 +112,5 @@ def compute(verdicts: Sequence[Verdict], countries: Sequence[str], groups: tuple
         metrics[subset] = to_scalars(_evaluate(sums, np.ones(len(qids)), countries, groups))
         if boot is not None:
             replicates[subset] = _evaluate(sums, boot, countries, groups)
-    cis = percentile_ci(record_replicates("metrics", replicates)) if replicates else {}
-    return {"metrics": metrics, "ci95": cis}
+    cis = percentile_ci(replicates) if replicates else {}
+    return Measured({"metrics": metrics, "ci95": cis}, {"metrics": replicates} if replicates else {})

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from probe.benches.blend import figures, report, whose_task
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
@@ -17,7 +16,7 @@ from probe.benches.blend.metrics import Verdict, compute
 from probe.benches.blend.prompts import build
 from probe.benches.open_answer import OpenAnswer, kept_prompt_ids, open_answer_task
 from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
-from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import AnalysisOptions, merged
 from probe.metrics.tree import MetricsTree
 from probe.results.generations import read_judgements
 from probe.results.run import Run
@@ -57,9 +56,8 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     """Scores per country, language, topic and template (`probe.benches.blend.metrics`) from the
     stored prompts and verdicts; a mask keeps the chosen prompts."""
     spec = bench_spec(BlendSpec, run.manifest.bench.config)
-    rows = pq.read_table(run.path / "prompts.parquet",
-                         columns=["prompt_id", "question_id", "country", "language", "template", "topic",
-                                  "kept"]).to_pylist()
+    rows = run.prompts.select(["prompt_id", "question_id", "country", "language", "template", "topic",
+                               "kept"]).to_pylist()
     keep = kept_prompt_ids(mask)
     prompts = {r["prompt_id"]: r for r in rows if keep is None or r["prompt_id"] in keep}
     verdicts = [Verdict(p["question_id"], p["country"], p["language"], p["template"], p["topic"], p["kept"],
@@ -68,11 +66,11 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     countries = [c for c in COUNTRIES if c in {p["country"] for p in prompts.values()}]
     pairs = {(p["question_id"], p["country"]): p["kept"] for p in prompts.values()}
     n_questions = len({q for q, _ in pairs})
-    return {"n_items": len(pairs), "n_prompts": len(prompts), "mode": spec.mode,
-            "n_judge_errors": sum(v.correct is None for v in verdicts),
-            "n_excluded_pairs": sum(not k for k in pairs.values()),
-            "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "question", "n_units": n_questions},
-            **compute(verdicts, countries, (spec.high_resource, spec.low_resource), opts)}
+    header = {"n_items": len(pairs), "n_prompts": len(prompts), "mode": spec.mode,
+              "n_judge_errors": sum(v.correct is None for v in verdicts),
+              "n_excluded_pairs": sum(not k for k in pairs.values()),
+              "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "question", "n_units": n_questions}}
+    return merged(header, compute(verdicts, countries, (spec.high_resource, spec.low_resource), opts))
 
 
 _COLUMNS = (Column("local", "all.score.local"), Column("English", "all.score.en"),

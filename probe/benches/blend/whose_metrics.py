@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 
 from probe.metrics.core import (
+    Measured,
     bootstrap_weights,
     gini,
     kl_to_uniform,
     percentile_ci,
     ratio,
-    record_replicates,
     to_scalars,
     wsum,
 )
@@ -135,13 +135,14 @@ class Reading:
 
 
 def compute(r: Reading, countries: Sequence[str], groups: tuple[Sequence[str], Sequence[str]], temperature: float,
-            n_boot: int, seed: int) -> dict[str, Any]:
-    """`expected` (at T), `greedy` and their question-bootstrap `ci95`."""
+            n_boot: int, seed: int) -> Measured:
+    """`expected` (at T), `greedy` and their question-bootstrap `ci95` (with their replicates)."""
     boot = bootstrap_weights(r.n_items, n_boot, seed) if n_boot > 0 else None
-    out: dict[str, Any] = {"ci95": {}}
+    out = Measured({"ci95": {}})
     for flavour, t in (("expected", temperature), ("greedy", None)):
         s = sums(masses(r.scores, r.order, t), r.item, r.n_items, r.target, r.order)
         out[flavour] = to_scalars(evaluate(s, np.ones(r.n_items), countries, *groups))
         if boot is not None:
-            out["ci95"][flavour] = percentile_ci(record_replicates(flavour, evaluate(s, boot, countries, *groups)))
+            out.replicates[flavour] = evaluate(s, boot, countries, *groups)
+            out["ci95"][flavour] = percentile_ci(out.replicates[flavour])
     return out

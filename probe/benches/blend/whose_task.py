@@ -17,7 +17,7 @@ from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
 from probe.benches.forced import headline
 from probe.benches.task import Column, PreparedBench, Presentation, Task, bench_spec
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, get_path
+from probe.metrics.core import AnalysisOptions, get_path, merged
 from probe.metrics.tree import MetricsTree
 from probe.results.run import Run
 from probe.viz.figures import Figure, bars, pyplot, save
@@ -66,11 +66,11 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     target = np.array([column.get(str(t), -1) for t in table.column("target")])
     reading = whose_metrics.Reading(np.asarray(scores, np.float64), np.asarray(table.order, np.int64), item, target,
                                     len(items))
-    return {"n_items": len(items), "n_prompts": len(table.prompt_id), "mode": spec.mode,
-            "reading": "text" if text else "letters", "credit": CREDIT, "temperature": opts.temperature,
-            "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "question", "n_units": len(items)},
-            **whose_metrics.compute(reading, COUNTRIES, (spec.high_resource, spec.low_resource), opts.temperature,
-                                    opts.n_boot, opts.seed)}
+    return merged({"n_items": len(items), "n_prompts": len(table.prompt_id), "mode": spec.mode,
+                   "reading": "text" if text else "letters", "credit": CREDIT, "temperature": opts.temperature,
+                   "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "question", "n_units": len(items)}},
+                  whose_metrics.compute(reading, COUNTRIES, (spec.high_resource, spec.low_resource), opts.temperature,
+                                        opts.n_boot, opts.seed))
 
 
 def report(m: Mapping[str, Any], run: Run) -> str:

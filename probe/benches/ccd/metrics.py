@@ -21,6 +21,7 @@ import numpy as np
 from probe.benches.ccd.data import CLUSTERS, DOMAINS
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, expected_greedy_ci, gini, ratio, symmetric_kl, wsum
+from probe.results.layout import METRICS
 from probe.results.scores import ScoreTable
 
 """Display order of the published domains; other domain labels follow, sorted."""
@@ -217,7 +218,7 @@ def pluralism(judgements: Sequence[Mapping[str, Any]], top: int = 10) -> dict[st
 
 def run_shares(run_dir: Path, flavour: str = "expected") -> dict[str, float]:
     """A CCD run's cluster shares from its `metrics.json`."""
-    path = Path(run_dir) / "metrics.json"
+    path = Path(run_dir) / METRICS
     if not path.is_file():
         raise ProbeInputError(f"{run_dir}: no metrics.json; is this a finished probe run?")
     metrics = json.loads(path.read_text())

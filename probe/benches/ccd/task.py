@@ -56,7 +56,7 @@ def _compute(table: ScoreTable, opts: AnalysisOptions, spec: CCDSpec) -> dict[st
 
 def pluralism_metrics(run: Run, mask: np.ndarray | None) -> dict[str, Any]:
     """Rationale pluralism when generated rationales were judged (beyond the forced-choice metrics)."""
-    if not (forced.is_generation_run(run) and (run.path / "judgements.parquet").is_file()):
+    if not (forced.is_generation_run(run) and run.judgements is not None):
         return {}
     keep = None if mask is None else set(np.nonzero(np.asarray(mask, bool))[0].tolist())
     return {"pluralism": pluralism([j for j in read_judgements(run.path) if keep is None or j["prompt_id"] in keep])}

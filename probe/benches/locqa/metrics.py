@@ -62,11 +62,11 @@ import numpy as np
 from probe.errors import ProbeInputError
 from probe.metrics.core import (
     AnalysisOptions,
+    Measured,
     bootstrap_weights,
     nanmean,
     percentile_ci,
     ratio,
-    record_replicates,
     to_scalars,
     wsum,
 )
@@ -407,18 +407,19 @@ def evaluate(s: LocQASums, w: np.ndarray) -> dict[str, Any]:
 
 
 def compute(questions: Sequence[Any], prompts: Sequence[Any], judgements: Sequence[Judgement],
-            opts: AnalysisOptions) -> dict[str, Any]:
-    """`{"metrics": M, "ci95": M', "n_judge_errors": int, "judge_errors_by_task": {task: int}}`.
+            opts: AnalysisOptions) -> Measured:
+    """`{"metrics": M, "ci95": M', "n_judge_errors": int, "judge_errors_by_task": {task: int}}`,
+    with the replicates behind `ci95` as block `metrics`.
 
     `ci95` mirrors `metrics` with `[lo, hi]` percentile intervals over `opts.n_boot`
     resamples of templates (seeded by `opts.seed`); `{}` when `n_boot == 0`.
     """
     s = locqa_sums(questions, prompts, judgements)
     n_t = len(s.templates)
-    out: dict[str, Any] = {"metrics": to_scalars(evaluate(s, np.ones(n_t))), "ci95": {}}
+    out = Measured({"metrics": to_scalars(evaluate(s, np.ones(n_t))), "ci95": {}})
     if opts.n_boot > 0:
-        out["ci95"] = percentile_ci(record_replicates("metrics", evaluate(s, bootstrap_weights(n_t, opts.n_boot,
-                                                                                             opts.seed))))
+        out.replicates["metrics"] = evaluate(s, bootstrap_weights(n_t, opts.n_boot, opts.seed))
+        out["ci95"] = percentile_ci(out.replicates["metrics"])
     out["n_judge_errors"] = s.n_judge_errors
     out["judge_errors_by_task"] = s.judge_errors_by_task
     return out

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from probe.benches.locqa import figures, report
 from probe.benches.locqa.data import (
@@ -22,7 +21,7 @@ from probe.benches.open_answer import OpenAnswer, kept_prompt_ids, open_answer_t
 from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
-from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import AnalysisOptions, merged
 from probe.metrics.tree import MetricsTree
 from probe.results.generations import read_judgements
 from probe.results.run import Run
@@ -57,16 +56,16 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
         raise ProbeInputError(f"{run.path}: the LocQA data file {path} is missing or changed (sha256 in manifest.json)")
     spec = bench_spec(LocQASpec, bench.config)
     questions = first_templates(load_questions(path, spec.languages, spec.categories), spec.limit)
-    rows = pq.read_table(run.path / "prompts.parquet").to_pylist()
+    rows = run.prompts.to_pylist()
     keep = kept_prompt_ids(mask)
     prompts = [PromptRef(r["prompt_id"], r["template"], r["language"], r["mode"], r["locale"])
                for r in rows if keep is None or r["prompt_id"] in keep]
     judgements = [Judgement.from_record(r) for r in read_judgements(run.path)
                   if keep is None or r["prompt_id"] is None or r["prompt_id"] in keep]
     n_templates = len({q.template for q in questions})  # what the bootstrap resamples (`locqa_sums`)
-    return {"n_items": bench.n_items, "n_prompts": len(prompts), "mode": bench.source["mode"],
-            "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "template", "n_units": n_templates},
-            **compute(questions, prompts, judgements, opts)}
+    header = {"n_items": bench.n_items, "n_prompts": len(prompts), "mode": bench.source["mode"],
+              "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "template", "n_units": n_templates}}
+    return merged(header, compute(questions, prompts, judgements, opts))
 
 
 _COLUMNS = (Column("B_US", "B_US_macro"), Column("|B_R − 1|", "B_R_dev_macro"),

@@ -1,0 +1,113 @@
+"""The run directory's layout: the name of every file and folder probe keeps in a run directory,
+in a shard, and in the folders a sweep report or a comparison writes. Every other module reaches
+these files through the names (and the few helpers) defined here, so a file is renamed or added
+in one place.
+
+A run directory, in the order a run fills it:
+
+    run_key.json, .lock           the results key (from the claim on) and the writer's lock
+    .hydra/                       the command that ran (config and overrides)
+    prompts.parquet               one row per prompt
+    *.parts/                      checkpointed parts of the long passes (removed at DONE)
+    scores.parquet, scores.safetensors, lens.safetensors, activations.safetensors,
+    generations.parquet, judgements.parquet, patching.parquet, patching.safetensors
+    manifest.json                 how the run was made (written once its answers are complete)
+    metrics.json, lens_layers.json, patching.json, figures/, report.md, report.html, samples.html
+    DONE                          written last: every file above is final
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from probe.files import write_text
+
+MANIFEST = "manifest.json"
+RUN_KEY = "run_key.json"
+"""The results key: written when a run claims its directory, compared when it resumes."""
+LOCK = ".lock"
+DONE = "DONE"
+"""Written last: its presence means every file of the run is final."""
+HYDRA_CONFIG = ".hydra/config.yaml"
+HYDRA_OVERRIDES = ".hydra/overrides.yaml"
+"""The command line's overrides (sweep reports compare them between runs)."""
+
+PROMPTS = "prompts.parquet"
+SCORES = "scores.parquet"
+SCORE_TENSORS = "scores.safetensors"
+LENS = "lens.safetensors"
+ACTIVATIONS = "activations.safetensors"
+GENERATIONS = "generations.parquet"
+JUDGEMENTS = "judgements.parquet"
+PATCHING_PAIRS = "patching.parquet"
+PATCHING_TENSORS = "patching.safetensors"
+
+SCORE_PARTS = "scores.parts"
+TEXT_PARTS = "text.parts"
+GENERATION_PARTS = "generations.parts"
+JUDGEMENT_PARTS = "judgements.parts"
+"""The verdicts asked so far (a verdict cache local to the run)."""
+PATCHING_PARTS = "patching.parts"
+CHECKPOINTS = (SCORE_PARTS, TEXT_PARTS, GENERATION_PARTS, JUDGEMENT_PARTS, PATCHING_PARTS)
+"""The checkpoint folders of the long passes; a finished run keeps none."""
+PART_INDEX = "index.json"
+"""Inside a checkpoint folder: the sha256 of every complete part."""
+
+METRICS = "metrics.json"
+REPORT = "report.md"
+REPORT_PAGE = "report.html"
+SAMPLES_PAGE = "samples.html"
+"""The per-prompt sample browser (linked from `report.html`; `python -m probe view` writes one over a sweep)."""
+LENS_TABLE = "lens_layers.json"
+PATCHING_TABLE = "patching.json"
+FIGURES = "figures"
+LENS_FIGURE = "lens.png"
+PATCHING_FIGURE = "patching.png"
+TEMPERATURE_FIGURE = "temperature_curve.png"
+
+SHARD_FILES = (RUN_KEY, PROMPTS, SCORES, SCORE_TENSORS, LENS, ACTIVATIONS, GENERATIONS, JUDGEMENTS)
+"""The files a shard can hold that its merge may read, checksummed at its `DONE` (its manifest
+holds the checksums; `.hydra/` is the recorded command, which the merge does not read)."""
+MERGED_OUTPUTS = (SCORES, LENS, ACTIVATIONS, GENERATIONS, JUDGEMENTS)
+"""A shard's answers and mechanistic rows, which the merge joins (each in every shard or none)."""
+
+SWEEP_REPORT = "report"
+"""Where `python -m probe report SWEEP_DIR` writes by default (inside the sweep directory): its
+`report.md`, `report.html`, figures and the summary in long format."""
+SUMMARY_TABLE = "summary.parquet"
+SUMMARY_CSV = "summary.csv"
+COMPARISON = "compare.json"
+AGREEMENT = "agreement.json"
+"""`python -m probe compare --out DIR`: the paired differences, or the letter-vs-generation agreement."""
+
+
+def metrics_file(suffix: str = "") -> str:
+    """`metrics.json`, or a re-analysis's `metrics<suffix>.json` (`metrics-temperature=0.5.json`)."""
+    return f"metrics{suffix}.json"
+
+
+def report_files(suffix: str = "") -> tuple[str, str]:
+    """`report.md` and `report.html`, or a re-analysis's `report<suffix>.md` and `.html`."""
+    return f"report{suffix}.md", f"report{suffix}.html"
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether `path` holds a probe run: its key (from the claim on) or its manifest."""
+    return (path / MANIFEST).is_file() or (path / RUN_KEY).is_file()
+
+
+def is_finished(path: Path) -> bool:
+    """Whether the run in `path` finished (`DONE` is there)."""
+    return (path / DONE).is_file()
+
+
+def mark_done(path: Path) -> None:
+    """Write `DONE`: the last file of a run, a shard or a merge."""
+    write_text(path / DONE, "complete\n")
+
+
+def remove_checkpoints(path: Path) -> None:
+    """Delete the checkpoint folders (once `DONE` is written: a kill before it recomputes nothing)."""
+    for name in CHECKPOINTS:
+        shutil.rmtree(path / name, ignore_errors=True)
