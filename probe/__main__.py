@@ -17,15 +17,9 @@ from __future__ import annotations
 import importlib
 import sys
 
-SUBCOMMANDS: dict[str, str] = {
-    "run": "probe.commands.run",
-    "analyze": "probe.commands.analyze",
-    "compare": "probe.commands.compare",
-    "merge": "probe.commands.merge",
-    "report": "probe.commands.report",
-    "view": "probe.commands.view",
-    "ls": "probe.commands.ls",
-}
+SUBCOMMANDS: dict[str, str] = {name: f"probe.commands.{name}"
+                               for name in "run analyze compare merge report view ls".split()}
+"""Subcommand → the module whose `main(argv)` runs it."""
 
 
 def main() -> None:
