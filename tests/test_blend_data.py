@@ -87,7 +87,7 @@ def test_short_answer_prompts_of_the_real_data(real: blend.BlendData) -> None:
     assert len(built.prompts) == 2 * (14 * 500 * 2 + 2 * 500 - 1)
     assert built.skipped_local == ("New-en-04|China",)
     first = built.prompts[0]
-    assert dict(first.extra)["template"] == "inst-4" and dict(first.extra)["language"] == "local"
+    assert first.value("template") == "inst-4" and first.value("language") == "local"
     assert first.message.endswith("السؤال: ماذا يأكل الأطفال كوجبة خفيفة قبل المدرسة في الجزائر؟\nالإجابة:")
     english = built.prompts[1]
     assert english.message == ("Read the following question and provide a single answer without any explanations."
