@@ -113,14 +113,14 @@ def test_out_of_memory_halves_the_batch_with_identical_results(tiny, monkeypatch
     loaded, rendered, letters = tiny
     reference, _ = _score(loaded, rendered, letters, batch_tokens=1 << 20, max_batch_size=64)
     scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", batch_tokens=1 << 20, max_batch_size=64))
-    real_forward = scorer._forward
+    real_forward = scorer.forward_pass
 
     def tight_memory(chunk, rows, store, letter_ids):  # pretend anything above 10 rows does not fit
         if len(rows) > 10:
             raise torch.OutOfMemoryError("fake: CUDA out of memory")
         return real_forward(chunk, rows, store, letter_ids)
 
-    monkeypatch.setattr(scorer, "_forward", tight_memory)
+    monkeypatch.setattr(scorer, "forward_pass", tight_memory)
     got = {s.prompt_id: s.letter_logprobs for b in scorer.score(rendered, letters) for s in b}
     assert got.keys() == reference.keys()
     for i in got:

@@ -164,13 +164,13 @@ class HFScorer:
     def _run(self, chunk: TrieChunk, rows: Sequence[int], store: KVStore,
              letter_ids: torch.Tensor) -> Iterator[list[LetterScore]]:
         """Run one pass (`PassRunner`: halved on out-of-memory, results unchanged)."""
-        for out in self._passes.run(rows, lambda part: self._forward(chunk, part, store, letter_ids)):
+        for out in self._passes.run(rows, lambda part: self.forward_pass(chunk, part, store, letter_ids)):
             if out is not None:
                 yield _letter_scores(out, letter_ids)
 
     @torch.inference_mode()
-    def _forward(self, chunk: TrieChunk, rows: Sequence[int], store: KVStore,
-                 letter_ids: torch.Tensor) -> BatchOutput | None:
+    def forward_pass(self, chunk: TrieChunk, rows: Sequence[int], store: KVStore,
+                     letter_ids: torch.Tensor) -> BatchOutput | None:
         """Run a pass; letter log-probs (and lens / activations when asked) of the prompts
         that end in it, or None when none does."""
         nodes = [chunk.nodes[i] for i in rows]
@@ -289,7 +289,7 @@ class HFScorer:
         outs = []
         with self.stats.uncounted():  # a check, not scoring work
             for step in chunk.steps:
-                out = self._forward(chunk, step, store, letter_ids)
+                out = self.forward_pass(chunk, step, store, letter_ids)
                 store.ran(chunk, step)
                 outs += [] if out is None else [(r, out.logprobs[k], out.argmax[k]) for k, r in enumerate(out.prompts)]
         gap, argmax_ok = 0.0, True

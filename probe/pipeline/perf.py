@@ -205,7 +205,7 @@ def step_seconds(model: Any, rendered: list[RenderedPrompt], letters: LetterIds,
             for k, step in enumerate(chunk.steps):
                 for name in names if (r + k) % 2 == 0 else names[::-1]:
                     c0 = time.process_time()
-                    scorers[name]._forward(chunk, step, store, letter_ids)  # one pass, as scoring runs it
+                    scorers[name].forward_pass(chunk, step, store, letter_ids)  # one pass, as scoring runs it
                     seconds[name] += time.process_time() - c0
                 store.ran(chunk, step)
         out.append(seconds)
