@@ -27,7 +27,14 @@ import numpy as np
 
 from probe.benches.globalopinion.prompts import CONDITION, HUMAN, TARGET
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, Measured, expected_greedy_ci, jsd_bits, ratio, wsum
+from probe.metrics.core import (
+    AnalysisOptions,
+    Measured,
+    expected_greedy_ci,
+    jsd_bits,
+    ratio,
+    wsum,
+)
 from probe.results.scores import ScoreTable
 
 Human = Mapping[str, Mapping[str, np.ndarray]]

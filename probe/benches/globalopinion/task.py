@@ -18,9 +18,26 @@ import pyarrow as pa
 
 from probe.benches import forced
 from probe.benches.globalopinion import figures, report
-from probe.benches.globalopinion.data import GlobalOpinionSpec, load_questions, resolve_source, select
-from probe.benches.globalopinion.metrics import compute, kendall_tau, near_uniform, read_human
-from probe.benches.globalopinion.prompts import CONDITION, HUMAN, PREFILL, ROTATION, TARGET, build_prompts
+from probe.benches.globalopinion.data import (
+    GlobalOpinionSpec,
+    load_questions,
+    resolve_source,
+    select,
+)
+from probe.benches.globalopinion.metrics import (
+    compute,
+    kendall_tau,
+    near_uniform,
+    read_human,
+)
+from probe.benches.globalopinion.prompts import (
+    CONDITION,
+    HUMAN,
+    PREFILL,
+    ROTATION,
+    TARGET,
+    build_prompts,
+)
 from probe.benches.task import Column, PreparedBench, Presentation
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
