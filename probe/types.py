@@ -13,8 +13,8 @@ import numpy as np
 
 from probe.errors import ProbeInputError
 
-LETTERS: tuple[str, ...] = tuple("ABCDEFGHIJ")
-"""Option letters in display order; a K-option bench uses the first K."""
+LETTERS: tuple[str, ...] = tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+"""Option letters in display order; a K-option bench uses the first K (up to 26)."""
 
 ModelKind = Literal["instruct", "base"]
 

@@ -144,7 +144,7 @@ def test_letter_ids_in_context(case: Case, kind: ModelKind) -> None:
     if n_bos:
         assert ids[0] == tok.bos_token_id
 
-    for letters in ("ABCD", LETTERS):
+    for letters in ("ABCD", LETTERS[:10]):  # verification.json documents A–J
         got = derive_letter_ids(tok, text, list(letters), settings, case.id)
         assert got.letters == tuple(letters)
         assert [tok.decode([i]) for i in got.ids] == list(letters)

@@ -30,7 +30,7 @@ from probe.benches.task import (
     no_text_message,
 )
 from probe.metrics.core import AnalysisOptions, Measured, merged, replicates_of
-from probe.metrics.letters import LetterOptions, analyse
+from probe.metrics.letters import LetterAnalysis, LetterOptions, analyse
 from probe.metrics.tree import Headline, MetricsTree
 from probe.metrics.text_agreement import Agreement, agreement, choice_agreement, per_byte
 from probe.prompts.parse import parse_answer
@@ -98,9 +98,9 @@ def letter_metrics(compute: Compute, spec_type: type, design: Design
             if is_text_only_run(run):  # no letter was read: a letter mass of text scores would mean nothing
                 out["mode"] = "text"
             else:
-                mass = np.exp(table.logprobs.astype(np.float64)).sum(axis=1)
+                mass, valid = shown_mass(table)
                 out.update({"letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},
-                            "greedy_valid_rate": float(table.greedy_valid.mean())})
+                            "greedy_valid_rate": float(valid.mean())})
         out.update({"temperature": opts.temperature,
                     "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "item",
                                   "n_units": len(np.unique(table.item_id.astype(str)))}})
@@ -111,6 +111,18 @@ def letter_metrics(compute: Compute, spec_type: type, design: Design
                                          own.get("ci95"), letters_read=not is_text_only_run(run)))
 
     return metrics
+
+
+def shown_mass(table: ScoreTable) -> tuple[np.ndarray, np.ndarray]:
+    """`[prompt]` letter mass and greedy validity over the letters each prompt shows (all of the
+    table's letters unless `shown_options` says otherwise: a letter not shown is not an answer)."""
+    lp = table.logprobs.astype(np.float64)
+    shown = shown_options(table)
+    if shown is None:
+        return np.exp(lp).sum(axis=1), np.asarray(table.greedy_valid)
+    inside = np.arange(lp.shape[1])[None, :] < shown[:, None]
+    best = np.where(inside, lp, -np.inf).max(axis=1) >= lp.max(axis=1)
+    return np.where(inside, np.exp(lp), 0.0).sum(axis=1), np.asarray(table.greedy_valid) & best
 
 
 def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: AnalysisOptions, spec: Any,
@@ -128,7 +140,7 @@ def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: Ana
     """
     lopts = LetterOptions(temperature=opts.temperature, n_boot=opts.n_boot, seed=opts.seed,
                           prior_ratio=opts.letter_prior_ratio)
-    letters = analyse(table, design, lopts, generated)
+    letters = analyse_widths(table, design, lopts, generated)
     if letters.debiased is None:  # some condition's design cannot separate letter from content
         if ci95 is not None and opts.n_boot > 0:
             ci95.update(letters.ci)
@@ -141,6 +153,52 @@ def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: Ana
         ci95.update({"debiased": (debiased.get("ci95") or {}).get("expected"), **letters.ci})
     own = Measured({"debiased": debiased.get("expected"), **letters.blocks}, _renamed(debiased, "debiased"))
     return merged(own, text_blocks(compute, table, design, opts, spec, letters.debiased, ci95, letters_read))
+
+
+def shown_options(table: ScoreTable) -> np.ndarray | None:
+    """`[prompt]` options each prompt shows, where some prompts show fewer than the table has
+    letters (a bench whose items differ in K marks the letters beyond a prompt's K with `order`
+    −1); None when every prompt shows every letter."""
+    if table.order is None:
+        return None
+    order = np.asarray(table.order)
+    return (order >= 0).sum(axis=1) if (order < 0).any() else None
+
+
+def analyse_widths(table: ScoreTable, design: Design, lopts: LetterOptions, generated: bool) -> LetterAnalysis:
+    """`probe.metrics.letters.analyse`, run once per number of shown options when the table mixes
+    them (`shown_options`): each part sees only its K letters, its blocks are keyed
+    `"{condition} (K={k})"`, and the debiased distribution is 0 at letters a prompt does not show."""
+    shown = shown_options(table)
+    if shown is None:
+        return analyse(table, design, lopts, generated)
+    debiased: np.ndarray | None = np.zeros(table.logprobs.shape, dtype=np.float64)
+    blocks: dict[str, Any] = {"letter_prior": {}, "letter_split": {}, "letter_prior_estimator": {},
+                              "letter_pick_shares": {}, "letter_warnings": []}
+    ci: dict[str, Any] = {}
+    for k in np.unique(shown).tolist():
+        rows = shown == k
+        part = analyse(_first_letters(table.subset(rows), k), design, lopts, generated)
+        if part.debiased is None or debiased is None:
+            debiased = None
+        else:
+            debiased[np.ix_(rows, np.arange(k))] = part.debiased
+        for key, value in part.blocks.items():
+            if key == "letter_warnings":
+                blocks[key] += [{**w, "condition": f"{w['condition']} (K={k})"} for w in value]
+            else:
+                blocks[key].update({f"{c} (K={k})": v for c, v in value.items()})
+        for key, value in part.ci.items():
+            ci.setdefault(key, {}).update({f"{c} (K={k})": v for c, v in value.items()})
+    return LetterAnalysis(debiased=debiased, blocks=blocks, ci=ci)
+
+
+def _first_letters(table: ScoreTable, k: int) -> ScoreTable:
+    """`table` cut to its first `k` letters (the per-letter arrays; the rest stay as they are)."""
+    cut = {name: getattr(table, name)[:, :k] for name in ("logprobs", "groups", "order", "text_logprobs",
+                                                          "text_n_tokens", "text_n_bytes")
+           if getattr(table, name) is not None}
+    return replace(table, **cut)
 
 
 def text_blocks(compute: Compute, table: ScoreTable, design: Design, opts: AnalysisOptions, spec: Any,

@@ -1,0 +1,278 @@
+"""GlobalOpinionQA: survey questions with each country's answer shares, read and validated.
+
+The upstream file is `data/global_opinions.csv` of the hub dataset `Anthropic/llm_global_opinions`
+(columns `question`, `selections`, `options`, `source`). `selections` is the Python repr of a
+`defaultdict(<class 'list'>, {country: [share per option]})` and `options` the repr of a list;
+both are read as literals only: the exact `defaultdict(<class 'list'>, …)` wrapper is removed
+by pattern and the rest goes to `ast.literal_eval`, which evaluates no name, call or operator
+(anything else is an input error naming the row). Every error names the file, the row and the
+field. Quirks of the real data are counted, not fatal: distributions whose shares are all zero
+are skipped, sums off 1 by less than `bench.sum_tolerance` are renormalised.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import math
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from probe.benches.sources import fetch
+from probe.config import Ge
+from probe.errors import ProbeInputError
+from probe.files import utf8_error
+from probe.types import LETTERS, Item, Option
+
+HUB_REVISION = "cb2880488749218abb81802a94c2c62ebfde2f35"
+"""The dataset repository's commit the default download is pinned to."""
+SOURCE_URL = (f"https://huggingface.co/datasets/Anthropic/llm_global_opinions/resolve/{HUB_REVISION}"
+              "/data/global_opinions.csv")
+MAX_DOWNLOAD_BYTES = 64 << 20
+"""The upstream CSV is a few MB; anything far larger is not it."""
+COLUMNS: tuple[str, ...] = ("question", "selections", "options", "source")
+SOURCES: tuple[str, ...] = ("GAS", "WVS")
+MAX_OPTIONS = len(LETTERS)
+RENORMALISED_ABOVE = 1e-9
+"""A distribution counts as renormalised when its sum is off 1 by more than this (float noise of
+adding three-decimal shares is ~1e-16)."""
+_DEFAULTDICT = re.compile(r"\Adefaultdict\(<class 'list'>, (\{.*\})\)\Z", re.DOTALL)
+REFUSAL = re.compile(r"\A(dk/refused|don[’']?t know|no answer|refused|(other )?missing\b.*|not asked\b.*)\Z",
+                     re.IGNORECASE)
+"""Option texts that record a non-answer (survey missing-value codes), removed by `bench.drop_refusals`."""
+
+Condition = Literal["default", "cross_national"]
+
+
+@dataclass(frozen=True)
+class GlobalOpinionSpec:
+    """The `bench:` block of GlobalOpinionQA: survey questions, 2–18 options, answer shares of up to 130 countries."""
+
+    name: str = "globalopinion"
+    """Run label (output directory, reports)."""
+    kind: str = "globalopinion"
+    """The registered bench kind."""
+    path: str | None = None
+    """A local global_opinions.csv (the upstream schema); null downloads `url` once into the cache."""
+    url: str = SOURCE_URL
+    """The upstream CSV at a pinned dataset revision, downloaded once into $PROBE_CACHE/data."""
+    sha256: str | None = None
+    """Expected checksum of the file; a mismatch stops the run (null: recorded at download, checked on reuse)."""
+    max_download_bytes: Annotated[int, Ge(1)] = MAX_DOWNLOAD_BYTES
+    """Largest download of `url` accepted (bytes; default 64 MiB); a larger one stops, nothing cached."""
+    countries: tuple[str, ...] = ()
+    """Countries to compare with (the survey's spelling, e.g. `Britain`); empty keeps all."""
+    source: Literal["GAS", "WVS", "all"] = "all"
+    """Survey: GAS (Pew Global Attitudes), WVS (World Values Survey) or all."""
+    limit: Annotated[int, Ge(1)] | None = None
+    """Ask only the first N questions (file order, after the other selections); null = all."""
+    conditions: tuple[Condition, ...] = ("default", "cross_national")
+    """default: no country named; cross_national: "How would someone from {country} answer …", one prompt set per country."""
+    drop_refusals: bool = False
+    """Remove refusal options (DK/Refused, Don't know, No answer, Missing; …) from the prompt and the shares, renormalised."""
+    sum_tolerance: Annotated[float, Ge(0)] = 0.02
+    """Largest |sum of a country's shares − 1| accepted (then renormalised and counted); more is an input error."""
+
+
+@dataclass(frozen=True)
+class Question:
+    """One survey question: its item (options in source order) and each country's answer shares."""
+
+    item: Item
+    source: str
+    row: int
+    """1-based data row in the file (the header is row 0)."""
+    shares: tuple[tuple[str, tuple[float, ...]], ...]
+    """Country → share of respondents per option (source order, summing to 1), file order."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What the loader set aside or adjusted, for the manifest and the report."""
+
+    questions_read: int = 0
+    distributions_read: int = 0
+    zero_distributions: int = 0
+    """Distributions whose shares are all zero (skipped: nothing to compare with)."""
+    zero_questions: int = 0
+    """Questions left with no distribution (skipped)."""
+    renormalised: int = 0
+    """Distributions whose sum was off 1 by more than 1e-9 (within the tolerance) and were rescaled."""
+    refusal_options: int = 0
+    """Refusal options removed (`bench.drop_refusals`)."""
+
+
+def resolve_source(spec: GlobalOpinionSpec, cache_dir: Path) -> Path:
+    """The CSV to read: `spec.path`, or the cached download of `spec.url` (parsed before it is cached)."""
+    return fetch(spec.path, spec.url, spec.sha256, cache_dir / "globalopinion", load_questions,
+                 spec.max_download_bytes)
+
+
+def load_questions(path: Path, sum_tolerance: float = 0.02,
+                   drop_refusals: bool = False) -> tuple[list[Question], Counts]:
+    """Read and validate the whole file; all-zero distributions (and questions left with none) are skipped."""
+    rows = _read_rows(path)
+    counts: dict[str, int] = {"questions_read": len(rows)}
+    seen: dict[tuple[str, tuple[str, ...]], int] = {}
+    questions = []
+    for number, row in enumerate(rows, start=1):
+        q, options = _question(row, number, f"{path}: row {number}", sum_tolerance, drop_refusals, counts)
+        key = (" ".join(q.item.question.split()), options)
+        if key in seen:
+            raise ProbeInputError(f"{path}: row {number}, field 'question': duplicate of row {seen[key]} "
+                                  f"(same question and options: {q.item.question[:80]!r})")
+        seen[key] = number
+        if q.shares:
+            questions.append(q)
+        else:
+            counts["zero_questions"] = counts.get("zero_questions", 0) + 1
+    return questions, Counts(**counts)
+
+
+def select(questions: Sequence[Question], spec: GlobalOpinionSpec) -> list[Question]:
+    """The questions of `spec.source`, restricted to `spec.countries` (questions without any
+    dropped), then the first `spec.limit`."""
+    known = {c for q in questions for c, _ in q.shares}
+    unknown = [c for c in spec.countries if c not in known]
+    if unknown:
+        raise ProbeInputError(f"bench.countries: unknown countries {unknown}; the file has {len(known)}: "
+                              f"{sorted(known)}")
+    wanted = set(spec.countries)
+    out = []
+    for q in questions:
+        if spec.source != "all" and q.source != spec.source:
+            continue
+        shares = tuple((c, s) for c, s in q.shares if not wanted or c in wanted)
+        if shares:
+            out.append(Question(item=q.item, source=q.source, row=q.row, shares=shares))
+    return out[: spec.limit]
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    """The data rows as dicts; a row with too few or too many fields is an error naming it."""
+    csv.field_size_limit(min(sys.maxsize, 1 << 30))
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as f:
+            reader = csv.reader(f, strict=True)
+            header = next(reader, None)
+            if header is None or [h.strip() for h in header] != list(COLUMNS):
+                raise ProbeInputError(f"{path}: expected the columns {list(COLUMNS)}, got {header}")
+            rows = []
+            for values in reader:
+                if len(values) != len(COLUMNS):
+                    raise ProbeInputError(f"{path}: row {len(rows) + 1} (line {reader.line_num}): malformed CSV: "
+                                          f"{len(values)} fields, expected {len(COLUMNS)} {list(COLUMNS)}")
+                rows.append(dict(zip(COLUMNS, values)))
+    except UnicodeDecodeError:
+        raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None
+    except csv.Error as e:
+        raise ProbeInputError(f"{path}: row {len(rows) + 1} (line {reader.line_num}): malformed CSV ({e})") from None
+    if not rows:
+        raise ProbeInputError(f"{path}: no data rows")
+    return rows
+
+
+def literal(text: str, where: str, name: str) -> Any:
+    """A Python literal (`ast.literal_eval`: no names, calls or operators are evaluated)."""
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as e:
+        raise ProbeInputError(f"{where}, field {name!r}: not a Python literal ({type(e).__name__}); "
+                              f"got {_excerpt(text)}") from None
+
+
+def parse_selections(text: str, where: str) -> dict[str, list[float]]:
+    """`defaultdict(<class 'list'>, {country: [shares]})` (or the bare dict) → the dict, checked for types."""
+    match = _DEFAULTDICT.match(text.strip())
+    value = literal(match.group(1) if match else text, where, "selections")
+    if not isinstance(value, dict) or not value:
+        raise ProbeInputError(f"{where}, field 'selections': expected a non-empty dict of country → list of shares "
+                              f"(or its defaultdict repr), got {_excerpt(text)}")
+    for country, shares in value.items():
+        if not isinstance(country, str) or not country.strip():
+            raise ProbeInputError(f"{where}, field 'selections': a country must be a non-empty string, got {country!r}")
+        if not isinstance(shares, list) or not all(_is_number(s) for s in shares):
+            raise ProbeInputError(f"{where}, field 'selections', country {country!r}: expected a list of numbers, "
+                                  f"got {_excerpt(repr(shares))}")
+    return value
+
+
+def parse_options(text: str, where: str) -> list[str]:
+    """The option list: strings, or numbers (0–10 scales list inner points as floats: `1.0` → `1`)."""
+    value = literal(text, where, "options")
+    if not isinstance(value, list) or not all(isinstance(o, str) or _is_number(o) for o in value):
+        raise ProbeInputError(f"{where}, field 'options': expected a list of strings or numbers, got {_excerpt(text)}")
+    out = [_option_text(o) for o in value]
+    if not 2 <= len(out) <= MAX_OPTIONS:
+        raise ProbeInputError(f"{where}, field 'options': expected 2 to {MAX_OPTIONS} options, got {len(out)}")
+    if any(not o for o in out):
+        raise ProbeInputError(f"{where}, field 'options': an option is empty: {out}")
+    return out
+
+
+def _question(row: dict[str, str], number: int, where: str, tolerance: float, drop_refusals: bool,
+              counts: dict[str, int]) -> tuple[Question, tuple[str, ...]]:
+    """One row's question (refusal options removed when asked) and its full option list."""
+    question = row["question"].strip()
+    if not question:
+        raise ProbeInputError(f"{where}, field 'question': empty")
+    source = row["source"].strip()
+    if source not in SOURCES:
+        raise ProbeInputError(f"{where}, field 'source': expected one of {list(SOURCES)}, got {source!r}")
+    options = parse_options(row["options"], where)
+    keep = [i for i, o in enumerate(options) if not (drop_refusals and REFUSAL.match(o))]
+    _add(counts, "refusal_options", len(options) - len(keep))
+    shares = []
+    for country, values in parse_selections(row["selections"], where).items():
+        _add(counts, "distributions_read", 1)
+        checked = _shares(values, len(options), f"{where}, field 'selections', country {country!r}", tolerance)
+        kept = [checked[i] for i in keep]
+        total = math.fsum(kept)
+        if total == 0:
+            _add(counts, "zero_distributions", 1)
+            continue
+        if abs(total - 1) > RENORMALISED_ABOVE:
+            _add(counts, "renormalised", 1)
+        shares.append((country.strip(), tuple(v / total for v in kept)))
+    if len(keep) < 2:  # every option but one was a refusal code: no choice left to ask
+        shares = []
+    item = Item(item_id=f"goqa-{number:04d}", question=question, category=source,
+                options=tuple(Option(key=str(i), text=options[i], group=options[i]) for i in keep))
+    return Question(item=item, source=source, row=number, shares=tuple(shares)), tuple(options)
+
+
+def _shares(values: list[float], k: int, where: str, tolerance: float) -> list[float]:
+    """One country's shares: K numbers in [0, 1], summing to 1 within `tolerance` (or all zero)."""
+    if len(values) != k:
+        raise ProbeInputError(f"{where}: {len(values)} shares for {k} options")
+    out = [float(v) for v in values]
+    bad = [v for v in out if not (math.isfinite(v) and 0 <= v <= 1)]
+    if bad:
+        raise ProbeInputError(f"{where}: shares must lie in [0, 1], got {bad[0]!r} in {out}")
+    total = math.fsum(out)
+    if total != 0 and abs(total - 1) > tolerance:
+        raise ProbeInputError(f"{where}: shares sum to {total:.6g}, more than {tolerance} from 1 "
+                              f"(bench.sum_tolerance)")
+    return out
+
+
+def _add(counts: dict[str, int], key: str, n: int) -> None:
+    counts[key] = counts.get(key, 0) + n
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _option_text(o: str | float) -> str:
+    if isinstance(o, float) and o.is_integer():
+        return str(int(o))
+    return " ".join(str(o).split())
+
+
+def _excerpt(text: str, n: int = 120) -> str:
+    return repr(text if len(text) <= n else text[:n] + "…")

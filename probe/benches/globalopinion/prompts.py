@@ -1,0 +1,90 @@
+"""GlobalOpinionQA's prompts, as the paper's public prompt reads. The one module that builds
+this bench's `Prompt` records.
+
+User turn: the question, a blank line, `Here are the options:`, one `(A) {option}` line per
+option. The assistant turn is pre-filled with `If had to select one of the options, my answer
+would be (` (the paper's wording, "If had" sic), so the next token is the letter. Base models
+get the same text as `Human: {user turn}\\n\\nAssistant:`, and probe's base rendering adds a
+newline and the pre-fill. `cross_national` puts `How would someone from {country} answer the
+following question:` on a line before the question.
+
+Every question is asked under all K cyclic rotations (option (i + k) mod K at letter i), so each
+option visits each letter once: the distribution over options is exact and the letter prior
+separates from the content. A run mixes questions with 2 to 18 options; the letters table is as
+wide as the largest K, and a prompt's letters beyond its own K show nothing: `order` −1 and
+group "" there (its metrics read the first K letters only).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from probe.benches.globalopinion.data import Question
+from probe.prompts.text_forms import TEXT_FORMAT_LINE
+from probe.types import LETTERS, Item, Prompt
+
+PREFILL = "If had to select one of the options, my answer would be ("
+"""The assistant turn's pre-filled start (verbatim from the paper's prompt, "If had" included)."""
+CROSS_NATIONAL = "How would someone from {country} answer the following question:"
+NOT_SHOWN = -1
+"""`order` at a letter beyond the prompt's own K (no option shown there)."""
+HUMAN = "human"
+"""The `prompts.parquet` column holding a question's answer shares (JSON, on the prompts of each
+question's first prompt group; null elsewhere)."""
+CONDITION, TARGET, ROTATION = "condition", "target", "rotation"
+"""The design fields of a prompt: its condition, the country its cue names, its option rotation."""
+
+
+def render_message(question: str, options: Sequence[str], country: str | None = None) -> str:
+    """The user turn: optional country cue, the question, a blank line, the lettered options."""
+    head = question if country is None else f"{CROSS_NATIONAL.format(country=country)}\n{question}"
+    return "\n".join([head, "", "Here are the options:", *(f"({LETTERS[i]}) {o}" for i, o in enumerate(options))])
+
+
+def base_text(message: str) -> str:
+    """A base model's text before the pre-fill (no chat template: the paper's Human/Assistant frame)."""
+    return f"Human: {message}\n\nAssistant:"
+
+
+def human_json(q: Question) -> str:
+    """The question's answer shares as stored in the prompts table: `{country: [share per source option]}`."""
+    return json.dumps({c: list(s) for c, s in q.shares}, separators=(",", ":"))
+
+
+def build_prompts(questions: Sequence[Question], conditions: Sequence[str], width: int) -> list[Prompt]:
+    """One prompt per (question, condition, country for `cross_national`, rotation), letters
+    padded to `width` (the largest K of the run)."""
+    prompts: list[Prompt] = []
+    for q in questions:
+        k = len(q.item.options)
+        cells = [(c, None) for c in conditions if c == "default"]
+        cells += [(c, country) for c in conditions if c == "cross_national" for country, _ in q.shares]
+        human: str | None = human_json(q)
+        for condition, country in cells:
+            # the shares ride on every rotation of one prompt group: a design value constant within
+            # each group, so the letter-prior analysis groups the rotations as it would without it
+            for rotation in range(k):
+                order = tuple((i + rotation) % k for i in range(k))
+                message = render_message(q.item.question, [q.item.options[o].text for o in order], country)
+                prompts.append(Prompt(
+                    prompt_id=len(prompts), item_id=q.item.item_id, order=order + (NOT_SHOWN,) * (width - k),
+                    groups=tuple(q.item.options[o].group for o in order) + ("",) * (width - k),
+                    message=message, prefix_key=f"{q.item.item_id}|{country or ''}", category=q.source,
+                    base_text=base_text(message),
+                    design=((CONDITION, condition), (TARGET, country), (ROTATION, rotation), (HUMAN, human))))
+            human = None
+    return prompts
+
+
+def text_message(item: Item, prompt: Prompt, form: str) -> str:
+    """The answer-text reading's user turn: cloze, the (cued) question alone; hybrid, the options
+    under the prompt's order and the text format line. Not yet wired into the task: the text
+    reading's tables map every letter through `order`, and a padded letter (−1) has no option."""
+    country = prompt.value(TARGET)
+    head = item.question if country is None else f"{CROSS_NATIONAL.format(country=country)}\n{item.question}"
+    if form == "cloze":
+        return head
+    shown = [item.options[o].text for o in prompt.order if o != NOT_SHOWN]
+    return "\n".join([head, "", "Here are the options:", *(f"({LETTERS[i]}) {o}" for i, o in enumerate(shown)),
+                      TEXT_FORMAT_LINE])

@@ -1,0 +1,135 @@
+"""GlobalOpinionQA as a `Task`: its data, prompts, metrics, report and figures.
+
+A forced-choice bench on `ForcedChoice`; what it adds: the prompts table carries each question's
+answer shares (design column `human`, JSON, on the prompts of its first prompt group), so every
+metric is recomputed from the run's own files, and the metrics hook reads them before the
+forced-choice machinery runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from probe.benches import forced
+from probe.benches.globalopinion import figures, report
+from probe.benches.globalopinion.data import (
+    GlobalOpinionSpec,
+    load_questions,
+    resolve_source,
+    select,
+)
+from probe.benches.globalopinion.metrics import (
+    compute,
+    kendall_tau,
+    near_uniform,
+    read_human,
+)
+from probe.benches.globalopinion.prompts import (
+    CONDITION,
+    HUMAN,
+    PREFILL,
+    ROTATION,
+    TARGET,
+    build_prompts,
+)
+from probe.benches.task import Column, PreparedBench, Presentation
+from probe.errors import ProbeInputError
+from probe.files import sha256_file
+from probe.metrics.core import AnalysisOptions, get_path
+from probe.metrics.tree import MetricsTree
+from probe.results.run import Run
+from probe.results.scores import ScoreTable
+from probe.types import LETTERS, Contrast, Design
+from probe.viz.markdown import value_ci
+
+NEAR_UNIFORM = 0.9
+"""Mean normalised entropy of the model's distributions above which the report warns."""
+
+
+def prepare(spec: GlobalOpinionSpec, generate: bool, cache_dir: Path) -> PreparedBench:
+    """Validated questions (local CSV or the pinned hub download), selected, and their prompts."""
+    if not spec.conditions:
+        raise ProbeInputError("bench.conditions: empty; choose default and/or cross_national")
+    path = resolve_source(spec, cache_dir)
+    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals)
+    chosen = select(questions, spec)
+    if not chosen:
+        raise ProbeInputError(f"{path}: no question left after bench.source={spec.source} and bench.countries")
+    width = max(len(q.item.options) for q in chosen)
+    prompts = build_prompts(chosen, list(dict.fromkeys(spec.conditions)), width)
+    source = {"path": str(path), "sha256": sha256_file(path), **vars(counts),
+              "questions": len(chosen), "distributions": sum(len(q.shares) for q in chosen),
+              "countries": len({c for q in chosen for c, _ in q.shares})}
+    return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:width], items=[q.item for q in chosen],
+                         prompts=prompts, source=source, cue=PREFILL)
+
+
+DESIGN_COLUMNS: tuple[pa.Field, ...] = (
+    pa.field(CONDITION, pa.string()), pa.field(TARGET, pa.string()), pa.field(ROTATION, pa.int64()),
+    pa.field(HUMAN, pa.string()),
+)
+"""The prompts table's design columns: condition, cued country, rotation and the answer shares."""
+
+DESIGN = Design(condition=CONDITION, target=TARGET, ordering=ROTATION,
+                contrast=Contrast(source="cross_national", dest="default"), reference="default")
+"""Conditions analysed apart, the cued country as target, rotations within a prompt group."""
+
+
+def _human(run: Run) -> dict[str, dict[str, np.ndarray]]:
+    return read_human(run.prompts.select(["item_id", HUMAN]))
+
+
+def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
+    """The forced-choice metrics with this bench's formulas, the expected-vs-debiased ranking τ
+    and the near-uniform check."""
+    human = _human(run)
+    out = forced.letter_metrics(lambda t, o, s: compute(t, o, human), GlobalOpinionSpec, DESIGN)(run, mask, opts)
+    exp, deb = get_path(out, "expected", "default", "similarity"), get_path(out, "debiased", "default", "similarity")
+    out["ranking_tau"] = kendall_tau(exp, deb) if exp and deb else None
+    if not forced.is_generation_run(run) and out.get("expected") is not None:
+        table = run.table()
+        if mask is not None:
+            table = table.subset(np.asarray(mask, bool)[table.prompt_id])
+        out["model_entropy"] = near_uniform(table, opts)
+        out["near_uniform"] = out["model_entropy"] > NEAR_UNIFORM
+    return out
+
+
+def _unused_compute(table: ScoreTable, opts: AnalysisOptions, spec: Any) -> dict[str, Any]:
+    raise AssertionError("GlobalOpinionQA computes through its own metrics hook (the shares are in the run)")
+
+
+def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3) -> str:
+    sim = get_path(m, tree, "default", "similarity") or {}
+    return ", ".join(f"{c} {v:.3f}" for c, v in sorted(sim.items(), key=lambda kv: -kv[1])[:n]) or "–"
+
+
+def _mean(path: str) -> Column:
+    def cell(m: Mapping[str, Any]) -> str:
+        return value_ci(get_path(m, "expected", path), get_path(m, "ci95", "expected", path))
+
+    return Column(path.replace(".", " "), path, cell=cell)
+
+
+_TASK = forced.forced_choice_task(
+    forced.ForcedChoice(kind="globalopinion", title="GlobalOpinionQA", spec_type=GlobalOpinionSpec, prepare=prepare,
+                        compute=_unused_compute, report=report.report, figures=figures.run_figures,
+                        design_columns=DESIGN_COLUMNS, design=DESIGN),
+    Presentation(
+        sweep_columns=(Column("closest countries", "default.similarity", cell=_top),
+                       Column("closest, debiased", "default.similarity", cell=lambda m: _top(m, "debiased"),
+                              undefined="no debiased similarity: the letter prior could not be estimated"),
+                       _mean("default.mean.similarity"), _mean("default.mean.lift"),
+                       _mean("cross_national.mean.gain"), *forced.letter_columns()),
+        sweep_note="Similarity = 1 − Jensen–Shannon distance (base 2) to each country's answer shares; expected "
+                   "(probability-weighted) values with 95% bootstrap CIs over questions.",
+        pair_columns=(Column("mean similarity", "default.mean.similarity"), Column("lift", "default.mean.lift")),
+        curve_metrics=(Column("mean similarity (default)", "default.mean.similarity"),)),
+)
+TASK = replace(_TASK, metrics=metrics)
