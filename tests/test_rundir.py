@@ -186,7 +186,7 @@ def test_probe_analyze_refuses_a_linked_figures_directory(tmp_path: Path, finish
 
 @pytest.mark.parametrize(("override", "message"), [
     ("hydra.output_subdir=.hydra", "hydra.output_subdir=.hydra: Hydra writes its config into the run directory"),
-    ("hydra/job_logging=default", "hydra/job_logging writes {out}/__main__.log into the run directory"),
+    ("hydra/job_logging=default", "hydra/job_logging writes {out}/run.log into the run directory"),
 ])
 def test_hydra_writing_into_the_run_directory_is_refused(override: str, message: str, tmp_path: Path,
                                                          finished: tuple[Path, Path]) -> None:
