@@ -15,11 +15,14 @@ import pytest
 from conftest import disco_rows, write_csv
 
 from probe.commands.view import main
+from probe.types import Design
 from probe.viz.samples import SampleSet, write_samples_html
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FILTERS = ("bench", "condition", "culture", "verdict", "mass_min", "mass_max")
 INJECTED = '</script><b id="injected">x</b>'
+LETTER_DESIGN = Design(condition="condition", target="target")
+"""The letter run's design: which of its columns the page shows as the condition and the cue's target."""
 
 
 def _dom(page: Path, fragment: str, tmp_path: Path) -> str:
@@ -69,7 +72,7 @@ def _open_run() -> pd.DataFrame:
 def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("view") / "samples.html"
     return write_samples_html(out, "probe samples <test>", [
-        SampleSet("letters-run", "alpha", "tiny", ("A", "B"), _letter_run()),
+        SampleSet("letters-run", "alpha", "tiny", ("A", "B"), _letter_run(), design=LETTER_DESIGN),
         SampleSet("open-run", "beta", "tiny", (), _open_run(), facets=("template", "language"))])
 
 
@@ -110,7 +113,7 @@ def test_a_prompt_is_shown_beside_its_probabilities_answer_and_verdicts(page: Pa
 
 def test_long_runs_are_listed_a_page_at_a_time(tmp_path: Path) -> None:
     frame = pd.concat([_letter_run()] * 300, ignore_index=True).assign(prompt_id=range(1200))
-    page = write_samples_html(tmp_path / "samples.html", "long", [SampleSet("r", "alpha", "tiny", ("A", "B"), frame)])
+    page = write_samples_html(tmp_path / "samples.html", "long", [SampleSet("r", "alpha", "tiny", ("A", "B"), frame, design=LETTER_DESIGN)])
     dom = _dom(page, "condition=C0", tmp_path)
     assert _listed(dom) == (600, 500) and "show 100 more" in dom
 
