@@ -2,7 +2,7 @@
 a `probe.results.run.Run` (tables, tensors, manifest, `metrics.json`); `recompute_metrics(run, …)`
 recomputes its bench's metrics on any subset of prompts, with other analysis options;
 `run.patching()` gives an activation-patching run's raw results and `patching_table(run, …)` the
-share of the cue's effect restored per layer; `steering_vectors(run_dir, layer)` the per-culture
+share of the cue's effect restored per layer; `steering_vectors(run_dir, layer)` the per-group
 vectors a steered run adds, from a run's captured activations."""
 
 from __future__ import annotations

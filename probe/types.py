@@ -48,6 +48,15 @@ class Item:
     """Columns of the source row the loader does not interpret, kept verbatim."""
 
 
+@dataclass(frozen=True)
+class GroupNoun:
+    """What a bench calls the groups its options stand for (`Option.group`), in the words generic
+    reports and figures use: `GroupNoun("culture", "cultures")`, `GroupNoun("country", "countries")`."""
+
+    one: str = "group"
+    many: str = "groups"
+
+
 DesignValue = str | int | None
 """The value of one design field of a prompt (None: the prompt has none)."""
 

@@ -176,7 +176,7 @@ def test_run_directories_of_both_modes(tmp_path: Path) -> None:
         return tmp_path / out
 
     vec = cli("vectors", "analysis.capture_layers=[1]")
-    steer = ["intervention=steer", f"intervention.vectors={vec}", "intervention.layer=1", "intervention.culture=China"]
+    steer = ["intervention=steer", f"intervention.vectors={vec}", "intervention.layer=1", "intervention.group=China"]
     zero = cli("steer0", *steer, "intervention.alpha=0")
     assert (zero / "scores.safetensors").read_bytes() == (vec / "scores.safetensors").read_bytes()
     moved = cli("steer4", *steer, "intervention.alpha=4")
@@ -195,8 +195,8 @@ def test_run_directories_of_both_modes(tmp_path: Path) -> None:
 
 
 def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
-    """`-m intervention.alpha=2,4 intervention.culture=China,Spain` beside the plain capture run:
-    one dose–response row per (culture, α) with α = 0 from the plain run, and its figure."""
+    """`-m intervention.alpha=2,4 intervention.group=China,Spain` beside the plain capture run:
+    one dose–response row per (group, α) with α = 0 from the plain run, and its figure."""
     import json
     import subprocess
     import sys
@@ -216,7 +216,7 @@ def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
     probe_cli(*base, "analysis.capture_layers=[1]", f"hydra.run.dir={plain}")
     sweep = tmp_path / "sweep"
     probe_cli("-m", *base, "intervention=steer", f"intervention.vectors={plain}", "intervention.layer=1",
-              "intervention.culture=China,Spain", "intervention.alpha=2,4", f"hydra.sweep.dir={sweep}")
+              "intervention.group=China,Spain", "intervention.alpha=2,4", f"hydra.sweep.dir={sweep}")
     proc = subprocess.run([sys.executable, "-m", "probe", "report", str(sweep), str(plain), f"out={tmp_path / 'rep'}"],
                           cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -324,6 +324,6 @@ def test_a_bad_steering_vector_is_refused_before_scoring(tamper: Callable[[np.nd
     out = tmp_path / "steer"
     with pytest.raises(ProbeInputError, match=message) as e:
         _pipeline_run(out, "intervention=steer", f"intervention.vectors={vectors}", "intervention.layer=1",
-                      "intervention.culture=China", f"intervention.alpha={alpha}")
+                      "intervention.group=China", f"intervention.alpha={alpha}")
     assert "\n" not in str(e.value)
     assert not (out / "run_key.json").exists()  # refused before the directory was claimed

@@ -124,6 +124,17 @@ def test_check_leaves_valid_and_hydras_own_overrides_alone() -> None:
     assert check(["model=hub", "model.quantization=4bit"]).argv == ["model=hub", "++model.quantization=4bit"]
 
 
+def test_a_renamed_key_is_read_under_its_new_name_with_a_notice(capsys: pytest.CaptureFixture[str]) -> None:
+    """`intervention.culture` (the steered group's old key) is read as `intervention.group`, sweeps
+    included, with one line saying so; other keys pass untouched."""
+    from probe.commands.overrides import check
+
+    argv = ["-m", "intervention=steer", "intervention.culture=China,Spain", "bench.limit=1"]
+    assert check(argv).argv == ["-m", "intervention=steer", "intervention.group=China,Spain", "bench.limit=1"]
+    assert capsys.readouterr().err == ("probe: note: intervention.culture is now intervention.group; read as "
+                                       "intervention.group=China,Spain\n")
+
+
 def test_probe_view_is_dispatched_before_hydra(monkeypatch: pytest.MonkeyPatch) -> None:
     view = pytest.importorskip("probe.commands.view")
     import probe.__main__ as entry

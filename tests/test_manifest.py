@@ -143,7 +143,7 @@ def test_nested_records_read_typed_and_write_back_key_for_key(tmp_path: Path) ->
     assert written == (tmp_path / "old" / "manifest.json").read_bytes()
     iv = manifest.intervention
     assert iv is not None and iv.is_steering and not iv.is_patching
-    assert (iv.culture, iv.alpha, iv.layer_resolved, iv.n_pairs) == ("Assam", 2.0, 23, None)
+    assert (iv.group, iv.alpha, iv.layer_resolved, iv.n_pairs) == ("Assam", 2.0, 23, None)  # stored as `culture`
     assert iv.to_dict() == steer
     assert manifest.analysis is not None and manifest.temperature == 0.5 and manifest.analysis.capture_layers == [0, -1]
     assert manifest.analysis.recorded({"seed", "n_boot", "letter_prior_ratio"}) == {"n_boot": 10, "seed": 3}

@@ -214,7 +214,7 @@ def test_steering_runs_on_smollm2(smollm2, tmp_path: Path) -> None:
     """Vectors from a capture run; α = 0 reproduces the plain scores, larger α moves the letters more."""
     plain = _cli_run(tmp_path / "vectors", "analysis.capture_layers=[15]")
     steer = ["intervention=steer", f"intervention.vectors={plain}", "intervention.layer=15",
-             "intervention.culture=Algeria"]
+             "intervention.group=Algeria"]
     lp = {}
     for alpha in (0, 8, 32):
         run = probe.load_run(_cli_run(tmp_path / f"a{alpha}", *steer, f"intervention.alpha={alpha}"))

@@ -19,7 +19,7 @@ from probe.types import Design
 from probe.viz.samples import SampleSet, write_samples_html
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FILTERS = ("bench", "condition", "culture", "verdict", "mass_min", "mass_max")
+FILTERS = ("bench", "condition", "group", "verdict", "mass_min", "mass_max")
 INJECTED = '</script><b id="injected">x</b>'
 LETTER_DESIGN = Design(condition="condition", target="target")
 """The letter run's design: which of its columns the page shows as the condition and the cue's target."""
@@ -80,14 +80,14 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ("", 6),
     ("bench=alpha", 4), ("bench=beta", 2),
     ("condition=C0", 2),
-    ("culture=Assam", 2), ("culture=Greece", 2), ("culture=Spain", 1),  # shown at a letter, or the target
+    ("group=Assam", 2), ("group=Greece", 2), ("group=Spain", 1),  # shown at a letter, or the target
     ("verdict=argmax%20is%20not%20a%20letter", 2),
     ("verdict=implicit.framing_style%3A%20NEUTRAL", 1),
     ("verdict=implicit.mentioned_answers%3A%20Montag", 1),
     ("verdict=(no%20verdict)", 2),
     ("mass_min=0.5", 2), ("mass_max=0.1", 1),  # open answers have no letter mass
     ("language=French", 1),
-    ("condition=C1&culture=Greece&mass_min=0.5", 1),
+    ("condition=C1&group=Greece&mass_min=0.5", 1),
 ])
 def test_every_filter_lists_the_hand_counted_prompts(page: Path, tmp_path: Path, fragment: str, expected: int) -> None:
     dom = _dom(page, fragment, tmp_path)
@@ -134,7 +134,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_every_run_writes_its_browser_and_links_it_from_the_report(tiny_run: Path, tmp_path: Path) -> None:
     assert '<a href="samples.html">' in (tiny_run / "report.html").read_text()
-    dom = _dom(tiny_run / "samples.html", "condition=C0&culture=Algeria", tmp_path)
+    dom = _dom(tiny_run / "samples.html", "condition=C0&group=Algeria", tmp_path)
     assert 'data-rows="104"' in dom and _listed(dom) == (4, 4)  # item 0's four C0 orderings
 
 
@@ -145,7 +145,7 @@ def test_probe_view_over_a_sweep_directory(tiny_run: Path, tmp_path: Path, capsy
     main([str(sweep), f"out={tmp_path / 'out'}"])
     printed = capsys.readouterr().out
     assert f"skipped {sweep / 'unfinished'} (unfinished: no DONE)" in printed
-    dom = _dom(tmp_path / "out" / "samples.html", "culture=Greece", tmp_path)
+    dom = _dom(tmp_path / "out" / "samples.html", "group=Greece", tmp_path)
     assert _listed(dom) == (52, 52)  # every prompt of item 1
     assert "<td>run</td>" in dom
 

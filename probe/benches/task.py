@@ -31,7 +31,7 @@ from probe.prompts.render import ANSWER_CUE
 from probe.prompts.text_forms import TextMessage
 from probe.results.run import Run
 from probe.results.schemas import judgements_schema
-from probe.types import Design, Item, Prompt, RenderedPrompt
+from probe.types import Design, GroupNoun, Item, Prompt, RenderedPrompt
 from probe.viz.figures import Figure
 
 
@@ -121,7 +121,10 @@ class Presentation:
     """Figures comparing runs (one label per run)."""
     steer_columns: tuple[Column, ...] = ()
     """Metrics of the sweep's steering dose–response (`intervention=steer` runs over
-    `intervention.alpha`); `{culture}` in a path stands for the steered group."""
+    `intervention.alpha`); `{group}` in a path stands for the steered group."""
+    groups: GroupNoun = GroupNoun()
+    """What the reports call the bench's groups (the lens and patching sections, the steering
+    table, figure axes)."""
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ Hydra adds or overwrites. `+`/`++`/`~` overrides and Hydra's own `hydra.*` keys 
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,9 +49,29 @@ class Checked:
     command line is not checked (another config tree, or a line Hydra's grammar rejects)."""
 
 
+RENAMED_KEYS: Mapping[str, str] = {"intervention.culture": "intervention.group"}
+"""Keys a release renamed: the old name is still read, as the new one, with a one-line notice."""
+
+
+def renamed(argv: Sequence[str]) -> list[str]:
+    """`argv` with each renamed key (`RENAMED_KEYS`) written under its new name, saying so once per key."""
+    out = []
+    for arg in argv:
+        sign = arg[:len(arg) - len(arg.lstrip("+~"))]
+        key, eq, value = arg[len(sign):].partition("=")
+        if key in RENAMED_KEYS:
+            print(f"probe: note: {key} is now {RENAMED_KEYS[key]}; read as {RENAMED_KEYS[key]}{eq}{value}",
+                  file=sys.stderr)
+            arg = f"{sign}{RENAMED_KEYS[key]}{eq}{value}"
+        out.append(arg)
+    return out
+
+
 def check(argv: Sequence[str]) -> Checked:
-    """`argv` with every override of a key its spec reads but its entry leaves unset turned into
-    `++key=value`; raises `ProbeInputError` for a key no selected block has."""
+    """`argv` with renamed keys under their new names and every override of a key its spec reads
+    but its entry leaves unset turned into `++key=value`; raises `ProbeInputError` for a key no
+    selected block has."""
+    argv = renamed(argv)
     args = get_args_parser().parse_args(list(argv))
     if args.config_name or args.config_dir or args.config_path or args.experimental_rerun:
         return Checked(list(argv), None)  # another config tree than probe's: nothing here describes it

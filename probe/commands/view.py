@@ -3,9 +3,9 @@ at or below the given directory.
 
     python -m probe view RUN_OR_SWEEP_DIR [out=DIR]      (also: probe view …, --out DIR)
 
-Writes `samples.html` into the directory (or `out`): filter by bench, condition, culture,
+Writes `samples.html` into the directory (or `out`): filter by bench, condition, group,
 verdict and letter mass (filters can be set in the URL fragment:
-`samples.html#condition=C0&culture=Assam&mass_max=0.5`), click a prompt to see it beside its
+`samples.html#condition=C0&group=Assam&mass_max=0.5`), click a prompt to see it beside its
 letter probabilities, answer and verdicts. Every run also writes its own `samples.html`, linked
 from its `report.html`. No model, no network.
 """

@@ -2,7 +2,7 @@
 
 Conventions: every function takes arrays whose *last* axis is the distribution or vector and
 broadcasts over the others; `0 · log 0 = 0`; a NaN entry marks a category absent from this
-(re)sample, e.g. a culture no resampled item shows, and is left out, exactly as if the data had
+(re)sample, e.g. a group no resampled item shows, and is left out, exactly as if the data had
 never contained it.
 """
 

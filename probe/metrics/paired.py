@@ -2,7 +2,7 @@
 
 Every run of a benchmark answers the same items, so the difference of a metric between two
 runs is best judged by resampling the *same* items for both: per-item variation common to
-both runs (hard items, one culture's unusual item) cancels in the difference, and the interval
+both runs (hard items, one group's unusual item) cancels in the difference, and the interval
 is narrower than two independent bootstraps would give, and right. The runs' own metric code
 computes the replicates and returns them with the metrics (`probe.metrics.core.Measured`): each
 bench resamples its units (items; LocQA's templates) in sorted-id order from one seed, so two

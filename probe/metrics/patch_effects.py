@@ -23,11 +23,11 @@ from probe.errors import ProbeInputError
 from probe.metrics.core import bootstrap_weights, percentile_ci, ratio, wsum
 from probe.probs import choice_probs
 from probe.results.layout import PATCHING_PAIRS, PATCHING_TENSORS, SCORES
-from probe.results.patch_tables import load_patching
+from probe.results.patch_tables import PATCHED_GROUPS, load_patching
 from probe.results.run import Run
 
 POOLED = "all"
-"""Key of the row pooled over every pair (not a macro mean over cultures)."""
+"""Key of the row pooled over every pair (not a macro mean over groups)."""
 
 
 
@@ -51,14 +51,15 @@ def _interval(ci: list[float]) -> list[float | None]:
 
 def restored_share(p_dest: np.ndarray, p_source: np.ndarray, p_patched: np.ndarray, target: np.ndarray,
                    item_id: np.ndarray, n_boot: int, seed: int) -> dict[str, Any]:
-    """Per culture and pooled: the share of the cue's effect restored by patching each layer.
+    """Per group and pooled: the share of the cue's effect restored by patching each layer.
 
     `p_dest`, `p_source` `[pair]` and `p_patched` `[pair, layer]` are the probabilities of the
-    target's letter; `target` `[pair]` names the culture (None: the pair is left out), `item_id`
-    `[pair]` the bootstrap unit. Returns a JSON-ready dict (NaN → None): `cultures` (sorted),
-    `restored` and `ci95` (`{culture | "all": [per layer]}`, `ci95` None when n_boot = 0),
-    `CR_dest`, `CR_source` (`{key: v}`), `CR_patched` (`{key: [per layer]}`), `n_pairs`.
-    A culture no resampled item targets is left out of that replicate (NaN, ignored by the
+    target's letter; `target` `[pair]` names the group (None: the pair is left out), `item_id`
+    `[pair]` the bootstrap unit. Returns a JSON-ready dict (NaN → None): the groups (sorted,
+    under `PATCHED_GROUPS`), `restored` and `ci95` (`{group | "all": [per layer]}`, `ci95` None
+    when n_boot = 0), `CR_dest`, `CR_source` (`{key: v}`), `CR_patched` (`{key: [per layer]}`),
+    `n_pairs`.
+    A group no resampled item targets is left out of that replicate (NaN, ignored by the
     percentile interval).
     """
     p_dest, p_source = np.asarray(p_dest, np.float64), np.asarray(p_source, np.float64)
@@ -70,15 +71,15 @@ def restored_share(p_dest: np.ndarray, p_source: np.ndarray, p_patched: np.ndarr
                          f"[{n}, layer]; got {p_source.shape}, {target.shape}, {item_id.shape}, {p_patched.shape}")
     n_layers = p_patched.shape[1]
     keep = np.array([t is not None for t in target], dtype=bool)
-    cultures = sorted({str(t) for t in target[keep]})
-    if POOLED in cultures:
-        raise ProbeInputError(f"field 'target': expected culture names other than {POOLED!r} (the pooled row's "
+    groups = sorted({str(t) for t in target[keep]})
+    if POOLED in groups:
+        raise ProbeInputError(f"field 'target': expected group names other than {POOLED!r} (the pooled row's "
                               f"key), got {POOLED!r}")
-    keys = [*cultures, POOLED]
+    keys = [*groups, POOLED]
     items, item_idx = np.unique(item_id[keep].astype(str), return_inverse=True)
-    index = {c: i for i, c in enumerate(cultures)}
+    index = {c: i for i, c in enumerate(groups)}
     cidx = np.array([index[str(t)] for t in target[keep]], dtype=np.int64)
-    # Per-item sums by culture; the last column pools every culture. Bootstrap replicates are then
+    # Per-item sums by group; the last column pools every group. Bootstrap replicates are then
     # weighted sums of these rows, all B at once (`wsum`).
     shape = (len(items), len(keys))
     counts, dest, source = np.zeros(shape), np.zeros(shape), np.zeros(shape)
@@ -108,7 +109,7 @@ def restored_share(p_dest: np.ndarray, p_source: np.ndarray, p_patched: np.ndarr
         else:
             ci95 = {k: [[None, None] for _ in range(n_layers)] for k in keys}
     return {
-        "cultures": cultures,
+        PATCHED_GROUPS: groups,
         "restored": {k: [_value(v) for v in restored[i]] for i, k in enumerate(keys)},
         "ci95": ci95,
         "CR_dest": {k: _value(cr_d[i]) for i, k in enumerate(keys)},

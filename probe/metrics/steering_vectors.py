@@ -1,7 +1,7 @@
 """Steering vectors from stored activations: `v_c = mean(residual | source prompts targeting c)
 − mean(residual | dest prompts)` at one layer, per target group c, the source and dest conditions
 those of the bench's `Design.contrast` unless named (DiSCo: prompts whose location cue names
-culture c, minus prompts without a cue).
+group c, minus prompts without a cue).
 
 Computed from a finished run's `activations.safetensors` (`analysis.capture_layers`), so the
 vectors can be studied (norms, cosines) without a model, and a steered run can be reproduced

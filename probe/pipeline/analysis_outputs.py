@@ -27,8 +27,8 @@ from probe.results.layout import (
     PATCHING_TENSORS,
 )
 from probe.results.run import Run
-from probe.viz.figures import LENS_CAPTION, Figure, num, plot_layers
-from probe.viz.patch_figures import PATCHING_CAPTION, plot_patching
+from probe.viz.figures import Figure, lens_caption, num, plot_layers
+from probe.viz.patch_figures import patching_caption, plot_patching
 from probe.viz.temperature import CurveSeries, plot_temperature_curve
 
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
@@ -45,11 +45,13 @@ def run_analyses(stored: StoredRun, opts: AnalysisOptions) -> RunAnalyses:
     figures = stored.task.figures(run, figures_dir) if run.metrics else []
     curve = temperature_curve(stored, TEMPERATURES, figures_dir)
     figures += [curve] if curve is not None else []
+    groups = stored.task.presentation.groups
     if lens is not None:
-        figures.append(Figure(LENS_FIGURE, figures_dir / LENS_FIGURE, LENS_CAPTION))
+        figures.append(Figure(LENS_FIGURE, figures_dir / LENS_FIGURE, lens_caption(groups)))
     if patching is not None:
-        figures.append(Figure(PATCHING_FIGURE, figures_dir / PATCHING_FIGURE, PATCHING_CAPTION))
-    return RunAnalyses(figures=tuple(figures), lens=lens, patching=patching, design=stored.task.design)
+        figures.append(Figure(PATCHING_FIGURE, figures_dir / PATCHING_FIGURE, patching_caption(groups)))
+    return RunAnalyses(figures=tuple(figures), lens=lens, patching=patching, design=stored.task.design,
+                       groups=groups)
 
 
 def lens_outputs(run: Run, task: Task, figures_dir: Path) -> dict[str, Any]:

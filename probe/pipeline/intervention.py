@@ -32,6 +32,7 @@ from probe.benches.registry import task_of
 from probe.errors import ProbeInputError
 from probe.results.layout import MANIFEST, PATCHING_PARTS, PATCHING_TENSORS, is_finished
 from probe.results.manifest import read_manifest
+from probe.results.records import stored_intervention
 from probe.types import Design, LetterIds, Prompt, RenderedPrompt
 
 if TYPE_CHECKING:  # torch only when a steered run is built: configs and confgen stay light
@@ -70,8 +71,8 @@ class SteerSpec:
     """Run directory whose activations.safetensors holds `layer` (run it with analysis.capture_layers)."""
     layer: int = -1
     """Decoder layer (0-based; negative from the end) after which the vector is added."""
-    culture: str | None = None
-    """The group c steered toward (a target of the source condition); sweep with -m intervention.culture=a,b."""
+    group: str | None = None
+    """The group c steered toward (a target of the source condition); sweep with -m intervention.group=a,b."""
     alpha: float = 1.0
     """Multiple of v_c added (0 = a plain run)."""
     positions: Literal["last", "all"] = "last"
@@ -182,16 +183,16 @@ def steering_setup(spec: SteerSpec, rendered: Sequence[RenderedPrompt], prefix_l
             raise ProbeInputError(f"intervention.vectors={path}: made with another model ({k}: {theirs!r}, this "
                                   f"run: {model_record.get(k)!r}); steering vectors belong to one model")
     vectors = steering_vectors(path, layer, task_of(manifest).design, spec.source, spec.dest)
-    if spec.culture not in vectors:
-        raise ProbeInputError(f"intervention.culture={spec.culture}: choose one of {sorted(vectors)} (every one in "
-                              "turn: -m intervention.culture=" + ",".join(sorted(vectors)) + ")")
-    v = np.asarray(vectors[spec.culture], dtype=np.float32)
+    if spec.group not in vectors:
+        raise ProbeInputError(f"intervention.group={spec.group}: choose one of {sorted(vectors)} (every one in "
+                              "turn: -m intervention.group=" + ",".join(sorted(vectors)) + ")")
+    v = np.asarray(vectors[spec.group], dtype=np.float32)
     _check_vector(v, spec, path, d_model)
     vector = torch.from_numpy(spec.alpha * v)
     edits = {r.prompt.prompt_id: Edit(layer=layer, start=len(r.token_ids) - 1 if spec.positions == "last" else min(plen, len(r.token_ids) - 1),
                                       vector=vector, mode="add", key="steer")
              for r, plen in zip(rendered, prefix_lens)}
-    record = {**asdict(spec), "layer_resolved": layer, "vector_norm": float(np.linalg.norm(v)),
+    record = {**stored_intervention(asdict(spec)), "layer_resolved": layer, "vector_norm": float(np.linalg.norm(v)),
               "vector_sha256": hashlib.sha256(v.tobytes()).hexdigest()}
     return Prepared(InterventionPlan(steer=edits), (), record)
 
@@ -201,14 +202,14 @@ def _check_vector(v: np.ndarray, spec: SteerSpec, path: Path, d_model: int) -> N
     NaN would make every steered score NaN; the scoring pass would stop only at its first batch)."""
     where = f"intervention.vectors={path}"
     if v.shape != (d_model,):
-        raise ProbeInputError(f"{where}: the steering vector of {spec.culture!r} at layer {spec.layer} has shape "
+        raise ProbeInputError(f"{where}: the steering vector of {spec.group!r} at layer {spec.layer} has shape "
                               f"{list(v.shape)}, this model's residual stream is {d_model} wide; the vectors come "
                               "from another model's activations (or a damaged activations.safetensors)")
     with np.errstate(over="ignore", invalid="ignore"):
         bad = int((~np.isfinite(np.float32(spec.alpha) * v)).sum())
     if bad:
         cause = "the vector holds NaN or inf" if not np.isfinite(v).all() else f"alpha={spec.alpha:g} overflows float32"
-        raise ProbeInputError(f"{where}: {bad} of the {d_model} entries of alpha · v_{spec.culture} are not finite "
+        raise ProbeInputError(f"{where}: {bad} of the {d_model} entries of alpha · v_{spec.group} are not finite "
                               f"({cause}); rerun the vectors run, or choose a smaller intervention.alpha")
 
 

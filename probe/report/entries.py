@@ -188,7 +188,7 @@ def metric_cell(task: Task, metrics: Mapping[str, Any], column: Column, notes: F
 
 def _value_text(tree: Any, ci_tree: Any, path: str) -> str:
     value, ci = get_path(tree, path), get_path(ci_tree, path)
-    if not is_number(value):  # absent, or NaN (undefined for this run, e.g. no low-resource culture)
+    if not is_number(value):  # absent, or NaN (undefined for this run, e.g. no low-resource group)
         return "–"
     if ci and is_number(ci[0]):
         return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"

@@ -1,7 +1,7 @@
 """Steering dose–response in a sweep: `intervention=steer` runs of one model, layer and
-positions, over `intervention.alpha` (and cultures), with the task's `presentation.steer_columns` (a
-`{culture}` path part is the steered group). A table per series and one figure per
-(model, layer, positions): a panel per metric, a line per culture over α, 95% intervals as
+positions, over `intervention.alpha` (and groups), with the task's `presentation.steer_columns` (a
+`{group}` path part is the steered group). A table per series and one figure per
+(model, layer, positions): a panel per metric, a line per group over α, 95% intervals as
 error bars. A plain run of the same model and bench joins every series at α = 0.
 """
 
@@ -38,7 +38,7 @@ def _same_run_otherwise(a: StoredRun, b: StoredRun) -> bool:
 
 
 def _series(entries: Sequence[StoredRun], task: Task) -> dict[Key, dict[str, list[tuple[float, StoredRun]]]]:
-    """Per series key: per culture, `(α, run)` in α order; the one plain run that matches the
+    """Per series key: per steered group, `(α, run)` in α order; the one plain run that matches the
     series in everything but the intervention joins it at α = 0 (none when ambiguous)."""
     mine = [e for e in entries if e.task.kind == task.kind]
     plain = [e for e in mine if not e.intervention]
@@ -49,9 +49,9 @@ def _series(entries: Sequence[StoredRun], task: Task) -> dict[Key, dict[str, lis
             continue
         key = (e.model_label, e.bench, int(iv.layer_resolved or 0), str(iv.positions), str(iv.source), str(iv.dest),
                str(iv.vectors))
-        out.setdefault(key, {}).setdefault(str(iv.culture), []).append((float(iv.alpha or 0.0), e))
-    for cultures in out.values():
-        for runs in cultures.values():
+        out.setdefault(key, {}).setdefault(str(iv.group), []).append((float(iv.alpha or 0.0), e))
+    for groups in out.values():
+        for runs in groups.values():
             bases = [p for p in plain if _same_run_otherwise(p, runs[0][1])]
             if len(bases) == 1 and all(a != 0 for a, _ in runs):
                 runs.append((0.0, bases[0]))
@@ -59,23 +59,23 @@ def _series(entries: Sequence[StoredRun], task: Task) -> dict[Key, dict[str, lis
     return out
 
 
-def _column(c: Column, culture: str) -> Column:
-    return Column(c.label.replace("(c)", f"({culture})"), c.path.format(culture=culture))
+def _column(c: Column, group: str) -> Column:
+    return Column(c.label.replace("(c)", f"({group})"), c.path.format(group=group))
 
 
 def steering_table(entries: Sequence[StoredRun], task: Task) -> str | None:
-    """Markdown: per series and culture, a row per α with the steer columns; None without steered runs."""
+    """Markdown: per series and steered group, a row per α with the steer columns; None without steered runs."""
     series = _series(entries, task)
     steer = task.presentation.steer_columns
     if not series or not steer:
         return None
-    lines = ["| model | layer | positions | vector | culture | α | " + " | ".join(c.label for c in steer)
+    lines = [f"| model | layer | positions | vector | {task.presentation.groups.one} | α | " + " | ".join(c.label for c in steer)
              + " |", "|---|---|---|---|---|---|" + "---|" * len(steer)]
-    for (model, _, layer, positions, source, dest, vectors), cultures in sorted(series.items()):
-        for culture, runs in sorted(cultures.items()):
+    for (model, _, layer, positions, source, dest, vectors), groups in sorted(series.items()):
+        for group, runs in sorted(groups.items()):
             for alpha, e in runs:
-                cells = [metric_cell(task, e.metrics, _column(c, culture)) for c in steer]
-                lines.append(f"| {model} | {layer} | {positions} | {source}−{dest} of `{vectors}` | {culture} | "
+                cells = [metric_cell(task, e.metrics, _column(c, group)) for c in steer]
+                lines.append(f"| {model} | {layer} | {positions} | {source}−{dest} of `{vectors}` | {group} | "
                              f"{alpha:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -86,21 +86,21 @@ def steering_figures(entries: Sequence[StoredRun], out_dir: Path) -> list[Figure
     for task in {e.task.kind: e.task for e in entries}.values():
         if not task.presentation.steer_columns:
             continue
-        for n, ((model, bench, layer, positions, source, dest, _), cultures) in enumerate(
+        for n, ((model, bench, layer, positions, source, dest, _), groups) in enumerate(
                 sorted(_series(entries, task).items())):
             plt = pyplot()
             columns = task.presentation.steer_columns
             fig, axes = plt.subplots(1, len(columns), figsize=(3.4 * len(columns), 3.0), squeeze=False)
             for ax, c in zip(axes[0], columns):
-                for culture, runs in sorted(cultures.items()):
-                    col = _column(c, culture)
+                for group, runs in sorted(groups.items()):
+                    col = _column(c, group)
                     alphas = np.array([a for a, _ in runs])
                     values = np.array([num(get_path(e.task.headline(e.metrics)[0], col.path)) for _, e in runs])
                     bounds = np.array([[num(b) for b in (get_path(e.task.headline(e.metrics)[1], col.path)
                                                          or [None, None])] for _, e in runs])
                     err = np.clip(np.nan_to_num(np.stack([values - bounds[:, 0], bounds[:, 1] - values]), nan=0.0),
                                   0, None)
-                    ax.errorbar(alphas, values, yerr=err, marker="o", capsize=3, label=culture)
+                    ax.errorbar(alphas, values, yerr=err, marker="o", capsize=3, label=group)
                 ax.set_title(c.label, fontsize=9)
                 ax.set_xlabel("α")
             axes[0][-1].legend(fontsize=7)
@@ -108,5 +108,5 @@ def steering_figures(entries: Sequence[StoredRun], out_dir: Path) -> list[Figure
             name = f"steering_{task.kind}_{model}_{bench}_L{layer}_{positions}_{n}.png".replace("/", "_")
             figures.append(save(fig, out_dir, name, f"{task.title}, {model}: steering dose–response at layer {layer} "
                                                     f"({positions} positions, {source}−{dest} vectors, series {n}), "
-                                                    "per steered culture (95% intervals)"))
+                                                    f"per steered {task.presentation.groups.one} (95% intervals)"))
     return figures

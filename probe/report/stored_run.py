@@ -125,7 +125,7 @@ class StoredRun:
             default = self.task.design.contrast
             usual = default is not None and (iv.source, iv.dest) == (default.source, default.dest)
             pair = "" if usual else f" {iv.source}−{iv.dest}"
-            return (f"steer {iv.culture} α={iv.alpha:g} L{iv.layer_resolved} {iv.positions}{pair} "
+            return (f"steer {iv.group} α={iv.alpha:g} L{iv.layer_resolved} {iv.positions}{pair} "
                     f"v:{str(iv.vector_sha256)[:6]}")
         return str(iv.name)
 

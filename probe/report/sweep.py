@@ -35,6 +35,7 @@ from probe.report.stored_run import StoredRun
 from probe.results.io import write_csv, write_table
 from probe.results.layout import REPORT, REPORT_PAGE, SUMMARY_CSV, SUMMARY_TABLE
 from probe.results.run import Run
+from probe.types import GroupNoun
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.metrics.core import SMALL_N
@@ -45,8 +46,10 @@ from probe.viz.markdown import Footnotes, bootstrap_units, small_sample, split_t
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
            "write_sweep_report"]
 
-STEERING_NOTE = ("Runs with `intervention=steer`: α · v_c added to the residual stream after the layer (v_c = mean "
-                 "residual of prompts cued with culture c minus that of uncued prompts); α = 0 is the plain run.")
+def steering_note(groups: GroupNoun) -> str:
+    """What the steering table's runs are, in the bench's word for its groups."""
+    return ("Runs with `intervention=steer`: α · v_c added to the residual stream after the layer (v_c = mean "
+            f"residual of prompts cued with {groups.one} c minus that of uncued prompts); α = 0 is the plain run.")
 
 
 LETTER_NOTE = ("⚠: the letter drives this run's answers in some condition — the letter explains more log-prob "
@@ -147,7 +150,7 @@ def sweep_markdown(entries: Sequence[StoredRun], unfinished: Sequence[Path] = ()
             parts += [f"### {task.title}: base vs instruct", "", PAIRED_NOTE, "", pairs, ""]
         steering = steering_table(entries, task)
         if steering:
-            parts += [f"### {task.title}: steering dose–response", "", STEERING_NOTE, "", steering, ""]
+            parts += [f"### {task.title}: steering dose–response", "", steering_note(task.presentation.groups), "", steering, ""]
         steps = checkpoint_table(entries, task)
         if steps:
             parts += [f"### {task.title}: checkpoint to checkpoint", "", PAIRED_NOTE, "", steps, ""]

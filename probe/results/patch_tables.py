@@ -27,6 +27,10 @@ from probe.results.layout import PATCHING_PAIRS, PATCHING_TENSORS
 PAIRS_SCHEMA = pa.schema([("pair", pa.int64()), ("item_id", pa.string()), ("rotation", pa.int64()),
                           ("target", pa.string()), ("source_id", pa.int64()), ("dest_id", pa.int64())])
 
+PATCHED_GROUPS = "cultures"
+"""`patching.json`'s key listing the groups patched pairs target (sorted). The results contract
+keeps the name it was first stored under, so tables written by every version read alike."""
+
 
 PAIR_COLUMNS: dict[str, pa.DataType] = {f.name: f.type for f in PAIRS_SCHEMA}
 """The columns of `patching.parquet` and their types (`target` is the only nullable one)."""

@@ -12,6 +12,7 @@ import copy
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from probe.errors import ProbeInputError
@@ -19,12 +20,15 @@ from probe.errors import ProbeInputError
 _R = TypeVar("_R")
 
 
-def pick(cls: type[_R], raw: Any, where: str, file: str = "manifest.json") -> _R:
+def pick(cls: type[_R], raw: Any, where: str, file: str = "manifest.json",
+         stored: Mapping[str, str] = MappingProxyType({})) -> _R:
     """A record of the typed fields of `cls` found in the JSON object `raw` (absent: None), with
-    `raw` kept where `cls` has such a field."""
+    `raw` kept where `cls` has such a field; `stored` maps a field to the key it is stored under
+    where the two differ."""
     if not isinstance(raw, dict):
         raise ProbeInputError(f"{file}: `{where}` must be a JSON object, got {type(raw).__name__}")
-    values = {f.name: raw.get(f.name) for f in fields(cls) if f.name != "raw"}  # type: ignore[arg-type]
+    values = {f.name: raw.get(stored.get(f.name, f.name))  # type: ignore[arg-type]
+              for f in fields(cls) if f.name != "raw"}  # type: ignore[arg-type]
     if any(f.name == "raw" for f in fields(cls)):  # type: ignore[arg-type]
         values["raw"] = copy.deepcopy(raw)
     return cls(**values)
@@ -71,6 +75,16 @@ FORWARD_PASS_OPTIONS = frozenset({"logit_lens", "capture_layers", "capture_dtype
 re-analysed with others."""
 
 
+INTERVENTION_STORED_AS: Mapping[str, str] = MappingProxyType({"group": "culture"})
+"""The `intervention` record's fields stored under another key: the results contract keeps the
+key a field was first stored under, so manifests and run keys of every version read alike."""
+
+
+def stored_intervention(values: Mapping[str, Any]) -> dict[str, Any]:
+    """An intervention spec's fields (`dataclasses.asdict`) as the record stores them, in order."""
+    return {INTERVENTION_STORED_AS.get(k, k): v for k, v in values.items()}
+
+
 @dataclass(frozen=True)
 class InterventionRecord:
     """The `intervention` block (and the run key's): activation patching (`patch`) or a steering
@@ -95,8 +109,8 @@ class InterventionRecord:
     """Steering: the layer asked for (negative: from the end)."""
     layer_resolved: int | None
     """Steering: the 0-based layer after which the vector is added."""
-    culture: str | None
-    """Steering: the group steered toward."""
+    group: str | None
+    """Steering: the group steered toward (stored as `culture`, `INTERVENTION_STORED_AS`)."""
     alpha: float | None
     positions: str | None
     """Steering: `last` (the answer position) or `all`."""
@@ -106,7 +120,7 @@ class InterventionRecord:
 
     @classmethod
     def from_dict(cls, raw: Any) -> InterventionRecord:
-        return pick(cls, raw, "intervention")
+        return pick(cls, raw, "intervention", stored=INTERVENTION_STORED_AS)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object to store: the keys as read or built, in their order."""

@@ -3,7 +3,7 @@
     run = probe.load_run("runs/demo/smollm2-135m/2026-11-30_12-00-00")
     run.prompts.to_pandas()                      # one row per prompt
     p = run.choice_probs()                       # [prompt, letter], rows in prompt-id order
-    run.group_distribution(run.mask(condition="C0"))   # {culture: expected share}
+    run.group_distribution(run.mask(condition="C0"))   # {group: expected share}
     probe.recompute_metrics(run, run.mask(condition="C0"))   # any metric on a subset
     run.samples()                                # pandas, one row per prompt: text, probabilities, verdicts
     lens = run.lens()                            # [prompt, layer, letter] (if stored)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from probe.files import open_new
+from probe.types import GroupNoun
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,10 @@ def lorenz(ax: Any, shares: Sequence[float], label: str) -> None:
     ax.plot(x, np.concatenate([[0.0], np.cumsum(v) / v.sum()]), marker="o", ms=3, label=label)
 
 
-def lorenz_axes(ax: Any) -> None:
+def lorenz_axes(ax: Any, groups: GroupNoun = GroupNoun()) -> None:
     """The equality diagonal, labels and legend of a Lorenz plot."""
     ax.plot([0, 1], [0, 1], color="grey", ls=":", lw=1, label="equality")
-    ax.set(xlabel="cumulative share of cultures (ascending)", ylabel="cumulative share of selections",
+    ax.set(xlabel=f"cumulative share of {groups.many} (ascending)", ylabel="cumulative share of selections",
            xlim=(0, 1), ylim=(0, 1))
     ax.set_aspect("equal")
     ax.legend(fontsize=7)
@@ -113,8 +114,9 @@ def heatmap(ax: Any, fig: Any, data: np.ndarray, rows: Sequence[str], cols: Sequ
     fig.colorbar(im, ax=ax, label=label)
 
 
-LENS_CAPTION = ("Logit lens: the culture distribution and the letter-position probabilities read out after "
-                "every layer.")
+def lens_caption(groups: GroupNoun) -> str:
+    """The lens figure's caption, in the bench's word for its groups."""
+    return f"Logit lens: the {groups.one} distribution and the letter-position probabilities read out after every layer."
 
 
 def plot_layers(table: dict[str, Any], path: Path) -> None:

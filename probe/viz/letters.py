@@ -14,7 +14,7 @@ MEANINGS = {
     "letter_share": "expected and greedy metrics mostly measure the letter, not a cultural preference (a "
                     "letter-locked model reads as unbiased and consistent)",
     "prior": "expected and greedy metrics favour whatever option sits at {letter}; rotation balances that "
-             "out of culture totals only in expectation",
+             "out of group totals only in expectation",
     "pick_share": "metrics of the {picks} picks mostly count letter {letter}, not a cultural preference",
 }
 

@@ -8,8 +8,8 @@ tens of MB, and they repeat one another), decompressed by the browser's own
 `DecompressionStream`, and every text reaches the page through `textContent`, never as markup:
 prompts and generations are data, not HTML. The page needs no network and no other file.
 
-Filters (bench, condition, culture, verdict, letter mass, and one per other low-cardinality text
-column) can be set in the URL fragment, e.g. `samples.html#condition=C0&culture=Assam&mass_max=0.5`;
+Filters (bench, condition, group, verdict, letter mass, and one per other low-cardinality text
+column) can be set in the URL fragment, e.g. `samples.html#condition=C0&group=Assam&mass_max=0.5`;
 after filtering the page records `data-rows`, `data-matching` and `data-shown` on `<body>`.
 """
 

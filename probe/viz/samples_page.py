@@ -77,7 +77,7 @@ SCRIPT = r"""
     run: function (r, v) { return meta.runs[r.r].label === v; },
     bench: function (r, v) { return meta.runs[r.r].bench === v; },
     condition: function (r, v) { return r.cond === v; },
-    culture: function (r, v) { return (r.groups !== null && r.groups.indexOf(v) >= 0) || r.target === v; },
+    group: function (r, v) { return (r.groups !== null && r.groups.indexOf(v) >= 0) || r.target === v; },
     verdict: function (r, v) { return v === "(no verdict)" ? r.vl.length === 0 : r.vl.indexOf(v) >= 0; },
     mass_min: function (r, v) { return r.mass !== null && r.mass >= Number(v); },
     mass_max: function (r, v) { return r.mass !== null && r.mass <= Number(v); }
@@ -108,14 +108,14 @@ SCRIPT = r"""
     var form = el("form");
     form.id = "filters";
     form.addEventListener("submit", function (e) { e.preventDefault(); });
-    var cultures = [];
-    rows.forEach(function (r) { (r.groups || []).forEach(function (g) { cultures.push(g); }); cultures.push(r.target); });
+    var groups = [];
+    rows.forEach(function (r) { (r.groups || []).forEach(function (g) { groups.push(g); }); groups.push(r.target); });
     var verdicts = [];
     rows.forEach(function (r) { r.vl.forEach(function (v) { verdicts.push(v); }); });
     if (meta.runs.length > 1) addSelect(form, "run", "run", uniq(meta.runs.map(function (m) { return m.label; })));
     addSelect(form, "bench", "bench", uniq(meta.runs.map(function (m) { return m.bench; })));
     addSelect(form, "condition", "condition", uniq(rows.map(function (r) { return r.cond; })));
-    addSelect(form, "culture", "culture (shown or target)", uniq(cultures));
+    addSelect(form, "group", "group (shown or target)", uniq(groups));
     addSelect(form, "verdict", "verdict or check", uniq(verdicts).concat(["(no verdict)"]));
     addNumber(form, "mass_min", "letter mass ≥");
     addNumber(form, "mass_max", "letter mass ≤");

@@ -31,7 +31,7 @@ from probe.results.generations import read_judgements
 from probe.results.run import Run
 from probe.results.schemas import judgements_schema
 from probe.results.scores import ScoreTable
-from probe.types import LETTERS
+from probe.types import LETTERS, GroupNoun
 
 
 def prepare(spec: CCDSpec, generate: bool, cache_dir: Path) -> PreparedBench:
@@ -95,7 +95,7 @@ TASK = forced.forced_choice_task(
         pair_columns=_HEADLINE,
         curve_metrics=(Column("entropy of cluster shares, bits", "entropy_bits"),
                        Column("Cramér's V, position", "position_V")),
-        sweep_figures=figures.sweep_figures),
+        sweep_figures=figures.sweep_figures, groups=GroupNoun("culture", "cultures")),
     Judging(jobs=rationale_jobs, judges=(KeywordJudge.name, "llm", "http"),
             schema=judgements_schema(JUDGEMENT_COLUMNS), errors=judge_errors),
 )

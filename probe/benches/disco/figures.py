@@ -9,6 +9,7 @@ import numpy as np
 
 from probe.metrics.core import get_path
 from probe.results.run import Run
+from probe.types import GroupNoun
 from probe.viz.figures import (
     Figure,
     bars,
@@ -20,6 +21,9 @@ from probe.viz.figures import (
     save,
     yerr,
 )
+
+GROUPS = GroupNoun("culture", "cultures")
+"""DiSCo's word for its groups in the generic reports and figures."""
 
 CAPTIONS: dict[str, str] = {
     "csd.png": "Cultural selection distribution with no context (C0): each culture's exposure-normalised "
@@ -54,7 +58,7 @@ def run_figures(run: Run, out_dir: Path) -> list[Figure]:
         fig, ax = plt.subplots(figsize=(4.6, 4.6), constrained_layout=True)
         gini = num(get_path(m, "expected", "C0", "Gini"))
         lorenz(ax, [num(csd[c]) for c in cultures], f"C0 CSD (Gini {gini:.3f})")
-        lorenz_axes(ax)
+        lorenz_axes(ax, GROUPS)
         ax.set_title(f"Lorenz curve — {title}", fontsize=9)
         figs.append(save(fig, out_dir, "lorenz.png", CAPTIONS["lorenz.png"]))
     rows = {c: p for c in ("C0", "C3") if (p := get_path(m, "expected", c, "letter_probs"))}
@@ -101,7 +105,7 @@ def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> 
         fig, ax = plt.subplots(figsize=(5.5, 5.5), constrained_layout=True)
         for lab, d, g in csd:
             lorenz(ax, [num(v) for v in d.values()], f"{lab} (Gini {g:.3f})")
-        lorenz_axes(ax)
+        lorenz_axes(ax, GROUPS)
         ax.set_title("Lorenz curves of the C0 CSD", fontsize=9)
         figs.append(save(fig, out_dir, "lorenz_models.png", CAPTIONS["lorenz_models.png"]))
     pairs = [(lab, sl, psi) for lab, m in disco

@@ -91,6 +91,7 @@ TASK = forced.forced_choice_task(
                       Column("SPD_compliance(C2)", "C2.SPD_compliance"), Column("JSD (bits)", "C3.JSD")),
         curve_metrics=(Column("KL(CSD‖uniform), C0, nats", "C0.KL"), Column("PSI, C2", "C2.PSI")),
         sweep_figures=figures.sweep_figures,
-        steer_columns=(Column("CSD(c), C0", "C0.CSD.{culture}"), Column("CR(c), C1", "C1.CR_by_culture.{culture}"),
-                       Column("KL(CSD‖uniform), C0, nats", "C0.KL"))),
+        steer_columns=(Column("CSD(c), C0", "C0.CSD.{group}"), Column("CR(c), C1", "C1.CR_by_culture.{group}"),
+                       Column("KL(CSD‖uniform), C0, nats", "C0.KL")),
+        groups=figures.GROUPS),
 )

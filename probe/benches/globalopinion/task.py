@@ -45,7 +45,7 @@ from probe.metrics.core import AnalysisOptions, get_path
 from probe.metrics.tree import MetricsTree
 from probe.results.run import Run
 from probe.results.scores import ScoreTable
-from probe.types import LETTERS, Contrast, Design
+from probe.types import LETTERS, Contrast, Design, GroupNoun
 from probe.viz.markdown import value_ci
 
 NEAR_UNIFORM = 0.9
@@ -130,6 +130,7 @@ _TASK = forced.forced_choice_task(
         sweep_note="Similarity = 1 − Jensen–Shannon distance (base 2) to each country's answer shares; expected "
                    "(probability-weighted) values with 95% bootstrap CIs over questions.",
         pair_columns=(Column("mean similarity", "default.mean.similarity"), Column("lift", "default.mean.lift")),
-        curve_metrics=(Column("mean similarity (default)", "default.mean.similarity"),)),
+        curve_metrics=(Column("mean similarity (default)", "default.mean.similarity"),),
+        groups=GroupNoun("country", "countries")),
 )
 TASK = replace(_TASK, metrics=metrics)
