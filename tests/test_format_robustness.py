@@ -167,8 +167,8 @@ def _frame() -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(("broken", "message"), [
-    (lambda d: {k: v for k, v in d.items() if k != "v4"}, "unbalanced factorial: 1 of the 9 combinations of "
-                                                           "labels × cue have no variant, first labels=lower, cue=answer"),
+    (lambda d: {k: v for k, v in d.items() if k != "v4"}, ("unbalanced factorial: 1 of the 9 combinations of "
+                                                            "labels × cue have no variant, first labels=lower, cue=answer")),
     (lambda d: {**d, "v9": d["v0"]}, "variants 'v0' and 'v9' both have labels=protocol, cue=protocol"),
     (lambda d: {**d, "v1": {"labels": "protocol"}}, "variant 'v1' names factors ['labels']"),
     (lambda d: {}, "the design names no variant"),
