@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -198,3 +199,16 @@ def test_bad_share_tables_are_refused_with_what_is_wrong() -> None:
     assert isinstance(info.value, ProbeInputError)  # the command line prints it as one line
     with pytest.raises(ValueError, match=r"factor 'cue': level 'bare' is not one of its levels \['protocol', 'answer'\]"):
         Factorial.of(design_of(LEVELS), levels={"cue": ("protocol", "answer")})
+
+
+def test_degenerate_tables_give_nan_not_warnings() -> None:
+    """One variant: the split is all group and W undefined; every share exactly 1/G: nothing to split."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one = analyse(ShareCube(("i0", "i1"), ("v0",), ("A", "B"), np.array([[[0.7, 0.3]], [[0.5, 0.5]]])),
+                      Factorial.of({"v0": {}}), n_boot=50)
+        flat = analyse(ShareCube(("i0",), ("v0",), ("A", "B"), np.full((1, 1, 2), 0.5)), Factorial.of({"v0": {}}),
+                       n_boot=50)
+    assert (one.split.group, one.split.rest, one.split.interactions) == (1.0, 0.0, ())
+    assert np.isnan(one.kendall_w) and one.kendall_w_ci95 is not None and np.isnan(one.kendall_w_ci95[0])
+    assert np.isnan(flat.split.group) and flat.group("A").verdict == "none"

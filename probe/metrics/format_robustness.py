@@ -23,6 +23,7 @@ deterministic from the seed), so they are consistent with one another; without r
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Literal
 
@@ -204,7 +205,10 @@ def _bootstrap(shares: np.ndarray, factorial: Factorial, n_boot: int, seed: int)
 def _percentiles(replicates: np.ndarray, level: float) -> np.ndarray:
     """`[lo, hi]` percentile interval over the replicate axis: `[B, ...]` → `[2, ...]` (NaN replicates ignored)."""
     tail = 100 * (1 - level) / 2
-    with np.errstate(invalid="ignore"):
+    if not np.isnan(replicates).any():  # the usual case, and much faster than nanpercentile
+        return np.percentile(replicates, [tail, 100 - tail], axis=0)
+    with warnings.catch_warnings():  # a statistic undefined in every replicate has a NaN interval
+        warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanpercentile(replicates, [tail, 100 - tail], axis=0)
 
 
