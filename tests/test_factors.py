@@ -76,11 +76,12 @@ def test_the_cap_counts_the_variants() -> None:
     (["layout"], ("labels", "cue"), "factors: factor 'layout' is not admitted by this bench's protocol: it admits "
                                     "labels, cue"),
     (["cue", "cue"], ALL, "factors: 'cue' is named twice"),
-    ([{"cue": "anwser"}], ALL, "factors, variant 0: factor 'cue' has no level 'anwser' (did you mean 'answer'?): expected one of "
+    ([{"cue": "anwser"}], ALL, "factors[0]: factor 'cue' has no level 'anwser' (did you mean 'answer'?): expected one of "
                                "protocol, answer, bare"),
-    ([{"labels": "lower"}, {"system": "neutral"}], ("labels",), "factors, variant 1: factor 'system' is not admitted"),
-    ([{"labels": "lower"}, {"labels": "lower"}], ALL, "factors, variant 1: the same levels as variant 0"),
+    ([{"labels": "lower"}, {"system": "neutral"}], ("labels",), "factors[1]: factor 'system' is not admitted"),
+    ([{"labels": "lower"}, {"labels": "lower"}], ALL, "factors[1]: the same levels as factors[0]"),
     (["labels", {"cue": "bare"}], ALL, "factors: expected factor names (a factorial) or variants"),
+    ("labels", ALL, "factors: expected a list of factor names, got the string 'labels' (write [labels])"),
 ])
 def test_a_bad_design_is_refused_before_anything_runs(design: list[object], admitted: tuple[str, ...],
                                                       message: str) -> None:
@@ -144,3 +145,12 @@ def test_a_levels_file_must_exist_and_be_yaml_or_json(tmp_path: Path) -> None:
 def test_levels_can_be_added_in_memory_too() -> None:
     factors = with_levels(BUILTIN_FACTORS, {"cue": {"colon": "Choice:"}}, "analysis config")
     assert factors["cue"].level("colon") == Level("colon", text="Choice:", source="analysis config")
+
+
+def test_a_factorial_design_is_the_balanced_factorial_the_analysis_reads() -> None:
+    from probe.metrics.format_robustness import Factorial
+
+    variants = expand(["labels", "cue", "instruction"], BUILTIN_FACTORS, admitted=ALL)
+    factorial = Factorial.of({v.name: v.level_names() for v in variants})
+    assert factorial.variants == tuple(v.name for v in variants)  # the same order: the protocol's first
+    assert factorial.levels == tuple(BUILTIN_FACTORS[f].level_names for f in ("labels", "cue", "instruction"))

@@ -137,8 +137,7 @@ class FormatRobustness:
         return next(a for a in self.across if a.group == group)
 
 
-def analyse(cube: ShareCube, factorial: Factorial, n_boot: int = 5000, seed: int = 0,
-            level: float = 0.95) -> FormatRobustness:
+def analyse(cube: ShareCube, factorial: Factorial, n_boot: int = 5000, seed: int = 0) -> FormatRobustness:
     """The format-robustness analysis of `cube` under the variant design `factorial`.
 
     Replicate b resamples the items with replacement (`bootstrap_weights(n_items, n_boot, seed)`:
@@ -150,7 +149,7 @@ def analyse(cube: ShareCube, factorial: Factorial, n_boot: int = 5000, seed: int
     shares = aligned(cube, factorial)
     point = _statistics(shares.mean(axis=0)[None], factorial)
     boot = _bootstrap(shares, factorial, n_boot, seed) if n_boot > 0 else None
-    ci = {k: _percentiles(v, level) for k, v in boot.items()} if boot is not None else None
+    ci = {k: _percentiles(v) for k, v in boot.items()} if boot is not None else None
     ref = 1 / len(cube.groups)
     s = point["shares"][0]
     cells = tuple(CellShare(v, g, float(s[i, j]), _pair(ci["shares"], i, j) if ci else None)
@@ -202,9 +201,9 @@ def _bootstrap(shares: np.ndarray, factorial: Factorial, n_boot: int, seed: int)
     return {k: np.concatenate([p[k] for p in parts]) for k in ("shares", "table_shares", "kendall_w")}
 
 
-def _percentiles(replicates: np.ndarray, level: float) -> np.ndarray:
-    """`[lo, hi]` percentile interval over the replicate axis: `[B, ...]` → `[2, ...]` (NaN replicates ignored)."""
-    tail = 100 * (1 - level) / 2
+def _percentiles(replicates: np.ndarray) -> np.ndarray:
+    """`[lo, hi]` 95% percentile interval over the replicate axis: `[B, ...]` → `[2, ...]` (NaN replicates ignored)."""
+    tail = 2.5
     if not np.isnan(replicates).any():  # the usual case, and much faster than nanpercentile
         return np.percentile(replicates, [tail, 100 - tail], axis=0)
     with warnings.catch_warnings():  # a statistic undefined in every replicate has a NaN interval

@@ -223,6 +223,8 @@ def expand(design: Sequence[str] | Sequence[Mapping[str, str]], factors: Mapping
     whether listed or not. Empty: the protocol alone. Refused: an unknown factor or level, a
     factor outside `admitted` (what the bench's protocol allows), a repeated factor or variant,
     more than `max_variants` variants (with the count)."""
+    if isinstance(design, str):  # a string is a sequence of one-letter "factor names"
+        raise FactorError(f"factors: expected a list of factor names, got the string {design!r} (write [{design}])")
     if all(isinstance(d, str) for d in design):
         return _factorial([str(d) for d in design], factors, admitted, max_variants)
     if all(isinstance(d, Mapping) for d in design):
@@ -259,16 +261,16 @@ def _explicit(listed: list[dict[str, str]], factors: Mapping[str, Factor], admit
     used = [name for name in factors if any(name in entry for entry in listed)]
     for i, entry in enumerate(listed):
         for name in entry:
-            _factor(str(name), factors, admitted, f"factors, variant {i}")
+            _factor(str(name), factors, admitted, f"factors[{i}]")
     rows: list[tuple[str, ...]] = [tuple(factors[n].levels[0].name for n in used)]
     listed_at: dict[tuple[str, ...], int] = {}
     for i, entry in enumerate(listed):
         try:
             row = tuple(factors[n].level(str(entry.get(n, factors[n].levels[0].name))).name for n in used)
         except FactorError as e:
-            raise FactorError(f"factors, variant {i}: {e}") from e
+            raise FactorError(f"factors[{i}]: {e}") from e
         if row in listed_at:
-            raise FactorError(f"factors, variant {i}: the same levels as variant {listed_at[row]} ({entry})")
+            raise FactorError(f"factors[{i}]: the same levels as factors[{listed_at[row]}] ({entry})")
         listed_at[row] = i
         if row != rows[0]:  # the protocol's variant, listed or not, is variant 0
             rows.append(row)
