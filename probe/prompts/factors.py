@@ -1,0 +1,323 @@
+"""Prompt factors: named ways a forced-choice prompt may be worded, each with levels, and their
+expansion into the variants a run scores (the specification only; rendering comes later).
+
+Level 0 of every factor is `protocol` — the bench's own wording (for `system`: `none`, no system
+message beyond the model config's) — so variant 0 of any design is the protocol's prompt, and a
+run without factors is one variant, today's run. Users add levels from a YAML or JSON file,
+without code (`load_levels`); a bench says which factors its protocol admits (`admitted`).
+
+Templates: an `instruction` level is a line with `{labels}` where the shown labels go (`A, B, C,
+D`); a `layout` level is one option line with `{label}` and `{text}`. Literal braces in them are
+written `{{` and `}}`. `cue` and `system` levels are plain text (no placeholders: a cue may well
+hold a brace, as the protocol's JSON cue does).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+import string
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
+from itertools import product
+from pathlib import Path
+from types import MappingProxyType
+from typing import Literal
+
+from probe.errors import ProbeInputError, os_errors
+
+PROTOCOL = "protocol"
+"""The name of level 0 of every factor but `system`, whose level 0 is `none`."""
+DEFAULT_MAX_VARIANTS = 256
+"""The most variants a design may expand to unless the caller allows more."""
+_LEVEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+class FactorError(ProbeInputError, ValueError):
+    """A factor design that cannot run: raised before anything is scored or written."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of a factor. Level 0 (`text` and `labels` both None) keeps the protocol's own."""
+
+    name: str
+    text: str | None = None
+    """An instruction line or option-line template, a cue or a system message (by factor)."""
+    labels: tuple[str, ...] | None = None
+    """A `labels` level's labels in display order; a K-option prompt uses the first K."""
+    source: str = "built-in"
+    """Where it was defined: `built-in` or the levels file."""
+
+    @property
+    def is_protocol(self) -> bool:
+        """Whether this level leaves the protocol's prompt as it is."""
+        return self.text is None and self.labels is None
+
+    def labels_for(self, k: int) -> tuple[str, ...] | None:
+        """The first `k` labels (None: the protocol's own); refused when the level has fewer."""
+        if self.labels is None:
+            return None
+        if len(self.labels) < k:
+            raise FactorError(f"labels level {self.name!r} ({self.source}) has {len(self.labels)} labels, the "
+                              f"prompt shows {k} options")
+        return self.labels[:k]
+
+
+@dataclass(frozen=True)
+class Factor:
+    """A named way a prompt may be worded: its levels, level 0 the protocol's."""
+
+    name: str
+    levels: tuple[Level, ...]
+    takes: Literal["text", "template", "labels"]
+    """What a level holds: plain text, a template with `placeholders`, or a label set."""
+    placeholders: tuple[str, ...] = ()
+    """The fields a template level must hold, and the only ones it may."""
+    description: str = ""
+
+    def level(self, name: str) -> Level:
+        """The level called `name`; refused naming the levels there are."""
+        for level in self.levels:
+            if level.name == name:
+                return level
+        raise FactorError(f"factor {self.name!r} has no level {name!r}{_close(name, self.level_names)}: expected one "
+                          f"of {', '.join(self.level_names)} (more levels come from a levels file)")
+
+    @property
+    def level_names(self) -> tuple[str, ...]:
+        """Its level names in order."""
+        return tuple(level.name for level in self.levels)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One wording of the prompt: a level of each factor of the design (variant 0: all level 0)."""
+
+    index: int
+    levels: tuple[tuple[str, Level], ...]
+    """`(factor, level)` for every factor of the design, in design order."""
+
+    def level(self, factor: str) -> Level:
+        """Its level of `factor`; a factor the design does not vary keeps the protocol's wording
+        (a stand-in `Level(PROTOCOL)`)."""
+        return dict(self.levels).get(factor, Level(PROTOCOL))
+
+    def level_names(self) -> dict[str, str]:
+        """`{factor: level name}`: the variant's row of the factorial the analysis reads."""
+        return {f: level.name for f, level in self.levels}
+
+    @property
+    def is_protocol(self) -> bool:
+        """Whether every level is the protocol's."""
+        return all(level.is_protocol for _, level in self.levels)
+
+    @property
+    def name(self) -> str:
+        """`protocol`, or its non-protocol levels: `labels=digits,cue=bare`."""
+        moved = [f"{f}={level.name}" for f, level in self.levels if not level.is_protocol]
+        return ",".join(moved) or PROTOCOL
+
+
+def _placeholders(text: str, where: str) -> set[str]:
+    """The fields `{name}` of a template; malformed braces are refused."""
+    try:
+        return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+    except ValueError as e:
+        raise FactorError(f"{where}: {e} (write literal braces as {{{{ and }}}})") from e
+
+
+def check_level(factor: Factor, level: Level, where: str) -> None:
+    """Refuse a level its factor cannot use: a template without a placeholder it needs or with one
+    it does not know, a label set that repeats or holds blanks, a name a variant cannot carry."""
+    if not _LEVEL_NAME.match(level.name):
+        raise FactorError(f"{where}: level name {level.name!r}: expected letters, digits, '_' or '-'")
+    if factor.takes == "labels" and level.labels is not None:
+        labels = level.labels
+        bad = [x for x in labels if not x or x != x.strip() or any(c.isspace() for c in x)]
+        if len(labels) < 2 or bad or len(set(labels)) != len(labels):
+            raise FactorError(f"{where}: expected ≥ 2 distinct labels without spaces, got {list(labels)}")
+    elif factor.takes == "template" and level.text is not None:
+        fields = _placeholders(level.text, where)
+        lacking = [p for p in factor.placeholders if p not in fields]
+        if lacking:
+            raise FactorError(f"{where}: the text lacks the placeholder {{{lacking[0]}}} that {factor.name} levels need "
+                              f"(expected {', '.join('{' + p + '}' for p in factor.placeholders)}), got {level.text!r}")
+        unknown = sorted(fields - set(factor.placeholders))
+        if unknown:
+            raise FactorError(f"{where}: unknown placeholder {{{unknown[0]}}}: {factor.name} levels may use only "
+                              f"{', '.join('{' + p + '}' for p in factor.placeholders)} (literal braces: {{{{ }}}})")
+
+
+def with_levels(factors: Mapping[str, Factor], extra: Mapping[str, object], source: str) -> dict[str, Factor]:
+    """`factors` with the levels of `extra` (`{factor: {level name: text or [labels]}}`) appended,
+    each checked (`check_level`); `source` names where they came from, for messages."""
+    if not isinstance(extra, Mapping):
+        raise FactorError(f"{source}: expected a mapping of factor → {{level: value}}, got {type(extra).__name__}")
+    out = dict(factors)
+    for name, levels in extra.items():
+        if name not in out:
+            raise FactorError(f"{source}: unknown factor {name!r}{_close(str(name), out)}: levels can be added to "
+                              f"{', '.join(out)}")
+        if not isinstance(levels, Mapping) or not levels:
+            raise FactorError(f"{source}: factor {name!r}: expected a mapping of level name → value, got {levels!r}")
+        factor = out[name]
+        added = list(factor.levels)
+        for level_name, value in levels.items():
+            where = f"{source}: {name} level {level_name!r}"
+            if str(level_name) in {x.name for x in added}:
+                raise FactorError(f"{where}: factor {name!r} already has a level of that name")
+            added.append(_level(factor, str(level_name), value, where, source))
+            check_level(factor, added[-1], where)
+        out[name] = replace(factor, levels=tuple(added))
+    return out
+
+
+def _level(factor: Factor, name: str, value: object, where: str, source: str) -> Level:
+    """The `Level` a file's value makes: a list of strings for `labels`, a string otherwise."""
+    if factor.takes == "labels":
+        if not isinstance(value, Sequence) or isinstance(value, str) or not all(isinstance(x, str) for x in value):
+            raise FactorError(f"{where}: expected a list of label strings, got {value!r}")
+        return Level(name, labels=tuple(value), source=source)
+    if not isinstance(value, str):
+        raise FactorError(f"{where}: expected a string, got {type(value).__name__} {value!r}")
+    return Level(name, text=value, source=source)
+
+
+def load_levels(path: str | Path, factors: Mapping[str, Factor] | None = None) -> dict[str, Factor]:
+    """The factors (default: the built-in ones) with the levels of a YAML (`.yaml`, `.yml`) or
+    JSON (`.json`) file added: `{factor: {level name: value}}` — a string (an instruction with
+    `{labels}`, an option line with `{label}` and `{text}`, a cue, a system message) or, for
+    `labels`, a list of labels."""
+    path = Path(path)
+    if path.suffix not in (".yaml", ".yml", ".json"):
+        raise FactorError(f"{path}: expected a .yaml, .yml or .json file of factor levels")
+    with os_errors(f"cannot read the factor levels file {path}", "check the path"):
+        text = path.read_text(encoding="utf-8")
+    return with_levels(BUILTIN_FACTORS if factors is None else factors, _parse(path, text), str(path))
+
+
+def _parse(path: Path, text: str) -> object:
+    if path.suffix == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise FactorError(f"{path}: not valid JSON: {e}") from e
+    import yaml  # PyYAML, which Hydra installs; only a levels file needs it
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise FactorError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from e
+
+
+def expand(design: Sequence[str] | Sequence[Mapping[str, str]], factors: Mapping[str, Factor],
+           admitted: Collection[str], max_variants: int = DEFAULT_MAX_VARIANTS) -> tuple[Variant, ...]:
+    """The variants of a design, variant 0 the protocol's, checked before anything runs.
+
+    `design` is either factor names — the full factorial of their levels, level 0 first, the last
+    factor changing fastest (`["labels", "cue"]`: 3 × 3 = 9 variants) — or explicit variants,
+    each `{factor: level}` (a factor left out keeps level 0); the protocol's variant is variant 0
+    whether listed or not. Empty: the protocol alone. Refused: an unknown factor or level, a
+    factor outside `admitted` (what the bench's protocol allows), a repeated factor or variant,
+    more than `max_variants` variants (with the count)."""
+    if isinstance(design, str):  # a string is a sequence of one-letter "factor names"
+        raise FactorError(f"factors: expected a list of factor names, got the string {design!r} (write [{design}])")
+    if all(isinstance(d, str) for d in design):
+        return _factorial([str(d) for d in design], factors, admitted, max_variants)
+    if all(isinstance(d, Mapping) for d in design):
+        return _explicit([dict(d) for d in design if isinstance(d, Mapping)], factors, admitted, max_variants)
+    raise FactorError(f"factors: expected factor names (a factorial) or variants ({{factor: level}} each), not a mix: "
+                      f"{list(design)}")
+
+
+def _factor(name: str, factors: Mapping[str, Factor], admitted: Collection[str], where: str) -> Factor:
+    if name not in factors:
+        raise FactorError(f"{where}: unknown factor {name!r}{_close(name, factors)}: expected one of {', '.join(factors)}")
+    if name not in admitted:
+        raise FactorError(f"{where}: factor {name!r} is not admitted by this bench's protocol: it admits "
+                          f"{', '.join(a for a in factors if a in admitted) or 'no factor'}")
+    return factors[name]
+
+
+def _factorial(names: list[str], factors: Mapping[str, Factor], admitted: Collection[str],
+               max_variants: int) -> tuple[Variant, ...]:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise FactorError(f"factors: {repeated[0]!r} is named twice")
+    chosen = [_factor(n, factors, admitted, "factors") for n in names]
+    count = math.prod(len(f.levels) for f in chosen)
+    if count > max_variants:
+        sizes = " × ".join(f"{f.name} ({len(f.levels)})" for f in chosen)
+        raise FactorError(f"factors: the factorial of {sizes} has {count} variants, more than the cap of "
+                          f"{max_variants}: name fewer factors or raise the cap")
+    return tuple(Variant(i, tuple(zip(names, cell))) for i, cell in enumerate(product(*(f.levels for f in chosen))))
+
+
+def _explicit(listed: list[dict[str, str]], factors: Mapping[str, Factor], admitted: Collection[str],
+              max_variants: int) -> tuple[Variant, ...]:
+    used = [name for name in factors if any(name in entry for entry in listed)]
+    for i, entry in enumerate(listed):
+        for name in entry:
+            _factor(str(name), factors, admitted, f"factors[{i}]")
+    rows: list[tuple[str, ...]] = [tuple(factors[n].levels[0].name for n in used)]
+    listed_at: dict[tuple[str, ...], int] = {}
+    for i, entry in enumerate(listed):
+        try:
+            row = tuple(factors[n].level(str(entry.get(n, factors[n].levels[0].name))).name for n in used)
+        except FactorError as e:
+            raise FactorError(f"factors[{i}]: {e}") from e
+        if row in listed_at:
+            raise FactorError(f"factors[{i}]: the same levels as factors[{listed_at[row]}] ({entry})")
+        listed_at[row] = i
+        if row != rows[0]:  # the protocol's variant, listed or not, is variant 0
+            rows.append(row)
+    if len(rows) > max_variants:
+        raise FactorError(f"factors: {len(rows)} variants (the protocol's included), more than the cap of "
+                          f"{max_variants}: list fewer or raise the cap")
+    return tuple(Variant(i, tuple((n, factors[n].level(lv)) for n, lv in zip(used, row)))
+                 for i, row in enumerate(rows))
+
+
+def _close(name: str, known: Collection[str]) -> str:
+    """` (did you mean 'x'?)` for a near miss, else nothing."""
+    match = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+# --- the built-in factors: data, each level checked by the tests -----------------------------
+
+BUILTIN_FACTORS: Mapping[str, Factor] = MappingProxyType({f.name: f for f in (
+    Factor("labels", takes="labels", description="the option labels", levels=(
+        Level(PROTOCOL),  # the bench's own: A B C …
+        Level("lower", labels=tuple("abcdefghijklmnopqrstuvwxyz")),
+        Level("digits", labels=tuple(str(i) for i in range(1, 27))),
+    )),
+    Factor("layout", takes="template", placeholders=("label", "text"), description="how each option line is written",
+           levels=(
+               Level(PROTOCOL),  # the bench's own option lines (`A. text`)
+               Level("paren", text="({label}) {text}"),
+           )),
+    Factor("cue", takes="text", description="what the answer turn starts with, pre-filled", levels=(
+        Level(PROTOCOL),  # the bench's own cue
+        Level("answer", text="Answer:"),
+        Level("bare", text=""),  # nothing pre-filled: the chat template's bare generation prompt
+    )),
+    Factor("instruction", takes="template", placeholders=("labels",), description="the line asking for one option",
+           levels=(
+               Level(PROTOCOL),  # the bench's own instruction line
+               Level("pick", text="Pick one of the given options and answer with its label only, one of {labels}, "
+                                  "without any explanation."),
+               Level("select", text="Select a single option from those given. Reply with nothing but its label "
+                                    "({labels})."),
+               Level("which", text="Which one of the given options do you choose? Give just the label of that "
+                                   "option ({labels}) and no explanation."),
+           )),
+    Factor("system", takes="text", description="a system message", levels=(
+        Level("none"),  # no system message beyond the model config's
+        Level("neutral", text="You are a helpful assistant."),
+    )),
+)})
+"""The factors every forced-choice bench may admit, in this order; level 0 of each is the protocol's."""
