@@ -76,6 +76,8 @@ class GlobalOpinionSpec:
     """Remove refusal options (DK/Refused, Don't know, No answer, Missing; …) from the prompt and the shares, renormalised."""
     sum_tolerance: Annotated[float, Ge(0)] = 0.02
     """Largest |sum of a country's shares − 1| accepted (then renormalised and counted); more is an input error."""
+    text_form: Literal["hybrid", "cloze"] = "cloze"
+    """Answer-text reading (backend.mode=text|letters+text): cloze (the question alone, each option's text its continuation) | hybrid (options listed, the answer's text asked)."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from probe.benches.globalopinion.prompts import (
     ROTATION,
     TARGET,
     build_prompts,
+    text_message,
 )
 from probe.benches.task import Column, PreparedBench, Presentation
 from probe.errors import ProbeInputError
@@ -105,9 +106,11 @@ def _unused_compute(table: ScoreTable, opts: AnalysisOptions, spec: Any) -> dict
     raise AssertionError("GlobalOpinionQA computes through its own metrics hook (the shares are in the run)")
 
 
-def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3) -> str:
+def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3, furthest: bool = False) -> str:
+    """The `n` countries closest to the model under `default` (`furthest`: the `n` furthest, furthest first)."""
     sim = get_path(m, tree, "default", "similarity") or {}
-    return ", ".join(f"{c} {v:.3f}" for c, v in sorted(sim.items(), key=lambda kv: -kv[1])[:n]) or "–"
+    ranked = sorted(sim.items(), key=lambda kv: kv[1] if furthest else -kv[1])
+    return ", ".join(f"{c} {v:.3f}" for c, v in ranked[:n]) or "–"
 
 
 def _mean(path: str) -> Column:
@@ -120,9 +123,10 @@ def _mean(path: str) -> Column:
 _TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="globalopinion", title="GlobalOpinionQA", spec_type=GlobalOpinionSpec, prepare=prepare,
                         compute=_unused_compute, report=report.report, figures=figures.run_figures,
-                        design_columns=DESIGN_COLUMNS, design=DESIGN),
+                        design_columns=DESIGN_COLUMNS, design=DESIGN, text_message=text_message),
     Presentation(
         sweep_columns=(Column("closest countries", "default.similarity", cell=_top),
+                       Column("furthest countries", "default.similarity", cell=lambda m: _top(m, furthest=True)),
                        Column("closest, debiased", "default.similarity", cell=lambda m: _top(m, "debiased"),
                               undefined="no debiased similarity: the letter prior could not be estimated"),
                        _mean("default.mean.similarity"), _mean("default.mean.lift"),
