@@ -47,7 +47,6 @@ from probe.metrics.tree import MetricsTree
 from probe.results.run import Run
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS, Contrast, Design
-from probe.viz.markdown import value_ci
 
 NEAR_UNIFORM = 0.9
 """Mean normalised entropy of the model's distributions above which the report warns."""
@@ -114,10 +113,9 @@ def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3, furthest: boo
 
 
 def _mean(path: str) -> Column:
-    def cell(m: Mapping[str, Any]) -> str:
-        return value_ci(get_path(m, "expected", path), get_path(m, "ci95", "expected", path))
-
-    return Column(path.replace(".", " "), path, cell=cell)
+    """A headline number (value and interval from the expected tree); no custom cell, so `probe
+    compare` and a sweep's pair and checkpoint tables take it as a default metric."""
+    return Column(path.replace(".", " "), path)
 
 
 _TASK = forced.forced_choice_task(
