@@ -6,7 +6,6 @@ questions, the sweep table and `probe view`."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
