@@ -1,7 +1,7 @@
 """GlobalOpinionQA through the generic tools, on one Hydra multirun of the tiny model over three
-questions of the shared subset (the letter reading and the cloze text reading), shared by every
-test here: the text reading recomputed from its stored scores, `probe compare` paired over
-questions, the sweep table and `probe view`."""
+questions of the shared subset (the letter reading, the cloze text reading and both), shared by
+every test here: the text reading recomputed from its stored scores, the letter-vs-text agreement
+per number of options, `probe compare` paired over questions, the sweep table and `probe view`."""
 
 from __future__ import annotations
 
@@ -31,19 +31,22 @@ MEANS = ("default.mean.similarity", "default.mean.lift", "cross_national.mean.ga
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """`probe -m model=tiny bench=globalopinion bench.limit=3 backend.mode=letters,text`: the
-    sweep directory and what the multirun printed."""
+    """`probe -m model=tiny bench=globalopinion bench.limit=3 backend.mode=letters,text,letters+text`:
+    the sweep directory and what the multirun printed."""
     root = tmp_path_factory.mktemp("goqa_sweep")
     proc = subprocess.run([sys.executable, "-m", "probe", "-m", "model=tiny", "bench=globalopinion",
-                           f"bench.path={subset()}", "bench.limit=3", "backend.mode=letters,text",
+                           f"bench.path={subset()}", "bench.limit=3", "backend.mode=letters,text,letters+text",
                            f"hydra.sweep.dir={root / 'sweep'}", "analysis.n_boot=100", "progress=false"],
                           cwd=REPO, env=probe_env(root / "cache"), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return root / "sweep", proc.stdout
 
 
+MODES = ("letters", "text", "letters+text")
+
+
 def _run(sweep: tuple[Path, str], mode: str) -> Path:
-    return sweep[0] / f"{0 if mode == 'letters' else 1}_globalopinion_tiny_backend.mode-{mode}"
+    return sweep[0] / f"{MODES.index(mode)}_globalopinion_tiny_backend.mode-{mode}"
 
 
 def _metrics(run: Path) -> dict[str, Any]:
@@ -87,6 +90,23 @@ def test_text_reading_is_the_softmax_of_the_stored_option_loglikelihoods(sweep) 
             assert all(abs(got[c] - v) <= 1e-9 for c, v in by_country.items()), (tree, cond)
 
 
+def test_letter_text_agreement_reads_each_questions_own_letters(sweep) -> None:
+    run = _run(sweep, "letters+text")
+    prompts = pq.read_table(run / "prompts.parquet").sort_by("prompt_id").to_pylist()
+    scores = pq.read_table(run / "scores.parquet").sort_by("prompt_id").to_pylist()
+    same: dict[str, list[bool]] = {}
+    for p, s in zip(prompts, scores):
+        k = sum(o >= 0 for o in p["order"])
+        picks = (int(np.argmax(s["letter_logprobs"][:k])), int(np.argmax(s["text_logprobs"][:k])))
+        same.setdefault(f"{p['condition']} (K={k})", []).append(picks[0] == picks[1])
+    agreement = _metrics(run)["agreement"]
+    assert set(agreement) == set(same)
+    for key, block in agreement.items():
+        k = int(key.rsplit("=", 1)[1].rstrip(")"))
+        assert block["n_prompts"] == len(same[key]) and block["argmax"] == pytest.approx(np.mean(same[key]))
+        assert "" not in block["by_group"] and len(block["by_group"]) == k  # the question's K options, no padding
+
+
 def test_compare_is_paired_over_questions(sweep) -> None:
     letters, text = _run(sweep, "letters"), _run(sweep, "text")
     a, b = _metrics(letters), _metrics(text)
@@ -126,7 +146,7 @@ def test_view_lists_the_hand_counted_prompts(sweep, tmp_path: Path, capsys: pyte
     root = sweep[0]
     view([str(root), f"out={tmp_path / 'out'}"])
     assert "probe view: wrote" in capsys.readouterr().out
-    rows = [p for mode in ("letters", "text") for p in pq.read_table(_run(sweep, mode) / "prompts.parquet").to_pylist()]
+    rows = [p for mode in MODES for p in pq.read_table(_run(sweep, mode) / "prompts.parquet").to_pylist()]
     country = next(p["target"] for p in rows if p["target"] is not None)
     want = sum(p["condition"] == "cross_national" and (p["target"] == country or country in p["groups"]) for p in rows)
     dom = _dom(tmp_path / "out" / "samples.html", f"condition=cross_national&culture={country}", tmp_path)
