@@ -177,3 +177,21 @@ def test_similarity_by_hand() -> None:
     assert similarity(np.array([1.0, 0.0]), np.array([0.5, 0.5])) == pytest.approx(1 - 0.5579230, abs=1e-7)
     assert similarity(np.array([0.3, 0.7]), np.array([0.3, 0.7])) == pytest.approx(1.0)
     assert similarity(np.array([1.0, 0.0]), np.array([0.0, 1.0])) == pytest.approx(0.0)
+
+
+# --- the checksum: no default (the upstream file's is unknown here), a pinned one is checked ---
+
+
+def test_a_pinned_sha256_is_checked_against_the_local_file(tmp_path: Path) -> None:
+    import hashlib
+
+    from probe.benches.globalopinion.data import resolve_source
+
+    path = subset()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert GlobalOpinionSpec().sha256 is None
+    assert resolve_source(GlobalOpinionSpec(path=str(path), sha256=digest.upper()), tmp_path) == path
+    wrong = "0" * 64
+    with pytest.raises(ProbeInputError) as e:
+        resolve_source(GlobalOpinionSpec(path=str(path), sha256=wrong), tmp_path)
+    assert str(e.value).startswith(f"{path}: sha256 {digest} does not match bench.sha256 {wrong}")

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,12 +34,14 @@ def run(out: Path, *args: str) -> dict:
     return json.loads((out / "metrics.json").read_text())
 
 
-def recompute(run_dir: Path) -> dict[str, dict[str, float]]:
+def recompute(run_dir: Path, score: Callable[[dict], list[float]] = lambda r: r["letter_logprobs"],
+              ) -> dict[str, dict[str, float]]:
     """Per condition and country, the mean over questions of 1 − JS distance (scipy, base 2)
     between the rotation-mean model distribution (softmax over the prompt's own K letters, T = 1)
-    and the country's shares, written without the bench's code."""
+    and the country's shares, written without the bench's code. `score`: a `scores.parquet` row's
+    log-probs per letter (default: the letter reading's)."""
     prompts = pq.read_table(run_dir / "prompts.parquet").to_pylist()
-    scores = {r["prompt_id"]: r["letter_logprobs"] for r in pq.read_table(run_dir / "scores.parquet").to_pylist()}
+    scores = {r["prompt_id"]: score(r) for r in pq.read_table(run_dir / "scores.parquet").to_pylist()}
     human = {p["item_id"]: json.loads(p["human"]) for p in prompts if p["human"] is not None}
     dists: dict[tuple[str, str, str | None], np.ndarray] = {}
     counts: dict[tuple[str, str, str | None], int] = {}

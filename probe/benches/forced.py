@@ -223,11 +223,33 @@ def text_blocks(compute: Compute, table: ScoreTable, design: Design, opts: Analy
         out = merged(out, _tree_of(compute, replace(table, logprobs=per_byte(table)), opts, spec, "text_norm", ci95))
     if not letters_read:
         return out
-    audit = agreement(table, design, debiased, opts)
+    audit = agreement_widths(table, design, debiased, opts)
     if ci95 is not None and opts.n_boot > 0:
         ci95["agreement"] = audit.ci
     return merged(out, Measured({"agreement": audit.block},
                                 {} if audit.replicates is None else {"agreement": audit.replicates}))
+
+
+def agreement_widths(table: ScoreTable, design: Design, debiased: np.ndarray | None,
+                     opts: AnalysisOptions) -> Agreement:
+    """`probe.metrics.text_agreement.agreement` over the letters each prompt shows: once per number
+    of shown options when the table mixes them (`shown_options`), its conditions keyed
+    `"{condition} (K={k})"` as `analyse_widths` keys the letter blocks."""
+    shown = shown_options(table)
+    if shown is None:
+        return agreement(table, design, debiased, opts)
+    parts: list[tuple[int, Agreement]] = []
+    for k in np.unique(shown).tolist():
+        rows = shown == k
+        q = None if debiased is None else debiased[rows][:, :k]
+        parts.append((k, agreement(_first_letters(table.subset(rows), k), design, q, opts)))
+
+    def keyed(tree_of: Callable[[Agreement], dict[str, Any] | None]) -> dict[str, Any]:
+        return {f"{c} (K={k})": v for k, part in parts for c, v in (tree_of(part) or {}).items()}
+
+    no_reps = any(part.replicates is None for _, part in parts)
+    return Agreement(block=keyed(lambda a: a.block), ci=keyed(lambda a: a.ci),
+                     replicates=None if no_reps else keyed(lambda a: a.replicates))
 
 
 def generated_choice_agreement(scored: Run, generated: Run, design: Design, opts: AnalysisOptions) -> Agreement:

@@ -245,16 +245,20 @@ def _against(reference: ScoreTable, conditions: np.ndarray, readings: dict[str, 
 def per_byte(table: ScoreTable) -> np.ndarray:
     """`text_logprobs / text_n_bytes`: the per-byte text score (the `text_norm` reading). lm-eval's
     `acc_norm` divides by characters; probe divides by UTF-8 bytes, which do not depend on how a
-    script is split into characters. Every continuation must have a byte."""
+    script is split into characters. Every continuation shown must have a byte; a letter its row
+    does not show (`order` −1) has none and keeps −inf."""
     if table.text_logprobs is None or table.text_n_bytes is None:
         raise ValueError("per_byte needs a table with text_logprobs and text_n_bytes")
     n_bytes = np.asarray(table.text_n_bytes, dtype=np.float64)
-    if (n_bytes <= 0).any():
-        bad = int(np.asarray(table.prompt_id)[(n_bytes <= 0).any(axis=1)][0])
+    shown = np.ones(n_bytes.shape, bool) if table.order is None else np.asarray(table.order) >= 0
+    empty = (n_bytes <= 0) & shown
+    if empty.any():
+        bad = int(np.asarray(table.prompt_id)[empty.any(axis=1)][0])
         raise ProbeInputError(f"scores.parquet: prompt_id {bad}: text_n_bytes must be ≥ 1 for every option, got "
-                              f"{np.asarray(table.text_n_bytes)[(n_bytes <= 0).any(axis=1)][0].tolist()} "
+                              f"{np.asarray(table.text_n_bytes)[empty.any(axis=1)][0].tolist()} "
                               "(an empty continuation has no per-byte score)")
-    return np.asarray(table.text_logprobs, dtype=np.float64) / n_bytes
+    lp = np.asarray(table.text_logprobs, dtype=np.float64)
+    return np.where(shown, lp / np.where(shown, n_bytes, 1.0), -np.inf)
 
 
 def _rows(r: Reading, rows: np.ndarray) -> Reading:

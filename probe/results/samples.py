@@ -38,7 +38,8 @@ def sample_frame(prompts: pa.Table, letters: Sequence[str], temperature: float, 
     """The samples table of one run's stored tables (each sorted by `prompt_id`): one row per
     prompt in prompt-id order, the prompt's text as `prompt`.
 
-    `p_L = softmax(lp / T)` over the letters at `temperature`; `argmax_prob = exp(argmax_logprob)`
+    `p_L = softmax(lp / T)` over the letters the prompt shows at `temperature` (0 at a letter
+    whose `order` is −1); `argmax_prob = exp(argmax_logprob)`
     is the full-vocabulary probability of the argmax token, NaN (and `argmax_token_id` /
     `argmax_token` None) for runs scored before probe stored it."""
     frame = _prompt_columns(prompts, letters)
@@ -60,6 +61,11 @@ def _prompt_columns(prompts: pa.Table, letters: Sequence[str]) -> pd.DataFrame:
             for k, letter in enumerate(letters):
                 frame[letter_column(prefix, letter)] = [v[k] if v is not None and k < len(v) else None
                                                         for v in values]
+    if "groups" in prompts.column_names and "order" in prompts.column_names:
+        for letter in letters:  # a letter the prompt does not show (`order` −1) shows no group
+            unshown = frame[letter_column("option", letter)] == -1
+            if unshown.any():
+                frame.loc[unshown, letter_column("group", letter)] = None
     return frame
 
 
@@ -70,6 +76,7 @@ def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
     # a text-mode run has no letter reading: its choice distribution is over the option texts
     reading = "text_logprobs" if letter_reading_absent(scores) else "letter_logprobs"
     lp = np.asarray(scores.column(reading).to_pylist(), dtype=np.float64).reshape(len(ids), len(letters))
+    lp = np.where(_shown(frame, letters), lp, -np.inf)
     probs = choice_probs(lp, temperature) if len(ids) else np.zeros_like(lp)
     out = pd.DataFrame({letter_column("p", L): probs[:, k] for k, L in enumerate(letters)}, index=frame.index)
     out["letter_mass"] = scores.column("letter_mass").to_numpy(zero_copy_only=False)
@@ -88,6 +95,17 @@ def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
             out[letter_column("text_p", L)] = tp[:, k]
         out["text_greedy_letter"] = [letters[i] for i in text.argmax(axis=1)] if len(ids) else []
     return out
+
+
+def _shown(frame: pd.DataFrame, letters: Sequence[str]) -> np.ndarray:
+    """`[prompt, letter]` whether the prompt shows an option at the letter: not where its `order` is
+    −1 (a bench whose items differ in K), which then gets no probability, as in its metrics."""
+    shown = np.ones((len(frame), len(letters)), dtype=bool)
+    for k, letter in enumerate(letters):
+        column = letter_column("option", letter)
+        if column in frame.columns:
+            shown[:, k] = frame[column].to_numpy() != -1
+    return shown
 
 
 def _generation_columns(generations: pa.Table, letters: Sequence[str], frame: pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,9 @@ the same row, per option in that row's letter order, so `text_logprobs[i]` and
 `letter_logprobs[i]` are the same option. Text prompts have their own ids (cloze cells of one
 item and condition share one); `prompts.parquet` gives each row's text prompt, its text and its
 token ids, so `text_prompt_token_ids + text_token_ids[i]` is the sequence a score sums over.
-In `text` mode the letter columns are null: there is no letter reading.
+In `text` mode the letter columns are null: there is no letter reading. A letter the row does not
+show (`order` −1, a bench whose items differ in K) has no continuation: log-prob −inf (no
+probability), no token ids, 0 tokens and 0 bytes.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ TEXT_PROMPT_FIELDS: tuple[pa.Field, ...] = (
 """`prompts.parquet` columns of a text reading: the row's text prompt, its rendered text (ending
 in the text cue) and the exact token ids the continuations follow."""
 
+NOT_SHOWN_LOGPROB = float("-inf")
+"""The text log-prob stored at a letter its row does not show (`order` −1): no option, no probability."""
+
 
 @dataclass(frozen=True)
 class TextCell:
@@ -82,10 +87,10 @@ def write_text_scores(run_dir: Path, parts: pa.Table, cells: Sequence[TextCell],
         raise ProbeInputError(f"{run_dir}: text prompts {missing[:5]} have no stored text scores")
     rows = [(by_text[c.text_prompt_id], c) for c in cells]
     columns = [
-        [[logprobs[k][o] for o in c.order] for k, c in rows],
-        [[token_ids[k][o] for o in c.order] for k, c in rows],
-        [[len(token_ids[k][o]) for o in c.order] for k, c in rows],
-        [[n_bytes[c.text_prompt_id][o] for o in c.order] for k, c in rows],
+        [[logprobs[k][o] if o >= 0 else NOT_SHOWN_LOGPROB for o in c.order] for k, c in rows],
+        [[token_ids[k][o] if o >= 0 else [] for o in c.order] for k, c in rows],
+        [[len(token_ids[k][o]) if o >= 0 else 0 for o in c.order] for k, c in rows],
+        [[n_bytes[c.text_prompt_id][o] if o >= 0 else 0 for o in c.order] for k, c in rows],
     ]
     ids = [c.prompt_id for c in cells]
     if letter_reading:

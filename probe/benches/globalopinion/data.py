@@ -29,7 +29,10 @@ from probe.files import utf8_error
 from probe.types import LETTERS, Item, Option
 
 HUB_REVISION = "cb2880488749218abb81802a94c2c62ebfde2f35"
-"""The dataset repository's commit the default download is pinned to."""
+"""The dataset repository's commit the default download names. Neither it nor the file's sha256
+could be checked against the hub when this bench was written (unreachable), so no checksum is
+pinned by default: the first download's is recorded and checked on reuse, and `bench.sha256`
+pins one (checked against a local `bench.path` as well)."""
 SOURCE_URL = (f"https://huggingface.co/datasets/Anthropic/llm_global_opinions/resolve/{HUB_REVISION}"
               "/data/global_opinions.csv")
 MAX_DOWNLOAD_BYTES = 64 << 20
@@ -59,9 +62,9 @@ class GlobalOpinionSpec:
     path: str | None = None
     """A local global_opinions.csv (the upstream schema); null downloads `url` once into the cache."""
     url: str = SOURCE_URL
-    """The upstream CSV at a pinned dataset revision, downloaded once into $PROBE_CACHE/data."""
+    """The upstream CSV at a dataset revision, downloaded once into $PROBE_CACHE/data (revision not verified: the hub was unreachable when this bench was written)."""
     sha256: str | None = None
-    """Expected checksum of the file; a mismatch stops the run (null: recorded at download, checked on reuse)."""
+    """Expected sha256 of the file (bench.path or the download); a mismatch stops the run. No default: the upstream file's checksum is unknown here. null: recorded at the first download, checked on reuse."""
     max_download_bytes: Annotated[int, Ge(1)] = MAX_DOWNLOAD_BYTES
     """Largest download of `url` accepted (bytes; default 64 MiB); a larger one stops, nothing cached."""
     countries: tuple[str, ...] = ()
@@ -76,6 +79,8 @@ class GlobalOpinionSpec:
     """Remove refusal options (DK/Refused, Don't know, No answer, Missing; …) from the prompt and the shares, renormalised."""
     sum_tolerance: Annotated[float, Ge(0)] = 0.02
     """Largest |sum of a country's shares − 1| accepted (then renormalised and counted); more is an input error."""
+    text_form: Literal["hybrid", "cloze"] = "cloze"
+    """Answer-text reading (backend.mode=text|letters+text): cloze (the question alone, each option's text its continuation) | hybrid (options listed, the answer's text asked)."""
 
 
 @dataclass(frozen=True)

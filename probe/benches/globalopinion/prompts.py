@@ -78,9 +78,9 @@ def build_prompts(questions: Sequence[Question], conditions: Sequence[str], widt
 
 
 def text_message(item: Item, prompt: Prompt, form: str) -> str:
-    """The answer-text reading's user turn: cloze, the (cued) question alone; hybrid, the options
-    under the prompt's order and the text format line. Not yet wired into the task: the text
-    reading's tables map every letter through `order`, and a padded letter (−1) has no option."""
+    """The answer-text reading's user turn: cloze, the (cued) question alone (the rotations of one
+    question and cue share it); hybrid, the options shown under the prompt's order and the text
+    format line. A letter the prompt does not show (`order` −1) gets no continuation."""
     country = prompt.value(TARGET)
     head = item.question if country is None else f"{CROSS_NATIONAL.format(country=country)}\n{item.question}"
     if form == "cloze":

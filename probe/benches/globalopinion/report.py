@@ -26,6 +26,17 @@ def _cell(m: Mapping[str, Any], *path: str) -> str:
     return value_ci(get_path(m, "expected", *path), get_path(m, "ci95", "expected", *path))
 
 
+def _at(m: Mapping[str, Any], country: str, *path: str) -> Any:
+    """A country's value in the block at `path`: looked up by key, not along the dotted path
+    (country names hold dots: `S. Korea`, `Czech Rep.`)."""
+    return (get_path(m, *path) or {}).get(country)
+
+
+def _country(m: Mapping[str, Any], cond: str, block: str, country: str) -> str:
+    """A country's expected value with its interval."""
+    return value_ci(_at(m, country, "expected", cond, block), _at(m, country, "ci95", "expected", cond, block))
+
+
 def headline(m: Mapping[str, Any]) -> str:
     """One sentence: the closest and furthest countries with CIs and lifts over uniform."""
     ranked, cond = _ranked(m), _cond(m)
@@ -34,8 +45,9 @@ def headline(m: Mapping[str, Any]) -> str:
     (top, _), (bottom, _) = ranked[0], ranked[-1]
     mean = _cell(m, cond, "mean", "similarity")
     return (f"Under `{cond}`, the model's answers are closest to **{top}** (similarity "
-            f"{_cell(m, cond, 'similarity', top)}, lift over uniform {_cell(m, cond, 'lift', top)}) and furthest "
-            f"from **{bottom}** ({_cell(m, cond, 'similarity', bottom)}, lift {_cell(m, cond, 'lift', bottom)}); "
+            f"{_country(m, cond, 'similarity', top)}, lift over uniform {_country(m, cond, 'lift', top)}) and "
+            f"furthest from **{bottom}** ({_country(m, cond, 'similarity', bottom)}, lift "
+            f"{_country(m, cond, 'lift', bottom)}); "
             f"mean over all (question, country) pairs {mean}.")
 
 
@@ -44,9 +56,9 @@ def _country_table(m: Mapping[str, Any], show: int = 15) -> list[str]:
     deb = get_path(m, "debiased", cond, "similarity") or {}
     gain = get_path(m, "expected", "cross_national", "gain") or {}
     n = get_path(m, "n_questions", cond) or {}
-    rows = [[i + 1, c, n.get(c, "–"), _cell(m, cond, "similarity", c), fmt(get_path(m, "expected", cond, "uniform", c)),
-             _cell(m, cond, "lift", c), fmt(get_path(m, "greedy", cond, "similarity", c)), fmt(deb.get(c)),
-             _cell(m, "cross_national", "gain", c) if c in gain else "–"]
+    rows = [[i + 1, c, n.get(c, "–"), _country(m, cond, "similarity", c), fmt(_at(m, c, "expected", cond, "uniform")),
+             _country(m, cond, "lift", c), fmt(_at(m, c, "greedy", cond, "similarity")), fmt(deb.get(c)),
+             _country(m, "cross_national", "gain", c) if c in gain else "–"]
             for i, (c, _) in enumerate(ranked)]
     if len(rows) > 2 * show:
         rows = rows[:show] + [["…"] * 9] + rows[-show:]

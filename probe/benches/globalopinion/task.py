@@ -37,6 +37,7 @@ from probe.benches.globalopinion.prompts import (
     ROTATION,
     TARGET,
     build_prompts,
+    text_message,
 )
 from probe.benches.task import Column, PreparedBench, Presentation
 from probe.errors import ProbeInputError
@@ -46,7 +47,6 @@ from probe.metrics.tree import MetricsTree
 from probe.results.run import Run
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS, Contrast, Design, GroupNoun
-from probe.viz.markdown import value_ci
 
 NEAR_UNIFORM = 0.9
 """Mean normalised entropy of the model's distributions above which the report warns."""
@@ -105,24 +105,26 @@ def _unused_compute(table: ScoreTable, opts: AnalysisOptions, spec: Any) -> dict
     raise AssertionError("GlobalOpinionQA computes through its own metrics hook (the shares are in the run)")
 
 
-def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3) -> str:
+def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3, furthest: bool = False) -> str:
+    """The `n` countries closest to the model under `default` (`furthest`: the `n` furthest, furthest first)."""
     sim = get_path(m, tree, "default", "similarity") or {}
-    return ", ".join(f"{c} {v:.3f}" for c, v in sorted(sim.items(), key=lambda kv: -kv[1])[:n]) or "–"
+    ranked = sorted(sim.items(), key=lambda kv: kv[1] if furthest else -kv[1])
+    return ", ".join(f"{c} {v:.3f}" for c, v in ranked[:n]) or "–"
 
 
 def _mean(path: str) -> Column:
-    def cell(m: Mapping[str, Any]) -> str:
-        return value_ci(get_path(m, "expected", path), get_path(m, "ci95", "expected", path))
-
-    return Column(path.replace(".", " "), path, cell=cell)
+    """A headline number (value and interval from the expected tree); no custom cell, so `probe
+    compare` and a sweep's pair and checkpoint tables take it as a default metric."""
+    return Column(path.replace(".", " "), path)
 
 
 _TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="globalopinion", title="GlobalOpinionQA", spec_type=GlobalOpinionSpec, prepare=prepare,
                         compute=_unused_compute, report=report.report, figures=figures.run_figures,
-                        design_columns=DESIGN_COLUMNS, design=DESIGN),
+                        design_columns=DESIGN_COLUMNS, design=DESIGN, text_message=text_message),
     Presentation(
         sweep_columns=(Column("closest countries", "default.similarity", cell=_top),
+                       Column("furthest countries", "default.similarity", cell=lambda m: _top(m, furthest=True)),
                        Column("closest, debiased", "default.similarity", cell=lambda m: _top(m, "debiased"),
                               undefined="no debiased similarity: the letter prior could not be estimated"),
                        _mean("default.mean.similarity"), _mean("default.mean.lift"),

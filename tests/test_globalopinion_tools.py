@@ -1,0 +1,169 @@
+"""GlobalOpinionQA through the generic tools, on one Hydra multirun of the tiny model over three
+questions of the shared subset (the letter reading, the cloze text reading and both), shared by
+every test here: the text reading recomputed from its stored scores, the letter-vs-text agreement
+per number of options, `probe compare` paired over questions, the sweep table and `probe view`."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from conftest import probe_env
+from test_globalopinion_data import subset
+from test_globalopinion_run import recompute
+from test_view import _dom, _listed
+
+from probe.benches.globalopinion.report import report
+from probe.commands.compare import compare_runs
+from probe.commands.view import main as view
+from probe.results.run import load_run
+
+REPO = Path(__file__).resolve().parent.parent
+MEANS = ("default.mean.similarity", "default.mean.lift", "cross_national.mean.gain")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """`probe -m model=tiny bench=globalopinion bench.limit=3 backend.mode=letters,text,letters+text`:
+    the sweep directory and what the multirun printed."""
+    root = tmp_path_factory.mktemp("goqa_sweep")
+    proc = subprocess.run([sys.executable, "-m", "probe", "-m", "model=tiny", "bench=globalopinion",
+                           f"bench.path={subset()}", "bench.limit=3", "backend.mode=letters,text,letters+text",
+                           f"hydra.sweep.dir={root / 'sweep'}", "analysis.n_boot=100", "progress=false"],
+                          cwd=REPO, env=probe_env(root / "cache"), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return root / "sweep", proc.stdout
+
+
+MODES = ("letters", "text", "letters+text")
+
+
+def _run(sweep: tuple[Path, str], mode: str) -> Path:
+    return sweep[0] / f"{MODES.index(mode)}_globalopinion_tiny_backend.mode-{mode}"
+
+
+def _metrics(run: Path) -> dict[str, Any]:
+    return json.loads((run / "metrics.json").read_text())
+
+
+def _at(tree: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        tree = tree[key]
+    return tree
+
+
+def test_text_reading_is_the_softmax_of_the_stored_option_loglikelihoods(sweep) -> None:
+    run = _run(sweep, "text")
+    prompts = pq.read_table(run / "prompts.parquet").sort_by("prompt_id").to_pylist()
+    scores = pq.read_table(run / "scores.parquet").sort_by("prompt_id").to_pylist()
+    assert all(s["letter_logprobs"] is None for s in scores)  # text mode reads no letter
+    by_text: dict[int, list[float]] = {}
+    for p, s in zip(prompts, scores):
+        k = sum(o >= 0 for o in p["order"])
+        # cloze: the question alone (cued when cross_national), no option list
+        assert "Here are the options:" not in p["text_prompt"]
+        assert (f"How would someone from {p['target']} answer" in p["text_prompt"]) == (p["condition"] == "cross_national")
+        # letters beyond the question's K have no continuation
+        assert s["text_logprobs"][k:] == [float("-inf")] * (len(p["order"]) - k)
+        assert s["text_n_bytes"][k:] == [0] * (len(p["order"]) - k) and all(n > 0 for n in s["text_n_bytes"][:k])
+        # every rotation reads its text prompt's scores in its own letter order
+        source = by_text.setdefault(p["text_prompt_id"], [0.0] * k)
+        for letter, option in enumerate(p["order"][:k]):
+            source[option] = s["text_logprobs"][letter]
+        assert [source[o] for o in p["order"][:k]] == s["text_logprobs"][:k]
+    assert len(by_text) == len({(p["item_id"], p["target"]) for p in prompts})  # one per question and cue
+    metrics = _metrics(run)
+    assert metrics["mode"] == "text"
+    for tree, score in (("expected", lambda r: r["text_logprobs"]),
+                        ("text_norm", lambda r: [lp / max(n, 1) for lp, n in zip(r["text_logprobs"], r["text_n_bytes"])])):
+        expected = recompute(run, score)
+        for cond, by_country in expected.items():
+            got = metrics[tree][cond]["similarity"]
+            assert set(got) == set(by_country)
+            assert all(abs(got[c] - v) <= 1e-9 for c, v in by_country.items()), (tree, cond)
+
+
+def test_letter_text_agreement_reads_each_questions_own_letters(sweep) -> None:
+    run = _run(sweep, "letters+text")
+    prompts = pq.read_table(run / "prompts.parquet").sort_by("prompt_id").to_pylist()
+    scores = pq.read_table(run / "scores.parquet").sort_by("prompt_id").to_pylist()
+    same: dict[str, list[bool]] = {}
+    for p, s in zip(prompts, scores):
+        k = sum(o >= 0 for o in p["order"])
+        picks = (int(np.argmax(s["letter_logprobs"][:k])), int(np.argmax(s["text_logprobs"][:k])))
+        same.setdefault(f"{p['condition']} (K={k})", []).append(picks[0] == picks[1])
+    agreement = _metrics(run)["agreement"]
+    assert set(agreement) == set(same)
+    for key, block in agreement.items():
+        k = int(key.rsplit("=", 1)[1].rstrip(")"))
+        assert block["n_prompts"] == len(same[key]) and block["argmax"] == pytest.approx(np.mean(same[key]))
+        assert "" not in block["by_group"] and len(block["by_group"]) == k  # the question's K options, no padding
+
+
+def test_compare_is_paired_over_questions(sweep) -> None:
+    letters, text = _run(sweep, "letters"), _run(sweep, "text")
+    a, b = _metrics(letters), _metrics(text)
+    c = compare_runs(letters, text, n_boot=200, seed=1)
+    assert c.paired and c.unit == "item_id" and c.n_units == 3
+    assert [d.metric for d in c.differences] == list(MEANS)
+    for d in c.differences:
+        assert (d.a, d.b) == (_at(a["expected"], d.metric), _at(b["expected"], d.metric))
+        assert d.delta == pytest.approx(d.a - d.b, abs=1e-12) and d.ci95[0] <= d.delta <= d.ci95[1]
+    same = compare_runs(letters, letters, n_boot=200, seed=1)
+    assert all((d.delta, d.ci95) == (0.0, (0.0, 0.0)) for d in same.differences)
+
+
+def test_sweep_table_shows_every_run_with_its_intervals(sweep) -> None:
+    root, printed = sweep
+    table = printed[printed.rindex("GlobalOpinionQA:"):]
+    header = next(line for line in table.splitlines() if line.startswith("| run |"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    for mode in ("letters", "text"):
+        m = _metrics(_run(sweep, mode))
+        row = next(line for line in table.splitlines() if f"backend.mode-{mode}]" in line)
+        cells = dict(zip(columns, (c.strip() for c in row.strip("|").split("|"))))
+        for path in MEANS:
+            value, (lo, hi) = _at(m["expected"], path), _at(m["ci95"]["expected"], path)
+            assert cells[path.replace(".", " ")] == f"{value:.3f} [{lo:.3f}, {hi:.3f}]", (mode, path)
+        ranked = sorted(m["expected"]["default"]["similarity"].items(), key=lambda kv: kv[1])
+        assert cells["furthest countries"].startswith(f"{ranked[0][0]} {ranked[0][1]:.3f}")
+        assert cells["closest countries"].startswith(f"{ranked[-1][0]} {ranked[-1][1]:.3f}")
+    summary = pq.read_table(root / "report" / "summary.parquet").to_pylist()
+    m = _metrics(_run(sweep, "letters"))
+    row = next(r for r in summary if r["metric"] == "default.mean.similarity" and r["flavour"] == "expected"
+               and r["run"].endswith("mode-letters"))
+    assert row["value"] == m["expected"]["default"]["mean"]["similarity"]
+
+
+def test_view_lists_the_hand_counted_prompts(sweep, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = sweep[0]
+    view([str(root), f"out={tmp_path / 'out'}"])
+    assert "probe view: wrote" in capsys.readouterr().out
+    rows = [p for mode in MODES for p in pq.read_table(_run(sweep, mode) / "prompts.parquet").to_pylist()]
+    country = next(p["target"] for p in rows if p["target"] is not None)
+    want = sum(p["condition"] == "cross_national" and (p["target"] == country or country in p["groups"]) for p in rows)
+    dom = _dom(tmp_path / "out" / "samples.html", f"condition=cross_national&culture={country}", tmp_path)
+    assert f'data-rows="{len(rows)}"' in dom and _listed(dom)[0] == want > 0
+    # a letter a question does not show is no filter value and gets no probability
+    assert "<option value=\"\"></option>" not in dom
+    samples = load_run(_run(sweep, "letters")).samples()
+    p = samples[[c for c in samples.columns if re.fullmatch(r"p_[A-Z]", c)]].to_numpy()
+    shown = samples[[c for c in samples.columns if re.fullmatch(r"option_[A-Z]", c)]].to_numpy() >= 0
+    assert (p[~shown] == 0).all() and np.allclose(p.sum(axis=1), 1.0) and (~shown).any()
+
+
+def test_report_finds_countries_whose_names_hold_dots(sweep) -> None:
+    m = _metrics(_run(sweep, "letters"))
+    country = max(m["expected"]["default"]["similarity"], key=m["expected"]["default"]["similarity"].get)
+    renamed = json.loads(json.dumps(m).replace(json.dumps(country), json.dumps("S. Korea")))
+    before = next(line for line in report(m).splitlines() if f"| {country} |" in line)
+    after = next(line for line in report(renamed).splitlines() if "| S. Korea |" in line)
+    assert after == before.replace(country, "S. Korea") and "–" not in after
+    assert "closest to **S. Korea** (similarity " in report(renamed)
