@@ -136,12 +136,16 @@ MARKDOWN = """# Report <b>title</b>
 Intro with `code <x>` and <script>alert(1)</script> & more,
 continued on a second line.
 
+> **Warning:** a quoted <b>group</b>:
+> - first detail
+> - second detail
+
 ## Table
 
 | metric | value |
 |---|---|
 | KL | 0.123 |
-| A & B | `x|y` |
+| A & B \\| <b>C</b> | [0.1, 0.2] |
 
 - first item
 - second **bold**
@@ -151,12 +155,18 @@ continued on a second line.
 def test_markdown_conversion() -> None:
     body = markdown_to_html(MARKDOWN)
     assert "<h1>Report &lt;b&gt;title&lt;/b&gt;</h1>" in body
-    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more, continued on a second line." in body
-    assert "<script>" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more,\ncontinued on a second line.</p>" in body
+    assert "<script>" not in body and "<b>" not in body  # data never becomes markup
     assert "<code>code &lt;x&gt;</code>" in body
-    assert re.search(r"<table>\s*<thead><tr><th>metric</th><th>value</th></tr></thead>", body)
-    assert '<td class="num">0.123</td>' in body and "<td>A &amp; B</td>" in body
+    # a blockquote with its list, not a literal `>` opening a paragraph
+    assert ("<blockquote>\n<p><strong>Warning:</strong> a quoted &lt;b&gt;group&lt;/b&gt;:</p>\n<ul>\n"
+            "<li>first detail</li>\n<li>second detail</li>\n</ul>\n</blockquote>") in body
+    assert not re.search(r"<p>\s*&gt;", body)
+    assert re.search(r"<table>\s*<thead>\s*<tr>\s*<th>metric</th>\s*<th>value</th>\s*</tr>\s*</thead>", body)
+    assert '<td class="num">0.123</td>' in body and '<td class="num">[0.1, 0.2]</td>' in body
+    assert "<td>A &amp; B | &lt;b&gt;C&lt;/b&gt;</td>" in body  # an escaped pipe stays in its cell
     assert "<ul>\n<li>first item</li>\n<li>second <strong>bold</strong></li>\n</ul>" in body
+    assert "<img" not in markdown_to_html("![remote](https://example.org/x.png)")  # images are off: nothing loads
 
 
 @pytest.fixture(scope="module")
