@@ -67,6 +67,9 @@ class Column:
     optional: bool = False
     """Shown in a sweep's table only when some run of it has a value: a reading that only some
     runs make (the answer-text agreement) leaves the tables of sweeps without it as they were."""
+    constant_in: tuple[str, ...] = ()
+    """Metric blocks in which the value is constant by construction (DiSCo's PPR is 1/K in
+    `debiased`): `probe compare` leaves it out of those blocks' tables, whose Δ would be 0 [0, 0]."""
 
 
 @dataclass(frozen=True)

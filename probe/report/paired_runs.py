@@ -59,7 +59,8 @@ def _with_replicates(run: StoredRun, opts: AnalysisOptions) -> tuple[dict[str, A
     return metrics, replicates_of(metrics)
 
 
-def _headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
+def headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
+    """The name of the block (`expected`, `metrics`, …) holding the task's headline tree."""
     tree = task.headline(metrics)[0]
     return next(k for k, v in metrics.items() if v is tree)
 
@@ -80,7 +81,7 @@ def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: Anal
             if scored != len(units):
                 raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "
                                       "answer (generation mode), so its resamples cannot be paired")
-    block = block or _headline_block(task, ma)
+    block = block or headline_block(task, ma)
     for run, m, r in ((run_a, ma, ra), (run_b, mb, rb)):
         if block not in r:
             raise ProbeInputError(f"{run.path}: no bootstrap replicates for block {block!r}{_why_missing(m, block)}; "
