@@ -129,6 +129,26 @@ def table(head: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[str]:
     return [row(head), "|---" * len(head) + "|", *(row(r) for r in rows)]
 
 
+TERMINAL_WIDTH = 100
+"""Characters of a table line printed to a terminal; wider tables keep their leading columns there
+and name the file that holds them whole."""
+
+
+def fit_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int,
+              width: int = TERMINAL_WIDTH) -> tuple[list[str], int]:
+    """The table's first `keep` columns and as many of the next ones, in order, as keep every
+    line within `width` characters (at least one), and how many columns were left out."""
+    def size(cols: Sequence[int]) -> int:
+        return max(len(row([r[i] for i in cols])) for r in [head, *rows])
+
+    cols = list(range(min(keep, len(head))))
+    for i in range(len(cols), len(head)):
+        if len(cols) > keep and size([*cols, i]) > width:
+            break
+        cols.append(i)
+    return table([head[i] for i in cols], [[r[i] for i in cols] for r in rows]), len(head) - len(cols)
+
+
 def split_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int, width: int = WIDE_TABLE) -> list[list[str]]:
     """The table as one or more tables no line of which is wider than `width` characters (where
     the columns allow): the first `keep` columns (what names a row) open the first part, its
