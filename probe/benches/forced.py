@@ -428,7 +428,15 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
                 prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report),
                 presentation=presentation, tables=letter_tables(bench.design_columns), figures=bench.figures,
                 judging=judging, design=bench.design, text_forms=TEXT_FORMS if bench.text_message else (),
-                text_message=bench.text_message or no_text_message)
+                text_message=bench.text_message or no_text_message,
+                debiased=partial(debiased_choices, design=bench.design))
+
+
+def debiased_choices(run: Run, temperature: float, design: Design) -> np.ndarray | None:
+    """`[row of run.table(), letter]` choice distribution at `temperature` with the letter prior
+    removed, as the `debiased` metrics read it (None: some condition has no estimate)."""
+    lopts = LetterOptions(temperature=temperature, n_boot=0)
+    return analyse_widths(run.table(), design, lopts, is_generation_run(run)).debiased
 
 
 def _with_extra(metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree],

@@ -200,6 +200,10 @@ class Task:
     `text_form` field in its spec."""
     text_message: TextMessage = no_text_message
     """`(item, letter prompt, form) → the text reading's user message` (`probe.prompts.text_forms`)."""
+    debiased: Callable[[Run, float], np.ndarray | None] | None = None
+    """`(run, temperature) → [prompt, letter]` choice distribution with the letter prior removed
+    (forced choice; None inside: the design cannot estimate it), behind `Run.group_distribution(
+    reading="debiased")`; None: the bench has no such reading."""
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""
