@@ -24,6 +24,24 @@ def undefined(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+OPENING_CONCLUSION = "**In short:**"
+"""Opens the paragraph under a report's title that states its conclusion in plain words."""
+OPENING_TERMS = "**Terms:**"
+"""Opens the paragraph that defines the report's abbreviations, right after the conclusion."""
+
+
+def split_opening(markdown: str) -> tuple[str, str]:
+    """A report's title line with the conclusion and terms paragraphs that follow it (those that
+    start with `OPENING_CONCLUSION` or `OPENING_TERMS`), and the rest: a report's header and
+    warnings go between the two, so the conclusion stays its first paragraph."""
+    title, _, rest = markdown.partition("\n")
+    head = [title]
+    paragraphs = rest.lstrip("\n").split("\n\n")
+    while paragraphs and paragraphs[0].startswith((OPENING_CONCLUSION, OPENING_TERMS)):
+        head += ["", paragraphs.pop(0)]
+    return "\n".join(head), "\n\n".join(paragraphs)
+
+
 def fmt(v: Any, digits: int = 3) -> str:
     """A metric value with `digits` decimals, `–` when undefined (None or NaN)."""
     return "–" if undefined(v) else f"{v:.{digits}f}"
