@@ -80,6 +80,18 @@ def test_ccd_run_figures(runs: dict[str, Path], tmp_path: Path) -> None:
         assert_png(f.path)
 
 
+def test_ccd_report_opens_with_its_conclusion_in_both_readings(runs: dict[str, Path]) -> None:
+    m = json.loads((runs["ccd-tiny"] / "metrics.json").read_text())
+    first = (runs["ccd-tiny"] / "report.md").read_text().split("\n")[2]
+    for block, head in (("expected", "Expected reading (probability-weighted picks)"),
+                        ("debiased", "Debiased reading (letter prior removed)")):
+        shares, gini = m[block]["shares"], m[block]["gini"]
+        top = max(shares, key=shares.get)
+        assert f"{head}: the picks spread " in first and f"(Gini {gini:.3f} [" in first
+        assert f"most {top} {shares[top]:.3f}" in first
+    assert first.startswith("**In short:** Expected reading")
+
+
 def test_position_cluster_rates_match_metrics(runs: dict[str, Path]) -> None:
     """Cyclic design: every cluster is shown once per item at every position, so the mean over
     clusters of the choice rate at ℓ is the position share and the mean over positions of a

@@ -40,7 +40,7 @@ def records(run: StoredRun) -> Iterator[dict[str, Any]]:
 
 def _debiased(run: StoredRun) -> dict[int, list[float]]:
     """`{prompt_id: debiased distribution}` of a letter run whose design estimates it, else {}."""
-    if run.task.answers != "letters" or run.task.debiased is None:
+    if run.task.answers != "letters":
         return {}
     try:
         probs = run.run.choice_probs(run.options().temperature, reading="debiased")
