@@ -265,3 +265,17 @@ def test_compare_refuses_unfinished_other_data_and_non_finite_runs(runs, tmp_pat
             assert message in err and len(err.strip().splitlines()) == 1, err  # one line, no traceback
         with pytest.raises(ProbeInputError, match="no DONE|different data files|no valid letter log-probs"):
             paired_difference(a, run, "C0.KL")
+
+
+def test_sweep_tables_print_no_p_value_below_the_small_sample_bound(runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's pair and checkpoint tables read `paired_or_reason`: below `SMALL_N` units its
+    p-values are NaN (printed `–`), its intervals as they were."""
+    import probe.report.paired_runs as paired_runs
+
+    a, b, _ = runs
+    plain, reason = paired_runs.paired_or_reason(StoredRun.open(a), StoredRun.open(b), ["C0.KL"])
+    monkeypatch.setattr(paired_runs, "SMALL_N", 25)  # the runs hold 24 items
+    small, _ = paired_runs.paired_or_reason(StoredRun.open(a), StoredRun.open(b), ["C0.KL"])
+    assert reason is None and plain["C0.KL"].p_holm == plain["C0.KL"].p_holm  # a number with 24 ≥ 20 items
+    assert small["C0.KL"].ci95 == plain["C0.KL"].ci95 and np.isnan(small["C0.KL"].p_holm)
+    assert paired_runs.p_cell(small["C0.KL"]) == "–" and paired_runs.p_cell(plain["C0.KL"]) != "–"

@@ -13,7 +13,7 @@ import numpy as np
 
 from probe.benches.task import Task
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, replicates_of
+from probe.metrics.core import SMALL_N, AnalysisOptions, replicates_of
 from probe.metrics.paired import Comparison, Difference, difference, holm
 from probe.report.stored_run import StoredRun
 from probe.results.layout import is_finished
@@ -97,12 +97,16 @@ def paired_or_reason(run_a: StoredRun, run_b: StoredRun,
                      paths: Sequence[str]) -> tuple[dict[str, Difference], str | None]:
     """Paired differences `a − b` of two stored runs with run A's recorded bootstrap options, or
     no differences and the reason (the runs do not share their items, a table is missing): a
-    sweep table then prints the plain Δ and says why it has no interval."""
+    sweep table then prints the plain Δ and says why it has no interval. Below `SMALL_N` units
+    the p-values are dropped (NaN; the tables print none), the intervals kept."""
     try:
         result = compare(run_a, run_b, paths, run_a.options())
     except ProbeInputError as e:
         return {}, str(e)
-    return {d.metric: d for d in result.differences}, None
+    diffs = result.differences
+    if result.n_units < SMALL_N:
+        diffs = tuple(replace(d, p_value=float("nan"), p_holm=float("nan")) for d in diffs)
+    return {d.metric: d for d in diffs}, None
 
 
 def delta_cell(delta: float | None, diff: Difference | None) -> str:

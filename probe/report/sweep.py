@@ -126,7 +126,8 @@ def pair_table(entries: Sequence[StoredRun], task: Task) -> str | None:
 
 
 NO_DELTA = "no difference: one of the two runs has no value"
-NO_P = "no p-value: no paired bootstrap for this pair or metric (see *Without a paired interval*, or a run lacks the value)"
+NO_P = ("no p-value: fewer than 20 items (too few for a bootstrap p-value), or no paired bootstrap for this pair or "
+        "metric (see *Without a paired interval*, or a run lacks the value)")
 
 
 def _present_tasks(entries: Sequence[StoredRun]) -> list[Task]:
