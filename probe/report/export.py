@@ -50,6 +50,8 @@ def _debiased(run: StoredRun) -> dict[int, list[float]]:
 
 
 def _record(row: dict[str, Any], debiased: Mapping[int, list[float]]) -> dict[str, Any]:
+    """One samples row regrouped: per-letter columns into `options` and `probabilities`, the
+    greedy columns and the other readings into `readings`, `<task>.<field>` into `verdicts`."""
     out: dict[str, Any] = {}
     per_letter: dict[str, dict[str, Any]] = {}
     verdicts = {}
@@ -72,7 +74,7 @@ def _record(row: dict[str, Any], debiased: Mapping[int, list[float]]) -> dict[st
                               "valid": row.get("greedy_valid")}
     q = debiased.get(int(row["prompt_id"]))
     if q is not None:
-        dist = dict(zip(groups, q))
+        dist = dict(zip(groups, q))  # letter → debiased probability
         readings["debiased"] = {**_pick(dist, groups), "probabilities": dist}
     if any(v is not None for v in per_letter.get("text_p", {}).values()):
         readings["text"] = _pick(per_letter["text_p"], groups)
