@@ -25,8 +25,11 @@ __all__ = ["Run", "load_run", "patching_table", "recompute_metrics", "restored_s
 
 
 def load_run(path: str | Path) -> Run:
-    """Load a run directory of any bench (letter, generation or open-answer mode)."""
-    return _load_run(Path(path))
+    """Load a run directory of any bench (letter, generation or open-answer mode), with its
+    bench's way of removing the letter prior (`run.group_distribution(reading="debiased")`)."""
+    run = _load_run(Path(path))
+    run.debias = task_of(run.manifest).debiased
+    return run
 
 
 def recompute_metrics(run: Run, mask: np.ndarray | None = None,

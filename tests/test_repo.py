@@ -120,7 +120,7 @@ def test_builtin_bench_configs_name_their_kind() -> None:
         assert cfg["kind"] == task.kind == cfg["name"]
 
 
-SUBCOMMANDS = ["run", "analyze", "compare", "merge", "report", "view", "ls"]
+SUBCOMMANDS = ["run", "analyze", "compare", "merge", "report", "view", "ls", "runs", "export"]
 
 
 @pytest.mark.parametrize("command", [[], *([s] for s in SUBCOMMANDS)], ids=lambda c: " ".join(["probe", *c]))

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from probe.config import build
+from probe.errors import ProbeInputError
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
@@ -67,6 +68,9 @@ class Column:
     optional: bool = False
     """Shown in a sweep's table only when some run of it has a value: a reading that only some
     runs make (the answer-text agreement) leaves the tables of sweeps without it as they were."""
+    constant_in: tuple[str, ...] = ()
+    """Metric blocks in which the value is constant by construction (DiSCo's PPR is 1/K in
+    `debiased`): `probe compare` leaves it out of those blocks' tables, whose Δ would be 0 [0, 0]."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,12 @@ def no_figures(*args: Any) -> list[Figure]:
 def no_text_message(item: Item, prompt: Prompt, form: str) -> str:
     """No text reading (a bench whose `text_forms` is empty is refused text modes before this runs)."""
     raise AssertionError("a bench without a text reading has no text message")
+
+
+def no_debiased_reading(run: Run, temperature: float) -> np.ndarray | None:
+    """No debiased reading: open answers have no letter prior to remove."""
+    raise ProbeInputError(f"{run.path}: a {run.manifest.bench.kind} run has open answers, not letter choices: "
+                          "there is no letter prior to remove")
 
 
 def no_judging(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
@@ -200,6 +210,10 @@ class Task:
     `text_form` field in its spec."""
     text_message: TextMessage = no_text_message
     """`(item, letter prompt, form) → the text reading's user message` (`probe.prompts.text_forms`)."""
+    debiased: Callable[[Run, float], np.ndarray | None] = no_debiased_reading
+    """`(run, temperature) → [prompt, letter]` choice distribution with the letter prior removed
+    (forced choice; None: the design cannot estimate it), behind `Run.group_distribution(
+    reading="debiased")`; the default refuses (open answers have no letters)."""
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""

@@ -57,7 +57,7 @@ def print_sweep_end(sweep: Path) -> None:
     finished run (a dry run, every job failed) says so in one line instead."""
     from probe.report.entries import find_runs, read_entries  # the report's plotting stack: only now
     from probe.report.sweep import sweep_headlines, write_sweep_report
-    from probe.results.layout import SWEEP_REPORT
+    from probe.results.layout import REPORT, SWEEP_REPORT
 
     try:
         html = write_sweep_report([sweep], sweep / SWEEP_REPORT)
@@ -66,7 +66,8 @@ def print_sweep_end(sweep: Path) -> None:
     except ProbeInputError as e:
         print(f"probe: no sweep report: {e}", file=sys.stderr)
         return
-    print(f"\n{sweep_headlines(entries, unfinished)}\nprobe: sweep report written to {html}", flush=True)
+    full = sweep / SWEEP_REPORT / REPORT
+    print(f"\n{sweep_headlines(entries, unfinished, full)}\nprobe: sweep report written to {html}", flush=True)
 
 
 def job_subdir(*, _root_: DictConfig) -> str:

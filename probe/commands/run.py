@@ -26,7 +26,7 @@ from probe.errors import ProbeInputError
 from probe.models import ModelSpec
 from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
-from probe.results.layout import HYDRA_CONFIG, HYDRA_OVERRIDES
+from probe.results.layout import HYDRA_CONFIG, HYDRA_OVERRIDES, REPORT_PAGE
 
 log = logging.getLogger("probe")
 
@@ -101,7 +101,15 @@ def _main(cfg: DictConfig) -> None:
         log.error("%s", e)
         print(f"probe: error: {e}", file=sys.stderr)
         sys.exit(2)
-    print(f"probe: {'dry run: prompts written to' if config.dry_run else 'run written to'} {out}")
+    print(_last_line(out, config.dry_run))
+
+
+def _last_line(out: Path, dry_run: bool) -> str:
+    """What a run prints last: the page to open when the run wrote one, else its directory."""
+    if dry_run:
+        return f"probe: dry run: prompts written to {out}"
+    page = out / REPORT_PAGE
+    return f"probe: run written to {out}; open {page}" if page.is_file() else f"probe: run written to {out}"
 
 
 def _hydra_wrote_nothing_into(out: Path) -> None:

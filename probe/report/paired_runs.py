@@ -13,7 +13,7 @@ import numpy as np
 
 from probe.benches.task import Task
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, replicates_of
+from probe.metrics.core import SMALL_N, AnalysisOptions, replicates_of
 from probe.metrics.paired import Comparison, Difference, difference, holm
 from probe.report.stored_run import StoredRun
 from probe.results.layout import is_finished
@@ -59,7 +59,8 @@ def _with_replicates(run: StoredRun, opts: AnalysisOptions) -> tuple[dict[str, A
     return metrics, replicates_of(metrics)
 
 
-def _headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
+def headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
+    """The name of the block (`expected`, `metrics`, …) holding the task's headline tree."""
     tree = task.headline(metrics)[0]
     return next(k for k, v in metrics.items() if v is tree)
 
@@ -80,7 +81,7 @@ def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: Anal
             if scored != len(units):
                 raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "
                                       "answer (generation mode), so its resamples cannot be paired")
-    block = block or _headline_block(task, ma)
+    block = block or headline_block(task, ma)
     for run, m, r in ((run_a, ma, ra), (run_b, mb, rb)):
         if block not in r:
             raise ProbeInputError(f"{run.path}: no bootstrap replicates for block {block!r}{_why_missing(m, block)}; "
@@ -96,12 +97,16 @@ def paired_or_reason(run_a: StoredRun, run_b: StoredRun,
                      paths: Sequence[str]) -> tuple[dict[str, Difference], str | None]:
     """Paired differences `a − b` of two stored runs with run A's recorded bootstrap options, or
     no differences and the reason (the runs do not share their items, a table is missing): a
-    sweep table then prints the plain Δ and says why it has no interval."""
+    sweep table then prints the plain Δ and says why it has no interval. Below `SMALL_N` units
+    the p-values are dropped (NaN; the tables print none), the intervals kept."""
     try:
         result = compare(run_a, run_b, paths, run_a.options())
     except ProbeInputError as e:
         return {}, str(e)
-    return {d.metric: d for d in result.differences}, None
+    diffs = result.differences
+    if result.n_units < SMALL_N:
+        diffs = tuple(replace(d, p_value=float("nan"), p_holm=float("nan")) for d in diffs)
+    return {d.metric: d for d in diffs}, None
 
 
 def delta_cell(delta: float | None, diff: Difference | None) -> str:

@@ -49,6 +49,10 @@ class StoredRun:
     task: Task
     tag: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.run.debias is None:  # the run's debiased reading is its task's
+            self.run.debias = self.task.debiased
+
     @classmethod
     def open(cls, path: str | Path) -> StoredRun:
         """A whole run directory, finished or not (`probe.results.run.load_run`), with its task."""

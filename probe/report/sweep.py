@@ -40,7 +40,7 @@ from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.metrics.core import SMALL_N
 from probe.report.header import weights_line
-from probe.viz.markdown import Footnotes, bootstrap_units, small_sample, split_table, table
+from probe.viz.markdown import Footnotes, bootstrap_units, fit_table, small_sample, split_table, table
 
 
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
@@ -129,7 +129,8 @@ def pair_table(entries: Sequence[StoredRun], task: Task) -> str | None:
 
 
 NO_DELTA = "no difference: one of the two runs has no value"
-NO_P = "no p-value: no paired bootstrap for this pair or metric (see *Without a paired interval*, or a run lacks the value)"
+NO_P = ("no p-value: fewer than 20 items (too few for a bootstrap p-value), or no paired bootstrap for this pair or "
+        "metric (see *Without a paired interval*, or a run lacks the value)")
 
 
 def _present_tasks(entries: Sequence[StoredRun]) -> list[Task]:
@@ -213,9 +214,11 @@ def _load_tables(entries: Sequence[StoredRun], skipped: list[Skipped]) -> list[S
     return kept
 
 
-def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = ()) -> str:
+def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (), full: Path | None = None) -> str:
     """What a multirun prints when it ends: per bench kind, its runs' headline columns with CIs
-    (columns no run has a value in left out, to fit a terminal), then the runs that did not finish."""
+    within `TERMINAL_WIDTH` characters (columns no run has a value in left out; the columns that
+    do not fit are counted and left to `full`, the sweep's report), then the runs that did not
+    finish."""
     lines = []
     for task in _present_tasks(entries):
         mine = [e for e in entries if e.task.kind == task.kind]
@@ -223,7 +226,10 @@ def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (
         head = ["run", "bench"] + [c.label for c in columns]
         rows = [[f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]
                 + [cell(e, c) for c in columns] for e in mine]
-        lines += [f"{task.title}:", *table(head, rows)]
+        shown, left_out = fit_table(head, rows, keep=2)
+        lines += [f"{task.title}:", *shown]
+        if left_out:
+            lines.append(f"({left_out} more column{'s' if left_out > 1 else ''} in {full or 'the sweep report'})")
         lines += ["(⚠: the letter drives this run's answers; see its report)", ""] \
             if any(e.metrics.get("letter_warnings") for e in mine) else [""]
     if unfinished:

@@ -4,6 +4,7 @@
     run.prompts.to_pandas()                      # one row per prompt
     p = run.choice_probs()                       # [prompt, letter], rows in prompt-id order
     run.group_distribution(run.mask(condition="C0"))   # {group: expected share}
+    run.group_distribution(run.mask(condition="C0"), reading="debiased")   # letter prior removed
     probe.recompute_metrics(run, run.mask(condition="C0"))   # any metric on a subset
     run.samples()                                # pandas, one row per prompt: text, probabilities, verdicts
     lens = run.lens()                            # [prompt, layer, letter] (if stored)
@@ -11,10 +12,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +42,10 @@ from probe.results.scores import ScoreTable, read_table
 if TYPE_CHECKING:
     import pandas as pd
 
+Reading = Literal["expected", "greedy", "debiased"]
+READINGS: tuple[str, ...] = ("expected", "greedy", "debiased")
+"""The readings of a letter run's choices: probability-weighted, argmax, letter prior removed."""
+
 
 @dataclass
 class Run:
@@ -54,6 +59,10 @@ class Run:
     """How the run was made (`probe.results.manifest`); reads like the stored JSON object too."""
     metrics: dict[str, Any] | None
     """`metrics.json` (None: not written yet)."""
+    debias: Callable[[Run, float], np.ndarray | None] | None = field(default=None, repr=False, compare=False)
+    """How the run's bench removes the letter prior: `(run, temperature) → [row of table(),
+    letter]` debiased choice distribution (None: the design cannot estimate it). `probe.load_run`
+    sets it from the bench; the results layer knows no bench."""
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -190,18 +199,43 @@ class Run:
         return sample_frame(self.prompts, list(self.manifest.letters), temperature, self.scores,
                             self.generations, self.judgements)
 
-    def choice_probs(self, temperature: float = 1.0, greedy: bool = False) -> np.ndarray:
-        """`[prompt, letter]` choice distribution over the letters (docs/concepts/exact-distributions.md)."""
+    def choice_probs(self, temperature: float = 1.0, greedy: bool = False,
+                     reading: Reading | None = None) -> np.ndarray:
+        """`[prompt, letter]` choice distribution over the letters (docs/concepts/exact-distributions.md)
+        in one `reading`: `expected` (softmax at `temperature`), `greedy` (one-hot argmax) or
+        `debiased` (the letter prior removed, docs/concepts/letter-prior.md); `greedy=True` is
+        `reading="greedy"`."""
+        reading = reading or ("greedy" if greedy else "expected")
         lp = self.table().logprobs
-        return greedy_onehot(lp) if greedy else choice_probs(lp, temperature)
+        if reading == "expected":
+            return choice_probs(lp, temperature)
+        if reading == "greedy":
+            return greedy_onehot(lp)
+        if reading == "debiased":
+            return self._debiased(temperature)
+        raise ProbeInputError(f"reading: expected one of {list(READINGS)}, got {reading!r}")
+
+    def _debiased(self, temperature: float) -> np.ndarray:
+        if self.debias is None:
+            raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
+                                  "probe.load_run (a forced-choice run)")
+        key = f"debiased:{temperature}"
+        if key not in self._cache:
+            self._cache[key] = self.debias(self, temperature)
+        if self._cache[key] is None:
+            raise ProbeInputError(f"{self.path}: no debiased reading: the letter prior of some condition cannot be "
+                                  "estimated (metrics.json's letter_prior_estimator says why)")
+        return self._cache[key]
 
     def group_distribution(self, mask: np.ndarray | None = None, temperature: float = 1.0,
-                           greedy: bool = False) -> dict[str, float]:
+                           greedy: bool = False, reading: Reading | None = None) -> dict[str, float]:
         """Exposure-normalised share of each group (culture, cluster) over the masked prompts:
-        `(sel(c)/app(c)) / Σ_c' sel(c')/app(c')` — DiSCo's CSD on any subset."""
+        `(sel(c)/app(c)) / Σ_c' sel(c')/app(c')` — DiSCo's CSD on any subset — in one `reading`
+        (`expected`, `greedy`, `debiased`; see `choice_probs`). The debiased distribution is
+        estimated over the whole run (complete rotation groups), then masked."""
         table = self.table()
         rows = np.ones(len(table.prompt_id), bool) if mask is None else _align(mask, table)
-        probs = self.choice_probs(temperature, greedy)[rows]
+        probs = self.choice_probs(temperature, greedy, reading)[rows]
         groups = table.groups[rows]
         names = sorted({str(g) for g in groups.ravel()})
         return dict(zip(names, map(float, exposure_shares(*group_sums(probs, groups, names)))))

@@ -24,6 +24,24 @@ def undefined(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+OPENING_CONCLUSION = "**In short:**"
+"""Opens the paragraph under a report's title that states its conclusion in plain words."""
+OPENING_TERMS = "**Terms:**"
+"""Opens the paragraph that defines the report's abbreviations, right after the conclusion."""
+
+
+def split_opening(markdown: str) -> tuple[str, str]:
+    """A report's title line with the conclusion and terms paragraphs that follow it (those that
+    start with `OPENING_CONCLUSION` or `OPENING_TERMS`), and the rest: a report's header and
+    warnings go between the two, so the conclusion stays its first paragraph."""
+    title, _, rest = markdown.partition("\n")
+    head = [title]
+    paragraphs = rest.lstrip("\n").split("\n\n")
+    while paragraphs and paragraphs[0].startswith((OPENING_CONCLUSION, OPENING_TERMS)):
+        head += ["", paragraphs.pop(0)]
+    return "\n".join(head), "\n\n".join(paragraphs)
+
+
 def fmt(v: Any, digits: int = 3) -> str:
     """A metric value with `digits` decimals, `–` when undefined (None or NaN)."""
     return "–" if undefined(v) else f"{v:.{digits}f}"
@@ -127,6 +145,26 @@ def row(cells: Sequence[Any]) -> str:
 def table(head: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[str]:
     """A markdown table, every header and cell escaped."""
     return [row(head), "|---" * len(head) + "|", *(row(r) for r in rows)]
+
+
+TERMINAL_WIDTH = 100
+"""Characters of a table line printed to a terminal; wider tables keep their leading columns there
+and name the file that holds them whole."""
+
+
+def fit_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int,
+              width: int = TERMINAL_WIDTH) -> tuple[list[str], int]:
+    """The table's first `keep` columns and as many of the next ones, in order, as keep every
+    line within `width` characters (at least one), and how many columns were left out."""
+    def size(cols: Sequence[int]) -> int:
+        return max(len(row([r[i] for i in cols])) for r in [head, *rows])
+
+    cols = list(range(min(keep, len(head))))
+    for i in range(len(cols), len(head)):
+        if len(cols) > keep and size([*cols, i]) > width:
+            break
+        cols.append(i)
+    return table([head[i] for i in cols], [[r[i] for i in cols] for r in rows]), len(head) - len(cols)
 
 
 def split_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int, width: int = WIDE_TABLE) -> list[list[str]]:
