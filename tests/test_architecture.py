@@ -598,3 +598,13 @@ def test_the_record_key_check_sees_raw_reads() -> None:
               '    steer = e.intervention.steer\n'
               '    fine = steer.items(), asdict(cfg.judge).items()\n')
     assert sorted({line for line, _ in _record_key_reads(source)}) == [3, 4, 5, 6]
+
+
+def test_a_stored_run_holds_no_callback_into_benches() -> None:
+    """`Run` (the results layer) holds data only: no field is a callable a bench sets (its
+    debiased reading lives in `BenchRun`, a layer above, which knows the task)."""
+    from dataclasses import fields
+
+    from probe.results.run import Run
+
+    assert [f.name for f in fields(Run) if "Callable" in str(f.type)] == []

@@ -21,7 +21,6 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
-from probe.errors import ProbeInputError
 from probe.report.stored_run import StoredRun
 
 FORMATS = ("jsonl",)
@@ -42,9 +41,8 @@ def _debiased(run: StoredRun) -> dict[int, list[float]]:
     """`{prompt_id: debiased distribution}` of a letter run whose design estimates it, else {}."""
     if run.task.answers != "letters":
         return {}
-    try:
-        probs = run.run.choice_probs(run.options().temperature, reading="debiased")
-    except ProbeInputError:  # the design cannot separate letter from content: no such reading
+    probs = run.task.debiased(run.run, run.options().temperature)
+    if probs is None:  # the design cannot separate letter from content: no such reading
         return {}
     return {int(p): [float(x) for x in q] for p, q in zip(run.run.table().prompt_id, probs)}
 

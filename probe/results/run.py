@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,10 +59,6 @@ class Run:
     """How the run was made (`probe.results.manifest`); reads like the stored JSON object too."""
     metrics: dict[str, Any] | None
     """`metrics.json` (None: not written yet)."""
-    debias: Callable[[Run, float], np.ndarray | None] | None = field(default=None, repr=False, compare=False)
-    """How the run's bench removes the letter prior: `(run, temperature) → [row of table(),
-    letter]` debiased choice distribution (None: the design cannot estimate it). `probe.load_run`
-    sets it from the bench; the results layer knows no bench."""
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -216,16 +212,11 @@ class Run:
         raise ProbeInputError(f"reading: expected one of {list(READINGS)}, got {reading!r}")
 
     def _debiased(self, temperature: float) -> np.ndarray:
-        if self.debias is None:
-            raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
-                                  "probe.load_run (a forced-choice run)")
-        key = f"debiased:{temperature}"
-        if key not in self._cache:
-            self._cache[key] = self.debias(self, temperature)
-        if self._cache[key] is None:
-            raise ProbeInputError(f"{self.path}: no debiased reading: the letter prior of some condition cannot be "
-                                  "estimated (metrics.json's letter_prior_estimator says why)")
-        return self._cache[key]
+        """The debiased reading is the bench's (its design separates letter from content): a run
+        opened with `probe.load_run` knows its bench (`probe.report.stored_run.BenchRun`); this
+        layer knows none."""
+        raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
+                              "probe.load_run")
 
     def group_distribution(self, mask: np.ndarray | None = None, temperature: float = 1.0,
                            greedy: bool = False, reading: Reading | None = None) -> dict[str, float]:
