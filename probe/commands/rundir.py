@@ -1,0 +1,58 @@
+"""The directories a launch makes for its runs, and taking them away again when a run is refused.
+
+Hydra names a run directory before probe reads the config (`hydra.run.dir`, a timestamp by
+default), and `probe.commands.hydra_callbacks.RunDirCheck` creates it then. A run refused
+before anything of it was written would leave that directory empty behind; `discard` removes
+it, with the parents this launch made that it leaves empty. A directory that held anything
+before the launch (earlier results to resume) is never removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+MADE: list[Path] = []
+"""Directories this process created (absolute, in creation order): only these, or their
+descendants, can be known to hold nothing from before."""
+HYDRA_ONLY = frozenset({".hydra"})
+"""What Hydra itself writes into a new run directory (`hydra.output_subdir`) before probe runs."""
+
+
+def make_dirs(path: str | Path) -> None:
+    """`mkdir -p path`, remembering each directory it creates (`MADE`)."""
+    target = _absolute(path)
+    missing = [d for d in (*reversed(target.parents), target) if not d.exists()]
+    target.mkdir(parents=True, exist_ok=True)
+    MADE.extend(missing)
+
+
+def discard(out: Path) -> str | None:
+    """After a refusal: remove `out` when it is empty, or when this launch made it and it holds only
+    Hydra's `.hydra/`, then the parents this launch made that are left empty; None then (or when
+    there is no `out`). Otherwise nothing is removed and the line saying which directory was kept
+    is returned."""
+    out = _absolute(out)
+    if not out.is_dir() or out.is_symlink():
+        return None
+    names = {p.name for p in out.iterdir()}
+    made = any(d == out or d in out.parents for d in MADE)
+    if names and not (made and names <= HYDRA_ONLY):
+        why = ("this run's files so far; the same command resumes it" if made
+               else "it held files before this run")
+        return f"probe: run directory kept: {out} ({why})"
+    if names:
+        shutil.rmtree(out)
+    else:
+        out.rmdir()
+    for parent in out.parents:
+        if parent not in MADE or any(parent.iterdir()):
+            break
+        parent.rmdir()
+    return None
+
+
+def _absolute(path: str | Path) -> Path:
+    """`path` made absolute and normalised as Hydra makes `hydra.runtime.output_dir` (`..` folded)."""
+    return Path(os.path.abspath(path))
