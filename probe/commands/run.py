@@ -98,15 +98,16 @@ def _main(cfg: DictConfig) -> None:
         if config.judged and config.judge.name != judge.get("name"):
             cfg.judge.name = config.judge.name  # the bench's default judge: recorded as the one that judged
         record = {HYDRA_CONFIG: OmegaConf.to_yaml(cfg, resolve=True), HYDRA_OVERRIDES: OmegaConf.to_yaml(overrides)}
-        from probe.pipeline.execute import run  # torch and transformers (seconds): only once the inputs are checked
+        # torch and transformers take seconds to import: only once the inputs are checked
+        from probe.pipeline.execute import run
 
         written = run(replace(config, launch_record=record))
     except ProbeInputError as e:
         # once, on stderr (Hydra's job logging goes to stdout: logging it too printed it twice)
         print(f"probe: error: {e}", file=sys.stderr)
-        kept = discard(out)
-        if kept:
-            print(kept, file=sys.stderr)
+        if discard(out):
+            print(f"probe: run directory kept: {out} (this run's files so far); resume with: {_resume_command()}",
+                  file=sys.stderr)
         sys.exit(2)
     print(f"probe: {'dry run: prompts written to' if config.dry_run else 'run written to'} {written}")
 

@@ -28,20 +28,19 @@ def make_dirs(path: str | Path) -> None:
     MADE.extend(missing)
 
 
-def discard(out: Path) -> str | None:
+def discard(out: Path) -> bool:
     """After a refusal: remove `out` when it is empty, or when this launch made it and it holds only
-    Hydra's `.hydra/`, then the parents this launch made that are left empty; None then (or when
-    there is no `out`). Otherwise nothing is removed and the line saying which directory was kept
-    is returned."""
+    Hydra's `.hydra/`, then the parents this launch made that are left empty. True when this
+    launch made `out` and keeps it because it holds files of this run (the caller says so); a
+    directory that held files before the launch is left as it was (False: nothing new was left)."""
     out = _absolute(out)
     if not out.is_dir() or out.is_symlink():
-        return None
+        return False
     names = {p.name for p in out.iterdir()}
-    made = any(d == out or d in out.parents for d in MADE)
-    if names and not (made and names <= HYDRA_ONLY):
-        why = ("this run's files so far; the same command resumes it" if made
-               else "it held files before this run")
-        return f"probe: run directory kept: {out} ({why})"
+    if names and not any(d == out or d in out.parents for d in MADE):
+        return False
+    if names and not names <= HYDRA_ONLY:
+        return True
     if names:
         shutil.rmtree(out)
     else:
@@ -50,7 +49,7 @@ def discard(out: Path) -> str | None:
         if parent not in MADE or any(parent.iterdir()):
             break
         parent.rmdir()
-    return None
+    return False
 
 
 def _absolute(path: str | Path) -> Path:
