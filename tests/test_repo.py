@@ -110,8 +110,12 @@ def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge:
         with pytest.raises(ProbeInputError, match="judge=http needs judge.base_url and judge.model"):
             run_config(values, tmp_path, overrides=overrides)
         return
-    config = run_config(values, tmp_path, overrides=overrides)
-    assert isinstance(config, RunConfig) and config.backend.name == backend and config.judge.name == judge
+    if not judged:  # a judge option on a run that judges nothing is refused; without one, a bench's default stands
+        config = run_config(values, tmp_path, overrides=overrides[:2])
+        assert config.judge.name == (task.judging.default or judge)
+    config = run_config(values, tmp_path, overrides=overrides) if judged else config
+    assert isinstance(config, RunConfig) and config.backend.name == backend
+    assert config.judge.name == judge or not judged
     assert config.bench.spec.name == bench and config.bench.task is get_task(config.bench.spec.kind)
 
 
