@@ -94,6 +94,8 @@ def test_blend_judge_refusals_name_the_option_that_works(tmp_path: Path) -> None
     assert str(refused.value) == f"judge=nonesuch: no such judge; BLEnD's judges: {works} (probe ls judges)"
     with pytest.raises(ProbeInputError, match=r"^judge=blend_rules: .*select it with judge.name=blend_rules "):
         check(["bench=blend", "judge=blend_rules"])
+    assert f"without a judge option, bench=blend judges with its default: {works.split(' ')[0]}" in \
+        ls.help_text(compose_tree(["bench=blend"]))
     listing = ls.listing(["judges"])
     assert "  blend_rules " in listing
     assert "  bench=blend          judge.name=blend_rules, judge=llm, judge=http" in listing.splitlines()

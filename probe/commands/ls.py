@@ -19,7 +19,7 @@ import yaml
 
 from probe.config import nearest
 from probe.commands.conftree import GROUPS, Composed, block_keys, compose_tree, describe_entry, groups, options, run_options
-from probe.benches.registry import tasks
+from probe.benches.registry import get_task, tasks
 from probe.errors import ProbeInputError
 from probe.judges.registry import MECHANISMS, judge_about, judge_names, judge_option
 
@@ -109,7 +109,22 @@ def keys_of(group: str, composed: Composed) -> str:
     lines += [_key_line(k.path, k.value, k.type, k.doc) for k in keys]
     if unset:
         lines.append(f"  also read, at the spec's default unless set: {', '.join(unset)}")
+    if group == "judge":
+        lines += _default_judge(composed)
     return "\n".join(lines)
+
+
+def _default_judge(composed: Composed) -> list[str]:
+    """The judge the selected bench uses when no judge option is given, where the tree's default
+    entry is not it."""
+    bench = composed.values.get("bench") or {}
+    if "kind" not in bench:
+        return []
+    default = get_task(str(bench["kind"]), bench.get("module")).for_mode(bench.get("mode")).judging.default
+    if default is None or default == (composed.values.get("judge") or {}).get("name"):
+        return []
+    return [f"  without a judge option, bench={composed.choices.get('bench', bench['kind'])} judges with its "
+            f"default: {judge_option(default)}"]
 
 
 def _key_line(path: str, value: Any, typ: str, doc: str) -> str:
