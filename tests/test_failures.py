@@ -19,7 +19,8 @@ from probe.commands import ls, rundir
 from probe.commands.conftree import compose_tree
 from probe.commands.overrides import check
 from probe.errors import ProbeInputError
-from probe.models.availability import LOCAL_COPY
+from probe.models import ModelSpec
+from probe.models.availability import LOCAL_COPY, check_available
 from probe.pipeline.spec import run_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -99,3 +100,22 @@ def test_blend_judge_refusals_name_the_option_that_works(tmp_path: Path) -> None
     listing = ls.listing(["judges"])
     assert "  blend_rules " in listing
     assert "  bench=blend          judge.name=blend_rules, judge=llm, judge=http" in listing.splitlines()
+
+
+def test_the_model_check_reads_the_hub_cache_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    repo, commit = tmp_path / "models--org--cached", "0" * 40
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json"):
+        (repo / "snapshots" / commit / name).write_text("{}")
+    check_available(ModelSpec(name="m", kind="auto", hub_id="org/cached"), weights=True)
+    with pytest.raises(ProbeInputError, match=r"^model 'm' needs org/absent's config, tokenizer and weights, which"):
+        check_available(ModelSpec(name="m", kind="auto", hub_id="org/absent"), weights=True)
+    with pytest.raises(ProbeInputError, match=r"^judge.model 'j': ./nowhere is not a directory; model.hub_id=<directory>"):
+        check_available(ModelSpec(name="j", kind="auto", hub_id="./nowhere"), weights=False, key="judge.model")

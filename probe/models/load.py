@@ -167,9 +167,11 @@ def _load(spec: ModelSpec, device: str, weights: bool) -> LoadedModel:
     if spec.source == "path" or (spec.source == "auto" and Path(spec.hub_id).expanduser().is_dir()):
         return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id}, weights=weights)
     info = {"source": "hub", "hub_id": spec.hub_id}
+    reachable = hub_reachable()
     if spec.source == "hub" or spec.gguf is None:
-        return _from_dir(spec, spec.hub_id, device, info, weights=weights)
-    if hub_reachable():
+        # an unreachable hub: the cache only (else huggingface_hub retries every file, tens of lines and seconds)
+        return _from_dir(spec, spec.hub_id, device, info, local_files_only=not reachable, weights=weights)
+    if reachable:
         return _from_dir(spec, spec.hub_id, device, info, weights=weights)
     try:  # offline: a copy in the local hub cache still beats the quantised fallback
         return _from_dir(spec, spec.hub_id, device, info, local_files_only=True, weights=weights)
