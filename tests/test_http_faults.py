@@ -202,7 +202,7 @@ def test_a_judge_that_cannot_answer_the_bench_is_refused_before_the_model_loads(
                            "bench.sha256=null", "judge=keyword", f"hydra.run.dir={tmp_path / 'run'}"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "judge=keyword cannot judge LocQA (its judges: ['rules', 'llm', 'http'])" in proc.stderr
+    assert "judge=keyword cannot judge LocQA; its judges: judge=rules (the default: no judge option)" in proc.stderr
     assert not (tmp_path / "cache" / "tiny").exists()  # refused before any model was built or loaded
 
 

@@ -158,14 +158,20 @@ class Judging:
     """`(bench, generations rows) → what to ask the judge` (empty: nothing to judge); each
     verdict becomes a `judgements.parquet` row (`verdict_row`)."""
     judges: tuple[str, ...] = ()
-    """The judges (`judge.name`) that can answer its judge jobs; empty: it never asks one. A run
-    that will judge with another is refused before the model loads."""
+    """The judges (`judge.name`) that can answer its judge jobs, its default first (a run given no
+    judge option judges with it); empty: it never asks one. A run that will judge with another is
+    refused before the model loads."""
     schema: pa.Schema = judgements_schema()
     """`judgements.parquet` (`probe.results.schemas.judgements_schema` over the columns that
     identify its verdicts and its judge tasks' verdict columns); only a bench that judges needs one."""
     errors: Callable[[Mapping[str, Any]], int] = judge_errors
     """`metrics.json → how many judge verdicts failed` (left out of its metrics; the run's summary
     warns of them), wherever its metrics count them."""
+
+    @property
+    def default(self) -> str | None:
+        """The judge a run of this bench uses when the command line names none (the first of `judges`)."""
+        return self.judges[0] if self.judges else None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from probe.benches.registry import get_task
 from probe.config import describe_fields, field_docs, nearest, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
+from probe.judges.registry import judge_names, judge_option
 from probe.models import ModelSpec
 from probe.pipeline.intervention import INTERVENTIONS
 from probe.pipeline.spec import TOP_LEVEL, AnalysisSpec, BenchRef, RunConfig
@@ -82,6 +83,9 @@ def compose_tree(selections: Sequence[str], searchpath: Sequence[str] = ()) -> C
             cfg = compose("config", overrides=[*searchpath, *selections], return_hydra_config=True)
     except MissingConfigException as e:
         group, _, entry = str(e.missing_cfg_file).rpartition("/")
+        if group == "judge" and entry in judge_names():  # a bench's own judge: no entry, chosen by name
+            raise ProbeInputError(f"judge={entry}: a judge a bench registered has no entry of its own; "
+                                  f"select it with {judge_option(entry)} (probe ls judges)") from None
         close = nearest(entry, e.options or [])
         hint = f"did you mean `{group}={close}`? " if close else ""
         raise ProbeInputError(f"{group}={entry}: no such entry of {group}; {hint}entries: {sorted(e.options or [])} "

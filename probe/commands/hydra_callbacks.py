@@ -15,6 +15,7 @@ from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from probe.commands.rundir import make_dirs
 from probe.errors import ProbeInputError, os_errors
 
 SUBDIR_BYTES = 160
@@ -46,7 +47,7 @@ def create_dir(path: str, key: str) -> None:
     """`mkdir -p path`, or print the one-line refusal and exit 2."""
     try:
         with os_errors(f"{key}={path}", "choose a shorter path, or one where you can write"):
-            Path(path).mkdir(parents=True, exist_ok=True)
+            make_dirs(path)  # remembered: a run refused before writing takes it away again
     except ProbeInputError as e:  # Hydra's logging is not set up yet: stderr only
         print(f"probe: error: {e}", file=sys.stderr)
         sys.exit(2)
