@@ -43,6 +43,11 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str
         raise ProbeInputError(f"{run_a.path} and {run_b.path} read different data files (bench sha256 {data_a[:12]}… "
                               f"vs {data_b[:12]}…): the same ids may name different items, so they are not paired; "
                               "run both on one file")
+    read_a, read_b = run_a.manifest.bench.data_sha256, run_b.manifest.bench.data_sha256
+    if read_a and read_b and read_a != read_b:
+        raise ProbeInputError(f"{run_a.path} and {run_b.path} read different bench data (data_sha256 {read_a[:12]}… "
+                              f"vs {read_b[:12]}…): the same ids may name different items, so they are not paired; "
+                              "run both on the same data")
     unit = task_a.unit
     units_a = {str(u) for u in run_a.run.prompts.column(unit).to_pylist()}
     units_b = {str(u) for u in run_b.run.prompts.column(unit).to_pylist()}

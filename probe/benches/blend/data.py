@@ -171,6 +171,11 @@ def resolve_files(spec: BlendSpec, cache_dir: Path) -> dict[str, Path]:
     return files
 
 
+def read_files(files: Mapping[str, Path], countries: Sequence[str] = ()) -> tuple[Path, ...]:
+    """The files `load` reads for `countries` (all when empty), in the order it reads them."""
+    return tuple(files[n] for n in file_names([c for c in COUNTRIES if not countries or c in countries]))
+
+
 def load(files: Mapping[str, Path], countries: Sequence[str] = (), templates: Sequence[str] = PAPER_TEMPLATES,
          limit: int | None = None) -> BlendData:
     """Read and validate the files of `countries` (all when empty): the first `limit` question
