@@ -56,6 +56,14 @@ class PreparedBench:
     edited data whether or not a checksum is pinned. Empty: the bench reads no file (its items
     are built in code)."""
 
+    @property
+    def data_label(self) -> str:
+        """Where the data came from, for messages: its one file, or the directory or URL it
+        records, else the bench's name."""
+        if len(self.data_files) == 1:
+            return str(self.data_files[0])
+        return f"bench {self.name!r} data" + (f" ({self.source['path']})" if self.source.get("path") else "")
+
 
 @dataclass(frozen=True)
 class Column:
