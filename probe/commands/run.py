@@ -23,6 +23,7 @@ from probe.commands.interrupt import launcher_argv, resume_command, resume_hint
 from probe.commands.overrides import check
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
+from probe.judges.http import redacted
 from probe.models import ModelSpec
 from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
@@ -95,7 +96,8 @@ def _main(cfg: DictConfig) -> None:
         judge = values.get("judge") or {}
         overrides = list(HydraConfig.get().overrides.task)
         config = run_config(values, out, _judge_model(judge), overrides)
-        record = {HYDRA_CONFIG: OmegaConf.to_yaml(cfg, resolve=True), HYDRA_OVERRIDES: OmegaConf.to_yaml(overrides)}
+        record = {HYDRA_CONFIG: redacted(OmegaConf.to_yaml(cfg, resolve=True)),  # no URL's credentials on disk
+                  HYDRA_OVERRIDES: redacted(OmegaConf.to_yaml(overrides))}
         out = run(replace(config, launch_record=record))
     except ProbeInputError as e:
         log.error("%s", e)
