@@ -54,13 +54,13 @@ def test_blend_questions_csv_with_reordered_columns_and_a_short_row(tmp_path: Pa
     path = files[US[1]]
     with path.open(encoding="utf-8-sig", newline="") as f:
         rows = list(csv.DictReader(f))
-    order = ["Translation", "ID", "Question", "Topic"]
+    order = ["Translation", "ID", "Topic", "Question"]
     with path.open("w", encoding="utf-8", newline="") as f:
         out = csv.writer(f)
         out.writerow(order)
         out.writerows([[r[c] for c in order] for r in rows[:3]])
-        out.writerow([rows[3]["Translation"], rows[3]["ID"]])  # a short row
-    with pytest.raises(ProbeInputError, match=r"US_questions.csv: row 5 has 2 cell\(s\) where the header has 4 columns"):
+        out.writerow([rows[3]["Translation"], rows[3]["ID"], rows[3]["Topic"]])  # a short row: no Question
+    with pytest.raises(ProbeInputError, match=r"US_questions.csv: row 5 has 3 cell\(s\) where the header has 4 columns"):
         load(files, ("US",))
 
 
