@@ -143,7 +143,7 @@ def test_a_drip_feeding_server_cannot_hold_a_request(mode: str, endpoint: tuple[
     t0 = time.monotonic()
     [reply] = _chat(url, timeout_s=1.0, max_retries=1).chat(["hello"])
     elapsed = time.monotonic() - t0
-    assert reply == "<http error after 2 attempt(s): no complete response within 1 s>"
+    assert reply == "<http error after 2 attempt(s): timed out: no complete response within 1 s (judge.timeout_s)>"
     assert handler.calls == 2  # the retry policy still applies after a deadline
     assert 2.0 <= elapsed < 3.5, elapsed  # two attempts of a 1 s deadline, not the 20 s the server drips
 

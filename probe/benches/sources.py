@@ -31,7 +31,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
@@ -59,6 +59,16 @@ RECORD_SUFFIX = ".download.json"
 
 Validate = Callable[[Path], object]
 """The bench's loader: raises `ProbeInputError` when the file is not a valid bench file."""
+
+
+def data_digest(files: Sequence[Path]) -> str | None:
+    """One sha256 over the data files a bench read: each file's name and the sha256 of its bytes,
+    in the order given (None: it read none). Names are base names, so the same files moved
+    elsewhere keep their digest (the bench config records where they were)."""
+    if not files:
+        return None
+    listed = [[Path(f).name, sha256_file(Path(f))] for f in files]
+    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
 
 
 def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, validate: Validate | None = None,

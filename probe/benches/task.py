@@ -51,6 +51,19 @@ class PreparedBench:
     cue: str | None = ANSWER_CUE
     """What the answer starts with, pre-filled so the next token is the letter; None for open
     answers (the model answers after the generation prompt)."""
+    data_files: tuple[Path, ...] = ()
+    """Every data file `prepare` read, in the order read: the run key holds a digest of their
+    bytes (`probe.benches.sources.data_digest`), so a resumed run, a merge or a comparison notices
+    edited data whether or not a checksum is pinned. Empty: the bench reads no file (its items
+    are built in code)."""
+
+    @property
+    def data_label(self) -> str:
+        """Where the data came from, for messages: its one file, or the directory or URL it
+        records, else the bench's name."""
+        if len(self.data_files) == 1:
+            return str(self.data_files[0])
+        return f"bench {self.name!r} data" + (f" ({self.source['path']})" if self.source.get("path") else "")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from probe.commands.overrides import check
 from probe.commands.rundir import discard
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
+from probe.judges.http import redacted
 from probe.models import ModelSpec
 from probe.models.availability import check_available
 from probe.pipeline.spec import RunConfig, run_config
@@ -97,7 +98,8 @@ def _main(cfg: DictConfig) -> None:
         _models_available(config)
         if config.judged and config.judge.name != judge.get("name"):
             cfg.judge.name = config.judge.name  # the bench's default judge: recorded as the one that judged
-        record = {HYDRA_CONFIG: OmegaConf.to_yaml(cfg, resolve=True), HYDRA_OVERRIDES: OmegaConf.to_yaml(overrides)}
+        record = {HYDRA_CONFIG: redacted(OmegaConf.to_yaml(cfg, resolve=True)),  # no URL's credentials on disk
+                  HYDRA_OVERRIDES: redacted(OmegaConf.to_yaml(overrides))}
         # torch and transformers take seconds to import: only once the inputs are checked
         from probe.pipeline.execute import run
 

@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 from probe.errors import ProbeInputError, os_errors
 from probe.files import sha256_file
 from probe.models.tiny import TinySpec, tiny_model_dir
+from probe.models.weights import weights_digest
 from probe.prompts.render import RenderSettings
 from probe.prompts.tokenizer import Tokenizer
 from probe.types import ModelKind
@@ -165,7 +166,10 @@ def _load(spec: ModelSpec, device: str, weights: bool) -> LoadedModel:
         return _from_gguf(spec, device, weights)
     assert spec.hub_id is not None
     if spec.source == "path" or (spec.source == "auto" and Path(spec.hub_id).expanduser().is_dir()):
-        return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id}, weights=weights)
+        info = {"source": "path", "path": spec.hub_id}
+        if Path(spec.hub_id).expanduser().is_dir():  # no hub commit pins a local directory: its weights' digest does
+            info["weights_sha256"] = weights_digest(Path(spec.hub_id).expanduser())
+        return _from_dir(spec, spec.hub_id, device, info, weights=weights)
     info = {"source": "hub", "hub_id": spec.hub_id}
     reachable = hub_reachable()
     if spec.source == "hub" or spec.gguf is None:

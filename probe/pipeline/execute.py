@@ -50,6 +50,7 @@ from probe.pipeline.provenance import provenance, run_key
 from probe.pipeline.shard_plan import output_checksums, shard_prompts
 from probe.pipeline.spec import RunConfig
 from probe.pipeline.text_reading import TextReading, describe, prepare_text, prompt_columns, score_texts, text_counters
+from probe.prompts.control import check_data_text
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.prompts.tokenizer import Tokenizer
@@ -96,6 +97,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     cfg = replace(cfg, model=resolve_kind(cfg.model, loaded.tokenizer))
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
+    check_data_text(loaded.tokenizer, bench.prompts, bench.data_label, cfg.model.name)
     rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
                                           settings, cfg.model.name, max_positions=max_positions(loaded),
                                           condition=ref.task.design.condition)

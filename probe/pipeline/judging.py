@@ -19,6 +19,7 @@ from probe.backends.specs import HFBackendSpec
 from probe.benches.task import JudgeJob, verdict_row
 from probe.errors import ProbeInputError
 from probe.judges import Judge, JudgeRequest, JudgeResult, make_judge
+from probe.judges.http import redacted
 from probe.judges.registry import has_task, judge_task
 from probe.models import LoadedModel, load_model
 from probe.pipeline.spec import RunConfig
@@ -142,6 +143,8 @@ def judge_config(cfg: RunConfig) -> dict[str, Any]:
     """The judge's identity for the cache: its config without the key's variable name, and for an
     LLM judge the model it runs on."""
     record = {k: v for k, v in asdict(cfg.judge).items() if k != "api_key_env"}
+    if record.get("base_url"):  # a URL's user info is a credential: recorded without it
+        record["base_url"] = redacted(record["base_url"])
     if cfg.judge.name == "llm":
         record["model"] = asdict(cfg.judge_model or cfg.model)
     return record

@@ -45,7 +45,7 @@ from probe.results.layout import (
 )
 from probe.results.manifest import Manifest, ShardSource, merge_manifests, read_manifest, write_manifest
 from probe.results.mech import ActivationWriter, write_lens
-from probe.results.run_key import key_device, key_shard, read_run_key, unsharded, with_device
+from probe.results.run_key import changed_inputs, key_device, key_shard, read_run_key, unsharded, with_device
 from probe.results.scores import argmax_columns, write_scores_arrays
 
 log = logging.getLogger(__name__)
@@ -178,6 +178,10 @@ def _unsharded_key(shards: Sequence[ShardDir]) -> dict[str, Any]:
     keys = [unsharded(s.key) for s in shards]
     for s, key in zip(shards[1:], keys[1:]):
         if key != keys[0]:
+            changed = changed_inputs(keys[0], key)
+            if changed:
+                raise ProbeInputError(f"{s.path} and {shards[0].path} read different inputs, {changed}: they are "
+                                      "not shards of one run; score every shard on the same data and model")
             raise ProbeInputError(f"{s.path} and {shards[0].path} are shards of different runs (differ in "
                                   f"{_differences(key, keys[0])})")
     devices = {key_device(s.key) for s in shards}

@@ -23,6 +23,7 @@ from probe.backends.base import TextBackend
 from probe.backends.continuations import TextRequest, TextScore
 from probe.benches.task import PreparedBench
 from probe.pipeline.spec import RunConfig
+from probe.prompts.control import check_data_text
 from probe.prompts.render import RenderSettings
 from probe.prompts.text_forms import RenderedText, TextDesign, render_texts, text_design
 from probe.prompts.tokenizer import Tokenizer
@@ -53,6 +54,7 @@ def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Tokenizer, set
     if not cfg.text_reading:
         return None
     design = text_design(bench.prompts, bench.items, cfg.bench.spec.text_form, cfg.bench.task.text_message)
+    check_data_text(tokenizer, design.prompts, bench.data_label, cfg.model.name, design.options)
     return TextReading(design, tuple(render_texts(tokenizer, design, settings, cfg.model.name, max_positions)))
 
 

@@ -43,6 +43,14 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str
         raise ProbeInputError(f"{run_a.path} and {run_b.path} read different data files (bench sha256 {data_a[:12]}… "
                               f"vs {data_b[:12]}…): the same ids may name different items, so they are not paired; "
                               "run both on one file")
+    if _text_form(run_a) != _text_form(run_b):
+        raise ProbeInputError(f"{run_a.path} is a {_reading(run_a)} run and {run_b.path} a {_reading(run_b)} run: their "
+                              "numbers are different readings, not paired measurements; compare runs of one reading")
+    read_a, read_b = run_a.manifest.bench.data_sha256, run_b.manifest.bench.data_sha256
+    if read_a and read_b and read_a != read_b:
+        raise ProbeInputError(f"{run_a.path} and {run_b.path} read different bench data (data_sha256 {read_a[:12]}… "
+                              f"vs {read_b[:12]}…): the same ids may name different items, so they are not paired; "
+                              "run both on the same data")
     unit = task_a.unit
     units_a = {str(u) for u in run_a.run.prompts.column(unit).to_pylist()}
     units_b = {str(u) for u in run_b.run.prompts.column(unit).to_pylist()}
@@ -52,6 +60,19 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str
                               f"({', '.join(only_a[:5])}{', …' if len(only_a) > 5 else ''}), {len(only_b)} only in "
                               f"{run_b.path} ({', '.join(only_b[:5])}{', …' if len(only_b) > 5 else ''})")
     return task_a, sorted(units_a)
+
+
+def _text_form(run: StoredRun) -> str | None:
+    """The text form a `backend.mode=text` run's headline numbers read (None: they read letters,
+    or generated answers; a `letters+text` run's text reading is an extra block)."""
+    if run.manifest.backend.mode != "text":
+        return None
+    return str(run.manifest.bench.config.get("text_form"))
+
+
+def _reading(run: StoredRun) -> str:
+    form = _text_form(run)
+    return f"backend.mode={run.manifest.backend.mode}" + ("" if form is None else f" bench.text_form={form}")
 
 
 def _with_replicates(run: StoredRun, opts: AnalysisOptions) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -225,7 +225,21 @@ def _letter_object(cell: str | None, where: str, field: str) -> dict[str, str]:
         out[k] = v.strip()
         if field == "Options" and not out[k]:
             raise ProbeInputError(f"{where}, field 'Options' key {k!r}: empty option text")
+    if field == "Options":
+        _distinct_options(out, where)
     return out
+
+
+def _distinct_options(texts: dict[str, str], where: str) -> None:
+    """Two options of one item with the same text (up to case and spacing) are refused: the
+    model cannot tell them apart, and the text reading would count their mass twice."""
+    seen: dict[str, str] = {}
+    for letter, text in texts.items():
+        key = " ".join(text.split()).casefold()
+        if key in seen:
+            raise ProbeInputError(f"{where}, field 'Options' key {letter!r}: same option text as key {seen[key]!r} "
+                                  f"({text!r}); every option of an item must differ")
+        seen[key] = letter
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:

@@ -33,7 +33,7 @@ def prepare(spec: DiscoSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     items = load_items(path, spec.cultures)[: spec.limit]
     prompts = build_prompts(items, DiscoDesign(conditions=spec.conditions))
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
-                         source={"path": str(path), "sha256": sha256_file(path)})
+                         source={"path": str(path), "sha256": sha256_file(path)}, data_files=(path,))
 
 
 def _compute(table: ScoreTable, opts: AnalysisOptions, spec: DiscoSpec) -> dict[str, Any]:
