@@ -84,6 +84,20 @@ def test_edited_data_is_not_served_old_scores(blend_runs: tuple[Path, Path, Path
         _whose(data, first)
 
 
+def test_a_run_whose_key_predates_the_digest_is_not_resumed(blend_runs: tuple[Path, Path, Path], root: Path) -> None:
+    """A run directory an older probe started (no `data_sha256` in its key) is refused in words
+    that say so, not as a configuration that merely differs."""
+    data, _, second = blend_runs
+    old = root / "older"
+    shutil.copytree(second, old)
+    key = json.loads((old / "run_key.json").read_text())
+    del key["bench"]["data_sha256"]
+    (old / "run_key.json").write_text(json.dumps(key, indent=2))
+    with pytest.raises(ProbeInputError, match=r"started by an older probe, whose run key holds no digest of the "
+                                              r"bench data"):
+        _whose(data, old)
+
+
 def test_compare_refuses_runs_on_other_data(blend_runs: tuple[Path, Path, Path]) -> None:
     """Before: two runs on different files with the same question ids were paired."""
     from probe.commands.compare import compare_runs
