@@ -40,7 +40,7 @@ from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.metrics.core import SMALL_N
 from probe.report.header import weights_line
-from probe.viz.markdown import Footnotes, bootstrap_units, small_sample, split_table, table
+from probe.viz.markdown import Footnotes, bootstrap_units, inert_html, small_sample, split_table, table
 
 
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
@@ -192,7 +192,7 @@ def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     claim_output_dir(out_dir, REPORT_COMMAND)
     refuse_links_inside(out_dir)  # a planted link is refused before anything is written
     markdown = sweep_markdown(entries, unfinished, skipped)
-    write_text(out_dir / REPORT, markdown)
+    write_text(out_dir / REPORT, inert_html(markdown))
     figures = sweep_figures([e.run for e in entries], [e.label for e in entries], out_dir)
     figures += checkpoint_figures(entries, out_dir) + steering_figures(entries, out_dir)
     write_html(out_dir / REPORT_PAGE, "probe sweep report", markdown, figures)
