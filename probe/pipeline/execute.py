@@ -278,14 +278,17 @@ def _check_finished(cfg: RunConfig, generate: bool, intervention: InterventionRe
 
 
 def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
-    """A finished run asked for with other analysis options, or whose metrics are missing, is
-    re-analysed from its stored tables (the scores do not depend on them); with the same
-    options and its metrics in place there is nothing to do."""
+    """A finished run asked for with other analysis options, or whose metrics are missing or
+    damaged, is re-analysed from its stored tables (the scores do not depend on them); with the
+    same options and its metrics in place there is nothing to do."""
     recorded = read_manifest(cfg.out_dir).analysis
     same = recorded is not None and recorded.same_as(asdict(cfg.analysis))
-    if same and _readable(cfg.out_dir / layout.METRICS):
+    metrics = cfg.out_dir / layout.METRICS
+    if same and _readable(metrics):
         log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
         return
+    if metrics.is_file() and not _readable(metrics):
+        metrics.unlink()  # derived from the tables, recomputed below; a cut copy would stop the reading
     log.info("%s is complete; re-analysing its stored tables %s", cfg.out_dir,
              f"({layout.METRICS} was missing or damaged)" if same else "with the new analysis options")
     analyze_run(cfg.out_dir, record=asdict(cfg.analysis))
