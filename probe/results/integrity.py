@@ -85,7 +85,7 @@ def check_score_lists(run_dir: Path) -> None:
             raise damaged(run_dir, SCORES, f"its {name} lists are ragged: rows hold {low} to {high} values")
         if name in LOGPROB_LISTS:
             values = pc.list_flatten(table.column(name)).to_numpy(zero_copy_only=False).astype(np.float64)
-            above = values[values > LOGPROB_SLACK]
+            above = values[np.isfinite(values) & (values > LOGPROB_SLACK)]  # +inf: the readers' NaN/inf check
             if above.size:
                 raise damaged(run_dir, SCORES, f"{above.size} of its {name} are above 0 (largest {above.max():g}); a "
                                                "log-prob is never positive")
