@@ -85,13 +85,15 @@ def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, valid
 
 
 def _parse_url(url: str) -> httpx.URL:
-    """`url` as an absolute http(s) URL; anything else (`::::`, a bare path) is one line."""
+    """`url` parsed; one that is no URL (`::::`) or has no scheme (a bare path) is one line."""
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError) as e:
-        raise ProbeInputError(f"bench.url: {url!r} is not a URL ({e}); expected http(s)://host/path") from None
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ProbeInputError(f"bench.url: {url!r} is not an absolute http(s) URL; expected http(s)://host/path")
+        raise ProbeInputError(f"bench.url: {url!r} is not a URL ({e}); expected http(s)://host/path or "
+                              "file:///path") from None
+    if not parsed.scheme or (parsed.scheme in ("http", "https") and not parsed.host):
+        raise ProbeInputError(f"bench.url: {url!r} is not an absolute URL; expected http(s)://host/path or "
+                              "file:///path")
     return parsed
 
 
