@@ -216,11 +216,11 @@ def test_a_sweep_names_and_skips_unreadable_runs(runs, tmp_path: Path, caplog: p
     assert f"- `{tmp_path / 'truncated'}`: metrics.json: invalid or truncated JSON (Expecting ':' delimiter" in md
     assert f"- `{tmp_path / 'list'}`: metrics.json: expected a JSON object, got list" in md
     assert f"- `{tmp_path / 'empty'}`: metrics.json has no DiSCo headline metrics" in md
-    assert f"- `{tmp_path / 'tables'}`: its tables cannot be read" in md
+    assert f"- `{tmp_path / 'tables'}`: prompts.parquet is damaged (not a readable parquet file" in md
     assert "# probe sweep report — 2 runs" in md and "\n| good-a " in md and "\n| good-b " in md
     summary = pq.read_table(tmp_path / "report" / "summary.parquet")
     assert set(summary.column("model").to_pylist()) == {"good-a", "good-b"}
-    assert caplog.text.count("skipping") == 3  # the metrics.json ones, as they are read (the tables' in report.md)
+    assert caplog.text.count("skipping") == 4  # each as it is read: its files are checked when it is opened
     for name in ("good_a", "good_b", "tables"):
         shutil.rmtree(tmp_path / name)
     with pytest.raises(ProbeInputError, match=r"none of the 3 finished run\(s\) could be read"):

@@ -87,11 +87,24 @@ def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, valid
             raise ProbeInputError(f"bench.path: {local} does not exist or is not a file")
     else:
         key = hashlib.sha256(url.encode()).hexdigest()[:16]
-        local = cache_dir / key / (Path(httpx.URL(url).path).name or "download")
+        local = cache_dir / key / (Path(_parse_url(url).path).name or "download")
         if not _intact(local):
             _download(url, local, sha256, validate, max_bytes, (timeout_s, deadline_s))
     _check(local, sha256, str(local))
     return local
+
+
+def _parse_url(url: str) -> httpx.URL:
+    """`url` parsed; one that is no URL (`::::`) or has no scheme (a bare path) is one line."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as e:
+        raise ProbeInputError(f"bench.url: {url!r} is not a URL ({e}); expected http(s)://host/path or "
+                              "file:///path") from None
+    if not parsed.scheme or (parsed.scheme in ("http", "https") and not parsed.host):
+        raise ProbeInputError(f"bench.url: {url!r} is not an absolute URL; expected http(s)://host/path or "
+                              "file:///path")
+    return parsed
 
 
 def _intact(local: Path) -> bool:

@@ -31,9 +31,12 @@ from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
 from probe.metrics.paired import Comparison, Difference
 from probe.report.paired_runs import comparable_units, compare, headline_block
 from probe.report.stored_run import StoredRun
-from probe.results.layout import AGREEMENT, COMPARISON
+from probe.results.layout import AGREEMENT, COMPARISON, claim_output_dir
 
 __all__ = ["Comparison", "Difference", "compare_runs", "paired_difference"]
+
+COMMAND = "probe compare"
+"""Whose output an `--out` directory holds (`probe.results.layout.claim_output_dir`)."""
 
 
 def paired_difference(run_a: str | Path, run_b: str | Path, metric: str, flavour: str | None = None,
@@ -109,8 +112,7 @@ def _body(argv: list[str]) -> int:
     result = compare_runs(*command.paths, flavour=None if block is None else str(block), **opts)
     print(comparison_markdown(result), end="")
     if "out" in command.overrides:
-        out = Path(str(command.overrides["out"]))
-        out.mkdir(parents=True, exist_ok=True)
+        out = claim_output_dir(Path(str(command.overrides["out"])), COMMAND)
         write_json(out / COMPARISON, asdict(result))
         print(f"probe compare: wrote {out / COMPARISON}", file=sys.stderr)
     return 0
@@ -136,9 +138,9 @@ def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: 
           f"{options.seed}, temperature {options.temperature:g}\n", end="")
     print(choice_agreement_markdown(result.block, result.ci, options.n_boot), end="")
     if out is not None:
-        Path(str(out)).mkdir(parents=True, exist_ok=True)
-        write_json(Path(str(out)) / AGREEMENT, {"agreement": result.block, "ci95": result.ci})
-        print(f"probe compare: wrote {Path(str(out)) / AGREEMENT}", file=sys.stderr)
+        folder = claim_output_dir(Path(str(out)), COMMAND)
+        write_json(folder / AGREEMENT, {"agreement": result.block, "ci95": result.ci})
+        print(f"probe compare: wrote {folder / AGREEMENT}", file=sys.stderr)
     return 0
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.errors import MissingConfigException
+from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf import OmegaConf
 
 from probe.backends.specs import BACKENDS
@@ -90,6 +90,8 @@ def compose_tree(selections: Sequence[str], searchpath: Sequence[str] = ()) -> C
         hint = f"did you mean `{group}={close}`? " if close else ""
         raise ProbeInputError(f"{group}={entry}: no such entry of {group}; {hint}entries: {sorted(e.options or [])} "
                               f"(probe ls {GROUPS.get(group, group)})") from None
+    except OverrideParseException as e:  # `bench=[`: Hydra's grammar message, in one line
+        raise ProbeInputError(f"cannot read the overrides {list(selections)}: {str(e).splitlines()[0]}") from None
     values = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(values, dict)
     hydra = values.pop("hydra")

@@ -46,6 +46,7 @@ from probe.results.layout import (
 from probe.results.manifest import Manifest, ShardSource, merge_manifests, read_manifest, write_manifest
 from probe.results.mech import ActivationWriter, write_lens
 from probe.results.run_key import changed_inputs, key_device, key_shard, read_run_key, unsharded, with_device
+from probe.results.run import not_a_run
 from probe.results.scores import argmax_columns, write_scores_arrays
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def _read(path: Path) -> ShardDir:
         if shard is not None:
             raise ProbeInputError(f"{path}: shard {shard} is not finished (no DONE); rerun it with the same "
                                   "command to resume it")
-        raise ProbeInputError(f"{path}: no {MANIFEST}; not a probe run directory")
+        raise ProbeInputError(not_a_run(path))
     manifest = read_manifest(path)
     if manifest.shard is None:
         raise ProbeInputError(f"{path}: not a shard (its run was not started with bench.shard=i/n)")

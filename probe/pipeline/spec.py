@@ -13,11 +13,11 @@ from probe.backends.specs import BACKENDS, TEXT_MODES, BackendSpec, HFBackendSpe
 from probe.backends.taps import MechSpec
 from probe.benches.registry import get_task
 from probe.benches.task import Task
-from probe.config import Ge, Gt, Le, Seed, build
+from probe.config import Ge, Gt, Le, Seed, ZeroOrGe, build
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
 from probe.judges.registry import judge_choices
-from probe.metrics.core import MAX_BOOT, AnalysisOptions
+from probe.metrics.core import MAX_BOOT, MIN_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.shard_plan import Shard
@@ -30,8 +30,8 @@ class AnalysisSpec:
 
     temperature: Annotated[float, Gt(0)] = 1.0
     """Expected metrics at sampling temperature T; greedy (T → 0) is always reported too."""
-    n_boot: Annotated[int, Ge(0), Le(MAX_BOOT)] = 5000
-    """Bootstrap resamples (of items; LocQA: templates) behind every ci95 interval; at most 1,000,000."""
+    n_boot: Annotated[int, ZeroOrGe(MIN_BOOT), Le(MAX_BOOT)] = 5000
+    """Bootstrap resamples (of items; LocQA: templates) behind every ci95 interval: 0 (none), or 10 to 1,000,000."""
     seed: Seed = 0
     """Bootstrap seed."""
     letter_prior_ratio: Annotated[float, Gt(1)] = 2.0

@@ -33,14 +33,15 @@ from probe.report.paired_runs import PAIRED_NOTE, delta_cell, p_cell, paired_or_
 from probe.report.steering import steering_figures, steering_table
 from probe.report.stored_run import StoredRun
 from probe.results.io import write_csv, write_table
-from probe.results.layout import REPORT, REPORT_PAGE, SUMMARY_CSV, SUMMARY_TABLE
+from probe.files import refuse_links_inside, write_text
+from probe.results.layout import REPORT, REPORT_PAGE, SUMMARY_CSV, SUMMARY_TABLE, claim_output_dir
 from probe.results.run import Run
 from probe.types import GroupNoun
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.metrics.core import SMALL_N
 from probe.report.header import weights_line
-from probe.viz.markdown import Footnotes, bootstrap_units, fit_table, small_sample, split_table, table
+from probe.viz.markdown import Footnotes, bootstrap_units, fit_table, inert_html, small_sample, split_table, table
 
 
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
@@ -181,14 +182,21 @@ def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> 
     return figures
 
 
+REPORT_COMMAND = "probe report"
+"""Whose output a sweep report's directory holds (`probe.results.layout.claim_output_dir`): the
+command's, also when a multirun writes it as it ends."""
+
+
 def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
-    """`report.md`, figures and a self-contained `report.html` in `out_dir`; returns the HTML path."""
+    """`report.md`, figures and a self-contained `report.html` in `out_dir` (new, empty, or holding
+    an earlier sweep report: `claim_output_dir`); returns the HTML path."""
     entries, skipped = read_entries(paths)
     unfinished = find_runs(paths)[1]
     entries = _load_tables(entries, skipped)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    claim_output_dir(out_dir, REPORT_COMMAND)
+    refuse_links_inside(out_dir)  # a planted link is refused before anything is written
     markdown = sweep_markdown(entries, unfinished, skipped)
-    (out_dir / REPORT).write_text(markdown)
+    write_text(out_dir / REPORT, inert_html(markdown))
     figures = sweep_figures([e.run for e in entries], [e.label for e in entries], out_dir)
     figures += checkpoint_figures(entries, out_dir) + steering_figures(entries, out_dir)
     write_html(out_dir / REPORT_PAGE, "probe sweep report", markdown, figures)

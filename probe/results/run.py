@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
 from probe.probs import choice_probs, exposure_shares, greedy_onehot, group_sums
@@ -33,9 +32,11 @@ from probe.results.layout import (
     MANIFEST,
     METRICS,
     PROMPTS,
+    RUN_KEY,
     SCORE_TENSORS,
     SCORES,
 )
+from probe.results.integrity import check_tables, read_parquet
 from probe.results.manifest import Manifest
 from probe.results.scores import ScoreTable, read_table
 
@@ -96,7 +97,7 @@ class Run:
     def _table(self, name: str, by_prompt: bool = True) -> pa.Table | None:
         if name not in self._cache:
             path = self.path / name
-            table = pq.read_table(path) if path.is_file() else None
+            table = read_parquet(self.path, name) if path.is_file() else None
             self._cache[name] = table.sort_by("prompt_id") if table is not None and by_prompt else table
         return self._cache[name]
 
@@ -243,8 +244,8 @@ def load_run(path: str | Path) -> Run:
     finished or not, that has its prompts (a shard is refused: merge the shards first)."""
     path = Path(path)
     if not (path / MANIFEST).is_file():
-        raise ProbeInputError(f"{path}: no {MANIFEST}; not a probe run directory")
-    manifest = Manifest.from_json(read_json_object(path / MANIFEST))
+        raise ProbeInputError(not_a_run(path))
+    manifest = _manifest(path)
     shard = manifest.shard
     if shard is not None:
         raise ProbeInputError(f"{path} is shard {shard.index}/{shard.count} of a run, not a run: merge the "
@@ -252,12 +253,42 @@ def load_run(path: str | Path) -> Run:
     if not (path / PROMPTS).is_file():
         raise ProbeInputError(f"{path}: no {PROMPTS}")
     metrics = read_json_object(path / METRICS) if (path / METRICS).is_file() else None
+    check_tables(path, manifest)
     return Run(path=path, manifest=manifest, metrics=metrics)
 
 
 def finished_run(path: str | Path) -> Run:
-    """A finished run's manifest and `metrics.json`, each checked to be a JSON object (a one-line
-    `ProbeInputError` naming the file otherwise); its tables are read on first use."""
+    """A finished run's manifest and `metrics.json`, each checked to be a JSON object, and its
+    tables' files (`probe.results.integrity.check_tables`): a one-line `ProbeInputError` naming
+    the run and the file otherwise; its tables are read on first use."""
     path = Path(path)
-    return Run(path=path, manifest=Manifest.from_json(read_json_object(path / MANIFEST)),
-               metrics=read_json_object(path / METRICS))
+    manifest = _manifest(path)
+    metrics = read_json_object(path / METRICS)
+    check_tables(path, manifest)
+    return Run(path=path, manifest=manifest, metrics=metrics)
+
+
+def checked_manifest(path: str | Path) -> Manifest:
+    """The manifest of the run in `path`, its tables' files checked (`check_tables`): a one-line
+    `ProbeInputError` naming the run and the file when one is damaged."""
+    manifest = _manifest(Path(path))
+    check_tables(Path(path), manifest)
+    return manifest
+
+
+def _manifest(path: Path) -> Manifest:
+    """The run's manifest; one whose blocks have the wrong shape is a one-line error naming it."""
+    raw = read_json_object(path / MANIFEST)
+    try:
+        return Manifest.from_json(raw)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ProbeInputError(f"{path / MANIFEST}: not a probe manifest ({type(e).__name__}: {e})") from None
+
+
+def not_a_run(path: Path) -> str:
+    """Why `path`, which has no manifest, cannot be read as a run: an unfinished run (its key is
+    there: killed, or still running, before its answers were complete) or no run at all."""
+    if (path / RUN_KEY).is_file():
+        return (f"{path}: an unfinished probe run (no {MANIFEST} yet: it was stopped, or is still running, before its "
+                "answers were complete); rerun its command into this directory to finish it")
+    return f"{path}: no {MANIFEST}; not a probe run directory"

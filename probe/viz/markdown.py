@@ -5,6 +5,7 @@ never shifts a column."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -180,3 +181,16 @@ def split_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int, w
             parts.append([0])
         parts[-1].append(i)
     return [table([head[i] for i in cols], [[r[i] for i in cols] for r in rows]) for cols in parts]
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+_CODE_SPAN = re.compile(r"(`[^`\n]*`)")
+
+
+def inert_html(markdown: str) -> str:
+    """`markdown` with every `<` that could open an HTML tag or comment written `&lt;` (outside code
+    spans, where a renderer shows text as typed): a group or model named `<img src=x onerror=…>`
+    reads as text in `report.md`, as the HTML pages escape it. A `<` before a digit or a space
+    (`p < 0.001`) opens no tag and stays."""
+    return "".join(part if _CODE_SPAN.fullmatch(part) else _TAG_START.sub("&lt;", part)
+                   for part in _CODE_SPAN.split(markdown))

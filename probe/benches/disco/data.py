@@ -212,6 +212,8 @@ def _letter_object(cell: str | None, where: str, field: str) -> dict[str, str]:
         raise ProbeInputError(f"{where}, field {field!r}: invalid JSON ({e.msg} at char {e.pos}): {cell!r}") from None
     except ValueError as e:  # a key repeated inside the object
         raise ProbeInputError(f"{where}, field {field!r}: {e}") from None
+    except RecursionError:  # `[[[[…` thousands deep: the parser's recursion limit, not a traceback
+        raise ProbeInputError(f"{where}, field {field!r}: JSON nested too deeply; expected a flat object A-D") from None
     if not isinstance(value, dict):
         raise ProbeInputError(f"{where}, field {field!r}: expected a JSON object A-D, got {type(value).__name__}")
     if len(value) != K:
