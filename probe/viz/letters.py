@@ -137,7 +137,6 @@ def letter_section(metrics: Mapping[str, Any], reading: str, estimators: Mapping
     priors = metrics.get("letter_prior") or {}
     if not priors and not metrics.get("letter_prior_estimator"):
         return ""
-    cis = metrics.get("ci95") or {}
     letters = list(next(iter(priors.values()), {}))
     lines = ["", "## Letter prior and content", "", reading, "",
              *_letter_table(metrics, priors, letters)]
