@@ -226,6 +226,9 @@ def _read_json(path: Path) -> Any:
         raise ProbeInputError(f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except UnicodeDecodeError:
         raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None
+    except RecursionError:  # `[[[[…` thousands deep: the parser's recursion limit, not a traceback
+        raise ProbeInputError(f"{path}: JSON nested too deeply to be BLEnD data (arrays or objects thousands of "
+                              "levels deep)") from None
 
 
 class _DuplicateKey(ValueError):
