@@ -252,7 +252,7 @@ def test_compare_refuses_unfinished_other_data_and_non_finite_runs(runs, tmp_pat
     _poison(inf, {3: float("inf")})
     expected = {
         unfinished: f"{unfinished} is not a finished run (no DONE)",
-        other: "read different data files (bench sha256 ",
+        other: "read different bench data (bench sha256 ",
         # the stored table is refused where it is read, for compare as for every metric
         nan: f"{nan}/scores.parquet: 3 of 480 prompts have no valid letter log-probs (NaN or +inf, or −inf at every "
              "letter; first prompt ids [0, 1, 7])",
@@ -263,7 +263,7 @@ def test_compare_refuses_unfinished_other_data_and_non_finite_runs(runs, tmp_pat
             assert main([str(x), str(y), "analysis.n_boot=50"]) == 2
             err = capsys.readouterr().err
             assert message in err and len(err.strip().splitlines()) == 1, err  # one line, no traceback
-        with pytest.raises(ProbeInputError, match="no DONE|different data files|no valid letter log-probs"):
+        with pytest.raises(ProbeInputError, match="no DONE|different bench data|no valid letter log-probs"):
             paired_difference(a, run, "C0.KL")
 
 

@@ -38,19 +38,15 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str
     if design_a != design_b:
         raise ProbeInputError(f"{run_a.path} used design {design_a!r} and {run_b.path} design {design_b!r}; "
                               "paired differences need the same design")
-    data_a, data_b = run_a.manifest.bench.sha256, run_b.manifest.bench.sha256
-    if data_a and data_b and data_a != data_b:
-        raise ProbeInputError(f"{run_a.path} and {run_b.path} read different data files (bench sha256 {data_a[:12]}… "
-                              f"vs {data_b[:12]}…): the same ids may name different items, so they are not paired; "
-                              "run both on one file")
     if _text_form(run_a) != _text_form(run_b):
         raise ProbeInputError(f"{run_a.path} is a {_reading(run_a)} run and {run_b.path} a {_reading(run_b)} run: their "
                               "numbers are different readings, not paired measurements; compare runs of one reading")
-    read_a, read_b = run_a.manifest.bench.data_sha256, run_b.manifest.bench.data_sha256
-    if read_a and read_b and read_a != read_b:
-        raise ProbeInputError(f"{run_a.path} and {run_b.path} read different bench data (data_sha256 {read_a[:12]}… "
-                              f"vs {read_b[:12]}…): the same ids may name different items, so they are not paired; "
-                              "run both on the same data")
+    for name in ("sha256", "data_sha256"):  # the pinned file's checksum, the digest of every file read
+        a, b = getattr(run_a.manifest.bench, name), getattr(run_b.manifest.bench, name)
+        if a and b and a != b:
+            raise ProbeInputError(f"{run_a.path} and {run_b.path} read different bench data (bench {name} {a[:12]}… vs "
+                                  f"{b[:12]}…): the same ids may name different items, so they are not paired; run "
+                                  "both on the same data")
     unit = task_a.unit
     units_a = {str(u) for u in run_a.run.prompts.column(unit).to_pylist()}
     units_b = {str(u) for u in run_b.run.prompts.column(unit).to_pylist()}
