@@ -43,6 +43,13 @@ def split_opening(markdown: str) -> tuple[str, str]:
     return "\n".join(head), "\n\n".join(paragraphs)
 
 
+def side(value: float, interval: Any, ref: float = 0.0) -> int:
+    """Where a value lies from `ref` by its 95% interval: 1 above, -1 below, 0 when the interval
+    holds `ref` (the value alone where it has no interval)."""
+    lo, hi = (interval[0], interval[1]) if interval and not undefined(interval[0]) else (value, value)
+    return 1 if lo > ref else -1 if hi < ref else 0
+
+
 def fmt(v: Any, digits: int = 3) -> str:
     """A metric value with `digits` decimals, `–` when undefined (None or NaN)."""
     return "–" if undefined(v) else f"{v:.{digits}f}"
