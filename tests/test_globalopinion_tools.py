@@ -20,6 +20,7 @@ from test_globalopinion_data import subset
 from test_globalopinion_run import recompute
 from test_view import _dom, _listed
 
+from probe.benches.globalopinion.conclusion import TERMS
 from probe.benches.globalopinion.report import report
 from probe.commands.compare import compare_runs
 from probe.commands.view import main as view
@@ -167,3 +168,48 @@ def test_report_finds_countries_whose_names_hold_dots(sweep) -> None:
     after = next(line for line in report(renamed).splitlines() if "| S. Korea |" in line)
     assert after == before.replace(country, "S. Korea") and "–" not in after
     assert "closest to **S. Korea** (similarity " in report(renamed)
+
+
+def test_the_report_opens_with_its_conclusion_in_both_readings(sweep) -> None:
+    """The first paragraph names the closest and furthest countries (found again by the
+    independent recomputation), their similarities and intervals, the mean lift over a uniform
+    model, the debiased reading's closest and furthest, τ, the near-uniform and letter caveats."""
+    run = _run(sweep, "letters")
+    m, text = _metrics(run), (run / "report.md").read_text()
+    first = text.split("\n")[2]
+    by_hand = recompute(run)["default"]
+    top, low = max(by_hand, key=by_hand.get), min(by_hand, key=by_hand.get)
+    exp, cis = m["expected"]["default"], m["ci95"]["expected"]["default"]
+
+    def cell(tree: dict, ci: dict, country: str) -> str:
+        lo, hi = ci["similarity"][country]
+        return f"{tree['similarity'][country]:.3f} [{lo:.3f}, {hi:.3f}], lift {tree['lift'][country]:.3f}"
+
+    assert first.startswith("**In short:** Expected reading (probability-weighted answers): with no country named "
+                            f"(`default`), the model's answers are closest to **{top}** (similarity {by_hand[top]:.3f} ")
+    assert f"**{top}** (similarity {cell(exp, cis, top)}) and furthest from **{low}** ({cell(exp, cis, low)})" in first
+    lift, lift_ci = exp["mean"]["similarity"] - exp["mean"]["uniform"], cis["mean"]["lift"]
+    assert (f"a mean lift of {lift:.3f} [{lift_ci[0]:.3f}, {lift_ci[1]:.3f}] over a uniform model "
+            f"({exp['mean']['uniform']:.3f}).") in first
+    deb, dcis = m["debiased"]["default"], m["ci95"]["debiased"]["default"]
+    dtop, dlow = max(deb["similarity"], key=deb["similarity"].get), min(deb["similarity"], key=deb["similarity"].get)
+    assert (f"Debiased reading (letter prior removed): closest **{dtop}** ({cell(deb, dcis, dtop)}), furthest "
+            f"**{dlow}** ({cell(deb, dcis, dlow)}); mean similarity {deb['mean']['similarity']:.3f} [") in first
+    assert f"The two readings rank the countries with τ = {m['ranking_tau']:.3f} (1 = same order)." in first
+    # the tiny model is near uniform and letter-driven: the conclusion says what that does to the reading
+    assert m["near_uniform"] and (f"(mean normalised entropy {m['model_entropy']:.3f}, 1 = uniform): the similarity "
+                                  "then tracks how uniform each country's answers are") in first
+    assert m["letter_warnings"] and first.endswith("the debiased reading is the one that speaks about the countries.")
+    terms = text.split("\n")[4]
+    assert terms.startswith("**Terms:** similarity = 1 − Jensen–Shannon distance (base 2)")
+    assert all(f"{name} = " in terms for name, _ in TERMS) and text.index(terms) < text.index("| rank |")
+
+
+def test_the_conclusion_says_why_a_reading_is_missing(sweep) -> None:
+    m = _metrics(_run(sweep, "letters"))
+    none = {**m, "debiased": None, "near_uniform": False, "letter_warnings": [],
+            "letter_prior_estimator": {"default (K=4)": {"estimator": "none", "reason": "one ordering per item"}}}
+    first = report(none).split("\n")[2]
+    assert first.endswith("No debiased reading: no letter prior could be estimated (default (K=4): one ordering per "
+                          "item).")
+    assert "close to uniform" not in first
