@@ -70,5 +70,7 @@ def _resource(M: Mapping[str, Any], cis: Mapping[str, Any]) -> str:
     if undefined(gap):
         return ("No high − low resource gap: the run lacks a high-resource or a low-resource country "
                 "(`bench.high_resource` / `low_resource`).")
-    return (f"High-resource countries score {value_ci(gap, get_path(cis, 'resource_gap.local'))} above low-resource "
-            "ones in their own languages (high − low resource).")
+    interval = get_path(cis, "resource_gap.local")
+    word = {1: "higher than", -1: "lower than", 0: "about as high as"}[side(gap, interval)]
+    return (f"In their own languages, high-resource countries score {word} low-resource ones (high − low resource "
+            f"{value_ci(gap, interval)}).")
