@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -158,6 +159,13 @@ def table(head: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[str]:
 TERMINAL_WIDTH = 100
 """Characters of a table line printed to a terminal; wider tables keep their leading columns there
 and name the file that holds them whole."""
+
+
+def terminal_line(text: str, width: int = TERMINAL_WIDTH) -> str:
+    """One printed sentence wrapped to `width` characters at spaces, later lines indented by two;
+    a word longer than the line (a path) stays whole rather than being cut."""
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
+                                   break_on_hyphens=False)) or text
 
 
 def fit_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int,
