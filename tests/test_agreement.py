@@ -422,6 +422,7 @@ def test_compare_reads_each_reading_against_the_generated_answers(
     out = capsys.readouterr().out
     n = int(pq.read_table(a / "prompts.parquet").num_rows) - 2
     assert f"| C0 | {n} | letters | 1.000 [1.000, 1.000] |" in out and f"| C0 | {n} | debiased |" in out
+    assert all(len(line) <= 100 for line in out.splitlines() if not line.startswith(("A = ", "B = ")))  # a terminal
     saved = json.loads((tmp_path / "agreement.json").read_text())
     assert saved["agreement"]["C0"]["letters"]["argmax"] == 1.0 and saved["agreement"]["C0"]["n_prompts"] == n
     assert "text" not in saved["agreement"]["C0"]  # A has no text reading

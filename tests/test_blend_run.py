@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import blend_cli, blend_dir
 
+from probe.benches.blend.conclusion import TERMS, opening
 from probe.benches.blend.judging import gives, unique_gold
 from probe.pipeline.analysis import analyze_run
 
@@ -135,3 +136,45 @@ def test_short_answers_on_smollm2(tmp_path: Path) -> None:
     _check_verdicts(out)
     m = json.loads((out / "metrics.json").read_text())
     assert set(m["metrics"]["all"]["by_country"]) == {"Spain", "US"}
+
+
+def test_the_report_opens_with_its_conclusion(tiny_run: Path) -> None:
+    """One reading (generated and judged); the local and English scores counted by hand from the
+    verdicts, the gap's direction by its interval; every term defined before the first table."""
+    m, text = json.loads((tiny_run / "metrics.json").read_text()), (tiny_run / "report.md").read_text()
+    cis = m["ci95"]["all"]
+    countries = {r["prompt_id"]: r["country"] for r in pq.read_table(tiny_run / "prompts.parquet").to_pylist()}
+    by: dict[tuple[str, str], list[bool]] = {}
+    for v in pq.read_table(tiny_run / "judgements.parquet").to_pylist():
+        by.setdefault((countries[v["prompt_id"]], v["language"]), []).append(v["correct"])
+    local = [sum(v) / len(v) for (_, lang), v in by.items() if lang == "local"]
+    en = [sum(v) / len(v) for (_, lang), v in by.items() if lang == "en"]
+    first = text.split("\n")[2]
+
+    def ci(value: float, interval: list[float]) -> str:
+        return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+    lo, hi = cis["gap"]
+    word = "does better in the local language" if lo > 0 else "does better in English" if hi < 0 else \
+        "does about as well in both"
+    assert first == ("**In short:** Answers are generated and judged; there is no letter reading. Over all (question, "
+                     f"country) pairs, the model gives an annotated answer in {ci(sum(local) / len(local), cis['score']['local'])} "
+                     "of its answers asked in the country's own language and "
+                     f"{ci(sum(en) / len(en), cis['score']['en'])} asked in English (means over countries): it {word} "
+                     f"(gap {ci(m['metrics']['all']['gap'], cis['gap'])}). " + first.split("). ", 1)[1])
+    terms = text.split("\n")[4]
+    assert all(f"{name} = " in terms for name, _ in TERMS) and text.index(terms) < text.index("| metric |")
+
+
+def test_the_conclusion_words_the_gaps_by_their_intervals() -> None:
+    m = {"metrics": {"all": {"score": {"local": 0.5, "en": 0.75}, "gap": -0.25, "resource_gap": {"local": 0.125},
+                             "by_country": {"Spain": {"local": 0.625}, "China": {"local": 0.375}, "US": {"local": None}}}},
+         "ci95": {"all": {"score": {"local": [0.25, 0.75], "en": [0.5, 1.0]}, "gap": [-0.5, -0.125],
+                          "resource_gap": {"local": [-0.125, 0.375]}}}}
+    assert opening(m)[0] == (
+        "**In short:** Answers are generated and judged; there is no letter reading. Over all (question, country) "
+        "pairs, the model gives an annotated answer in 0.500 [0.250, 0.750] of its answers asked in the country's own "
+        "language and 0.750 [0.500, 1.000] asked in English (means over countries): it does better in English (gap "
+        "-0.250 [-0.500, -0.125]). Asked in their own languages, it scores highest on Spain (0.625) and lowest on "
+        "China (0.375). In their own languages, high-resource countries score about as high as low-resource ones "
+        "(high − low resource 0.125 [-0.125, 0.375]).")

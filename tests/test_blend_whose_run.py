@@ -16,6 +16,7 @@ import pytest
 from conftest import blend_cli, blend_dir
 
 from probe.benches.blend.data import COUNTRIES
+from probe.benches.blend.whose_conclusion import TERMS
 from probe.pipeline.analysis import analyze_run
 
 WHOSE = ("bench.mode=whose_answer", "backend.mode=text")
@@ -116,3 +117,29 @@ def test_paired_comparison_of_two_runs(tiny_run: Path, tmp_path: Path) -> None:
     kl, compliance = result.differences
     assert kl.delta == pytest.approx(a["neutral"]["KL"] - b["neutral"]["KL"]) and kl.delta != 0
     assert compliance.delta == pytest.approx(0.0) and result.n_units == 3
+
+
+def test_the_report_opens_with_its_conclusion(tiny_run: Path) -> None:
+    """The neutral form's spread (KL, most and least favoured country, by hand from the stored
+    scores), compliance and its gain worded by the gain's interval; every term defined first."""
+    m, text = json.loads((tiny_run / "metrics.json").read_text()), (tiny_run / "report.md").read_text()
+    e, ci = m["expected"], m["ci95"]["expected"]
+    shares = _neutral_shares(tiny_run)
+    top, low = max(shares, key=shares.get), min(shares, key=shares.get)
+    kl = sum(v * np.log(v * len(shares)) for v in shares.values() if v > 0)
+    word = "nearly evenly" if kl < 0.01 else "somewhat unevenly" if kl < 0.1 else "very unevenly"
+    lo, hi = ci["compliance_gain"]["mean"]
+    than = "more than" if lo > 0 else "less than" if hi < 0 else "about as much as"
+
+    def cell(value: float, interval: list[float]) -> str:
+        return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+    assert text.split("\n")[2] == (
+        "**In short:** Each candidate answer is scored as a continuation; there is no letter reading, so there is no "
+        f"debiased one. With no country named, the answer mass spreads {word} over the 16 countries (KL "
+        f"{cell(kl, ci['neutral']['KL'])} nats; most {top} {shares[top]:.3f}, least {low} {shares[low]:.3f}, "
+        f"uniform 0.062). Naming a country puts {cell(e['compliance']['mean'], ci['compliance']['mean'])} of the "
+        f"probability on its answer (compliance, mean over countries), {than} with no country named (gain "
+        f"{cell(e['compliance_gain']['mean'], [lo, hi])}).")
+    terms = text.split("\n")[4]
+    assert all(f"{name} = " in terms for name, _ in TERMS) and text.index(terms) < text.index("| country |")

@@ -31,6 +31,12 @@ def test_dry_run_writes_prompts_and_loads_no_weights(tmp_path: Path) -> None:
     assert "letters ['A', 'B', 'C', 'D'] → token ids" in proc.stdout and "memory estimate (GiB" in proc.stdout
     assert "--- prompt 0 (" in proc.stdout and "Loading weights" not in proc.stderr + proc.stdout
     assert proc.stdout.rstrip().endswith(f"probe: dry run: prompts written to {out}")
+    # the summary lines fit a 100-column terminal (where no word, e.g. the run's path, is longer);
+    # the two sample prompts print as the model sees them, unwrapped
+    samples = {line for text in prompts.column("text").to_pylist() for line in text.splitlines()}
+    wide = [line for line in proc.stdout.splitlines() if len(line) > 100 and line not in samples
+            and str(out) not in line]
+    assert not wide, wide
 
 
 def test_memory_estimate_of_gemma3_12b() -> None:

@@ -20,9 +20,11 @@ from test_globalopinion_data import subset
 from test_globalopinion_run import recompute
 from test_view import _dom, _listed
 
+from probe.benches.globalopinion.conclusion import TERMS
 from probe.benches.globalopinion.report import report
 from probe.commands.compare import compare_runs
 from probe.commands.view import main as view
+from probe.errors import ProbeInputError
 from probe.results.run import load_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -108,9 +110,13 @@ def test_letter_text_agreement_reads_each_questions_own_letters(sweep) -> None:
 
 
 def test_compare_is_paired_over_questions(sweep) -> None:
-    letters, text = _run(sweep, "letters"), _run(sweep, "text")
-    a, b = _metrics(letters), _metrics(text)
-    c = compare_runs(letters, text, n_boot=200, seed=1)
+    """Paired over questions between runs of one reading (the letters of `letters` and of
+    `letters+text`); a letters run and a text run are different readings and are refused."""
+    letters, both = _run(sweep, "letters"), _run(sweep, "letters+text")
+    with pytest.raises(ProbeInputError, match="different readings"):
+        compare_runs(letters, _run(sweep, "text"), n_boot=200, seed=1)
+    a, b = _metrics(letters), _metrics(both)
+    c = compare_runs(letters, both, n_boot=200, seed=1)
     assert c.paired and c.unit == "item_id" and c.n_units == 3
     assert [d.metric for d in c.differences] == list(MEANS)
     for d in c.differences:
@@ -121,25 +127,29 @@ def test_compare_is_paired_over_questions(sweep) -> None:
 
 
 def test_sweep_table_shows_every_run_with_its_intervals(sweep) -> None:
+    """The printed table keeps the columns that fit a terminal (the rest counted and left to the
+    sweep report); every run's headline means and intervals are in the summary."""
     root, printed = sweep
     table = printed[printed.rindex("GlobalOpinionQA:"):]
     header = next(line for line in table.splitlines() if line.startswith("| run |"))
     columns = [c.strip() for c in header.strip("|").split("|")]
+    summary = pq.read_table(root / "report" / "summary.parquet").to_pylist()
     for mode in ("letters", "text"):
         m = _metrics(_run(sweep, mode))
         row = next(line for line in table.splitlines() if f"backend.mode-{mode}]" in line)
         cells = dict(zip(columns, (c.strip() for c in row.strip("|").split("|"))))
         for path in MEANS:
             value, (lo, hi) = _at(m["expected"], path), _at(m["ci95"]["expected"], path)
-            assert cells[path.replace(".", " ")] == f"{value:.3f} [{lo:.3f}, {hi:.3f}]", (mode, path)
+            stored = next(r for r in summary if r["metric"] == path and r["flavour"] == "expected"
+                          and r["run"].endswith(f"mode-{mode}"))
+            assert (stored["value"], stored["lo"], stored["hi"]) == (value, lo, hi), (mode, path)
+            if path.replace(".", " ") in cells:
+                assert cells[path.replace(".", " ")] == f"{value:.3f} [{lo:.3f}, {hi:.3f}]", (mode, path)
         ranked = sorted(m["expected"]["default"]["similarity"].items(), key=lambda kv: kv[1])
-        assert cells["furthest countries"].startswith(f"{ranked[0][0]} {ranked[0][1]:.3f}")
-        assert cells["closest countries"].startswith(f"{ranked[-1][0]} {ranked[-1][1]:.3f}")
-    summary = pq.read_table(root / "report" / "summary.parquet").to_pylist()
-    m = _metrics(_run(sweep, "letters"))
-    row = next(r for r in summary if r["metric"] == "default.mean.similarity" and r["flavour"] == "expected"
-               and r["run"].endswith("mode-letters"))
-    assert row["value"] == m["expected"]["default"]["mean"]["similarity"]
+        for label, (country, value) in (("furthest countries", ranked[0]), ("closest countries", ranked[-1])):
+            if label in cells:
+                assert cells[label].startswith(f"{country} {value:.3f}")
+    assert "closest countries" in columns and re.search(r"\(\d+ more columns? in ", table)
 
 
 def test_view_lists_the_hand_counted_prompts(sweep, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -149,7 +159,7 @@ def test_view_lists_the_hand_counted_prompts(sweep, tmp_path: Path, capsys: pyte
     rows = [p for mode in MODES for p in pq.read_table(_run(sweep, mode) / "prompts.parquet").to_pylist()]
     country = next(p["target"] for p in rows if p["target"] is not None)
     want = sum(p["condition"] == "cross_national" and (p["target"] == country or country in p["groups"]) for p in rows)
-    dom = _dom(tmp_path / "out" / "samples.html", f"condition=cross_national&culture={country}", tmp_path)
+    dom = _dom(tmp_path / "out" / "samples.html", f"condition=cross_national&group={country}", tmp_path)
     assert f'data-rows="{len(rows)}"' in dom and _listed(dom)[0] == want > 0
     # a letter a question does not show is no filter value and gets no probability
     assert "<option value=\"\"></option>" not in dom
@@ -167,3 +177,48 @@ def test_report_finds_countries_whose_names_hold_dots(sweep) -> None:
     after = next(line for line in report(renamed).splitlines() if "| S. Korea |" in line)
     assert after == before.replace(country, "S. Korea") and "–" not in after
     assert "closest to **S. Korea** (similarity " in report(renamed)
+
+
+def test_the_report_opens_with_its_conclusion_in_both_readings(sweep) -> None:
+    """The first paragraph names the closest and furthest countries (found again by the
+    independent recomputation), their similarities and intervals, the mean lift over a uniform
+    model, the debiased reading's closest and furthest, τ, the near-uniform and letter caveats."""
+    run = _run(sweep, "letters")
+    m, text = _metrics(run), (run / "report.md").read_text()
+    first = text.split("\n")[2]
+    by_hand = recompute(run)["default"]
+    top, low = max(by_hand, key=by_hand.get), min(by_hand, key=by_hand.get)
+    exp, cis = m["expected"]["default"], m["ci95"]["expected"]["default"]
+
+    def cell(tree: dict, ci: dict, country: str) -> str:
+        lo, hi = ci["similarity"][country]
+        return f"{tree['similarity'][country]:.3f} [{lo:.3f}, {hi:.3f}], lift {tree['lift'][country]:.3f}"
+
+    assert first.startswith("**In short:** Expected reading (probability-weighted answers): with no country named "
+                            f"(`default`), the model's answers are closest to **{top}** (similarity {by_hand[top]:.3f} ")
+    assert f"**{top}** (similarity {cell(exp, cis, top)}) and furthest from **{low}** ({cell(exp, cis, low)})" in first
+    lift, lift_ci = exp["mean"]["similarity"] - exp["mean"]["uniform"], cis["mean"]["lift"]
+    assert (f"a mean lift of {lift:.3f} [{lift_ci[0]:.3f}, {lift_ci[1]:.3f}] over a uniform model "
+            f"({exp['mean']['uniform']:.3f}).") in first
+    deb, dcis = m["debiased"]["default"], m["ci95"]["debiased"]["default"]
+    dtop, dlow = max(deb["similarity"], key=deb["similarity"].get), min(deb["similarity"], key=deb["similarity"].get)
+    assert (f"Debiased reading (letter prior removed): closest **{dtop}** ({cell(deb, dcis, dtop)}), furthest "
+            f"**{dlow}** ({cell(deb, dcis, dlow)}); mean similarity {deb['mean']['similarity']:.3f} [") in first
+    assert f"The two readings rank the countries with τ = {m['ranking_tau']:.3f} (1 = same order)." in first
+    # the tiny model is near uniform and letter-driven: the conclusion says what that does to the reading
+    assert m["near_uniform"] and (f"(mean normalised entropy {m['model_entropy']:.3f}, 1 = uniform): the similarity "
+                                  "then tracks how uniform each country's answers are") in first
+    assert m["letter_warnings"] and first.endswith("the debiased reading is the one that speaks about the countries.")
+    terms = text.split("\n")[4]
+    assert terms.startswith("**Terms:** similarity = 1 − Jensen–Shannon distance (base 2)")
+    assert all(f"{name} = " in terms for name, _ in TERMS) and text.index(terms) < text.index("| rank |")
+
+
+def test_the_conclusion_says_why_a_reading_is_missing(sweep) -> None:
+    m = _metrics(_run(sweep, "letters"))
+    none = {**m, "debiased": None, "near_uniform": False, "letter_warnings": [],
+            "letter_prior_estimator": {"default (K=4)": {"estimator": "none", "reason": "one ordering per item"}}}
+    first = report(none).split("\n")[2]
+    assert first.endswith("No debiased reading: no letter prior could be estimated (default (K=4): one ordering per "
+                          "item).")
+    assert "close to uniform" not in first

@@ -14,6 +14,7 @@ import pytest
 from conftest import shared_dir
 
 import probe
+from probe.benches.locqa.conclusion import TERMS, opening
 from probe.errors import ProbeInputError
 from probe.pipeline.analysis import analyze_run
 from probe.prompts.parse import strip_thinking
@@ -93,6 +94,9 @@ def test_explicit_and_three_shot_modes(tmp_path: Path) -> None:
     assert n == expected
     m = json.loads((explicit / "metrics.json").read_text())
     assert set(m["metrics"]["explicit"]) == {"accuracy", "us_hallucination_share"}
+    accuracy = _ci(m["metrics"]["explicit"]["accuracy"], m["ci95"]["explicit"]["accuracy"])
+    assert (f"no letter reading. With the locale stated, {accuracy} of answers are right for it (accuracy)."
+            in (explicit / "report.md").read_text().split("\n")[2])
     few = _cli(tmp_path / "three_shot", "bench.mode=three_shot", "bench.languages=[Korean]", "model.kind=base")
     text = pq.read_table(few / "prompts.parquet").column("text").to_pylist()[0]
     assert text.count("\n\n") >= 3 and text.rstrip().endswith(":")  # three exemplar blocks, ends in the Answer label
@@ -171,3 +175,47 @@ def test_limit_run_asks_and_analyses_the_first_templates(tmp_path: Path) -> None
     assert prompts.num_rows == 24 and len(set(prompts.column("template").to_pylist())) == 2
     m = json.loads((out / "metrics.json").read_text())
     assert m["n_prompts"] == 24 and set(m["metrics"]) == M_KEYS
+
+
+def _ci(value: float, interval: list[float]) -> str:
+    return f"{value:.3f} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def test_the_report_opens_with_its_conclusion(zero_shot: Path) -> None:
+    """One reading (generated and judged), global bias with its most and least US-leaning
+    languages, erasure and intrusion, regional bias or why it is undefined, and the no-answer
+    rate counted by hand from the verdicts; every term defined before the first table."""
+    m, text = json.loads((zero_shot / "metrics.json").read_text()), (zero_shot / "report.md").read_text()
+    M, cis = m["metrics"], m["ci95"]
+    first = text.split("\n")[2]
+    assert first.startswith("**In short:** Answers are generated and judged; there is no letter reading. Asked "
+                            "without a locale, the model gives the US answer ")
+    lo, hi = cis["B_US_macro"]
+    word = "more" if lo > 0 else "less" if hi < 0 else "no more"
+    b_us = {k: v for k, v in M["B_US"].items() if k != "English"}
+    top, low = max(b_us, key=b_us.get), min(b_us, key=b_us.get)
+    assert (f"{word} often than its locales warrant (global bias B_US macro {_ci(M['B_US_macro'], [lo, hi])}, 0 = "
+            f"none; most in {top} {b_us[top]:.3f}, least in {low} {b_us[low]:.3f})") in first
+    tax, tcis = M["taxonomy"], cis["taxonomy"]
+    assert (f"{_ci(tax['erasure'], tcis['erasure'])} of non-English responses give it alone (erasure) and "
+            f"{_ci(tax['intrusion'], tcis['intrusion'])} beside a local one (intrusion).") in first
+    if M["B_R_dev_macro"] is None:
+        assert "No regional bias: no language's responses give one of its locales' answers" in first
+    else:
+        assert f"a mean |B_R − 1| of {_ci(M['B_R_dev_macro'], cis['B_R_dev_macro'])}" in first
+    implicit = [j for j in pq.read_table(zero_shot / "judgements.parquet").to_pylist()
+                if j["task"] == "implicit" and j["language"] != "English"]
+    none = sum(not j["mentioned_answers"] for j in implicit) / len(implicit)
+    assert none == pytest.approx(M["no_answer_rate_non_english"])
+    rate = _ci(none, cis["no_answer_rate_non_english"])
+    assert first.endswith(f"Of the non-English responses, {rate} give no gold answer at all (no-answer rate).")
+    terms = text.split("\n")[4]
+    assert all(f"{name} = " in terms for name, _ in TERMS) and text.index(terms) < text.index("| metric |")
+
+
+def test_the_explicit_conclusion_reads_accuracy() -> None:
+    m = {"metrics": {"explicit": {"accuracy": 0.25, "us_hallucination_share": 0.5}},
+         "ci95": {"explicit": {"accuracy": [0.125, 0.375], "us_hallucination_share": [0.25, 0.75]}}}
+    assert opening(m)[0] == ("**In short:** Answers are generated and judged; there is no letter reading. With the "
+                             "locale stated, 0.250 [0.125, 0.375] of answers are right for it (accuracy). Of the wrong "
+                             "ones, 0.500 [0.250, 0.750] give the US answer instead.")

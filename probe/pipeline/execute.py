@@ -65,6 +65,7 @@ from probe.results.run import checked_manifest
 from probe.results.io import read_json_object
 from probe.results.scores import ScoreWriter, write_prompts
 from probe.types import LetterIds, LetterScore, RenderedPrompt
+from probe.viz.markdown import terminal_line
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -236,10 +237,13 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
         return out
     total = sum(len(r.token_ids) for r in rendered)
     longest = max(rendered, key=lambda r: len(r.token_ids))
-    lines = [f"dry run: {len(rendered)} prompts, {total} tokens (longest {len(longest.token_ids)}; the prompt "
-             f"trie holds {unique_tokens(rendered)} unique tokens); {layout.PROMPTS} written to {out}"]
+    # the summary lines wrap to the terminal; a prompt prints as the model sees it
+    lines = [terminal_line(f"dry run: {len(rendered)} prompts, {total} tokens (longest {len(longest.token_ids)}; the "
+                           f"prompt trie holds {unique_tokens(rendered)} unique tokens); {layout.PROMPTS} written to "
+                           f"{out}")]
     if letter_ids is not None:
-        lines.append(f"letters {list(letter_ids.letters)} → token ids {list(letter_ids.ids)} (checked in context)")
+        lines.append(terminal_line(f"letters {list(letter_ids.letters)} → token ids {list(letter_ids.ids)} (checked in "
+                                   "context)"))
     for r in (rendered[0], longest):
         lines += [f"--- prompt {r.prompt.prompt_id} ({len(r.token_ids)} tokens) ---", r.text]
     if text is not None:
@@ -247,11 +251,12 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     config = loaded.info.get("config")
     if config is not None and cfg.backend.name == "hf":
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
-        lines.append("memory estimate (GiB, backend.batch_tokens=" f"{cfg.backend.batch_tokens}): "
-                     + ", ".join(f"{k} {v:.2f}" for k, v in est.items()))
+        lines.append(terminal_line(f"memory estimate (GiB, backend.batch_tokens={cfg.backend.batch_tokens}): "
+                                   + ", ".join(f"{k} {v:.2f}" for k, v in est.items())))
         if letter_ids is not None and cfg.backend.mode != "text" and cfg.predict_device != "none":
             chunks = score_chunks(rendered, cfg.backend)
-            lines.append(predict_chunks(config, chunks, cfg.predict_device, BYTES.get(cfg.model.dtype, 4)).line())
+            lines.append(terminal_line(predict_chunks(config, chunks, cfg.predict_device,
+                                                      BYTES.get(cfg.model.dtype, 4)).line()))
     log.info("%s", "\n".join(lines))
     return out
 

@@ -40,6 +40,7 @@ from probe.results.text_parts import (
     write_text_scores,
 )
 from probe.types import RenderedPrompt
+from probe.viz.markdown import terminal_line
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,10 @@ def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Tokenizer, set
 def describe(reading: TextReading) -> list[str]:
     """What a dry run prints about the text reading: its size and its first text prompt."""
     first = reading.rendered[0]
-    return [f"text reading ({reading.design.form}): {len(reading.rendered)} text prompts, options tokenized in "
-            f"context; --- text prompt 0 ({len(first.prompt.token_ids)} tokens; continuation token counts "
-            f"{[len(c) for c in first.continuations]}) ---", first.prompt.text]
+    return [terminal_line(f"text reading ({reading.design.form}): {len(reading.rendered)} text prompts, options "
+                          f"tokenized in context; --- text prompt 0 ({len(first.prompt.token_ids)} tokens; "
+                          f"continuation token counts {[len(c) for c in first.continuations]}) ---"),
+            first.prompt.text]
 
 
 def prompt_columns(reading: TextReading, rows: Sequence[dict[str, Any]], schema: pa.Schema,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -41,6 +42,13 @@ def split_opening(markdown: str) -> tuple[str, str]:
     while paragraphs and paragraphs[0].startswith((OPENING_CONCLUSION, OPENING_TERMS)):
         head += ["", paragraphs.pop(0)]
     return "\n".join(head), "\n\n".join(paragraphs)
+
+
+def side(value: float, interval: Any, ref: float = 0.0) -> int:
+    """Where a value lies from `ref` by its 95% interval: 1 above, -1 below, 0 when the interval
+    holds `ref` (the value alone where it has no interval)."""
+    lo, hi = (interval[0], interval[1]) if interval and not undefined(interval[0]) else (value, value)
+    return 1 if lo > ref else -1 if hi < ref else 0
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -151,6 +159,13 @@ def table(head: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[str]:
 TERMINAL_WIDTH = 100
 """Characters of a table line printed to a terminal; wider tables keep their leading columns there
 and name the file that holds them whole."""
+
+
+def terminal_line(text: str, width: int = TERMINAL_WIDTH) -> str:
+    """One printed sentence wrapped to `width` characters at spaces, later lines indented by two;
+    a word longer than the line (a path) stays whole rather than being cut."""
+    return "\n".join(textwrap.wrap(text, width, subsequent_indent="  ", break_long_words=False,
+                                   break_on_hyphens=False)) or text
 
 
 def fit_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int,

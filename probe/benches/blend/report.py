@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from probe.benches.blend.conclusion import opening
 from probe.metrics.core import get_path
 from probe.viz.markdown import Footnotes, n_boot_of, table
 
@@ -15,7 +16,7 @@ ENGLISH_ONLY = "undefined: the country's local language is English, so it is ask
 
 
 def report(m: Mapping[str, Any]) -> str:
-    """Markdown: the headline scores on all pairs and on kept pairs, then per country and topic."""
+    """Markdown: the conclusion and terms, the headline scores on all pairs and on kept pairs, then per country and topic."""
     M, cis, n_boot = m["metrics"], m.get("ci95", {}), n_boot_of(m)
     notes = Footnotes()
 
@@ -32,7 +33,7 @@ def report(m: Mapping[str, Any]) -> str:
             cells("high − low resource, local", "resource_gap.local", NO_GROUP),
             cells("high − low resource, English", "resource_gap.en", NO_GROUP)]
     excluded = m.get("n_excluded_pairs")
-    lines = [f"# BLEnD — {m['model']} on `{m['bench']}` ({m.get('mode')})", "",
+    lines = [f"# BLEnD — {m['model']} on `{m['bench']}` ({m.get('mode')})", "", *opening(m),
              f"{m['n_prompts']} prompts; {m.get('n_judge_errors', 0)} judge errors (excluded, counted). "
              f"Share of answers that give an annotated answer of the country (the paper's short-answer "
              f"score, 0–1). `all`: every (question, country) pair, as the paper's tables; `kept`: the "

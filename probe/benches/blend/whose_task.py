@@ -14,6 +14,7 @@ import numpy as np
 from probe.benches import forced
 from probe.benches.blend import whose, whose_metrics
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, read_files, resolve_files
+from probe.benches.blend.whose_conclusion import opening
 from probe.benches.forced import headline
 from probe.benches.task import Column, PreparedBench, Presentation, Task, bench_spec
 from probe.errors import ProbeInputError
@@ -76,13 +77,13 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
 
 
 def report(m: Mapping[str, Any], run: Run) -> str:
-    """Markdown: the headline numbers, then per country the neutral share and the compliance."""
+    """Markdown: the conclusion and terms, the headline numbers, then per country the neutral share and the compliance."""
     e, ci = m["expected"], (m.get("ci95") or {}).get("expected") or {}
 
     def cell(*path: str) -> str:
         return value_ci(get_path(e, *path), get_path(ci, *path))
 
-    lines = [f"# BLEnD whose answer — {m['model']}", "",
+    lines = [f"# BLEnD whose answer — {m['model']}", "", *opening(m),
              f"{m['n_items']} questions, {m['n_prompts']} prompts (neutral form + 16 country cues each), read from "
              f"the {m['reading']} scores at T = {m['temperature']}; a shared answer's mass is split equally among "
              "its countries. 95% intervals resample questions.", "",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from probe.benches.globalopinion.conclusion import at, condition, opening
 from probe.metrics.core import get_path
 from probe.viz.markdown import fmt, table, value_ci
 
@@ -18,46 +19,22 @@ def _ranked(m: Mapping[str, Any], tree: str = "expected") -> list[tuple[str, flo
     return sorted(sim.items(), key=lambda kv: -kv[1])
 
 
-def _cond(m: Mapping[str, Any]) -> str:
-    return "default" if get_path(m, "expected", "default") else "cross_national"
-
-
 def _cell(m: Mapping[str, Any], *path: str) -> str:
     return value_ci(get_path(m, "expected", *path), get_path(m, "ci95", "expected", *path))
 
 
-def _at(m: Mapping[str, Any], country: str, *path: str) -> Any:
-    """A country's value in the block at `path`: looked up by key, not along the dotted path
-    (country names hold dots: `S. Korea`, `Czech Rep.`)."""
-    return (get_path(m, *path) or {}).get(country)
-
-
 def _country(m: Mapping[str, Any], cond: str, block: str, country: str) -> str:
     """A country's expected value with its interval."""
-    return value_ci(_at(m, country, "expected", cond, block), _at(m, country, "ci95", "expected", cond, block))
-
-
-def headline(m: Mapping[str, Any]) -> str:
-    """One sentence: the closest and furthest countries with CIs and lifts over uniform."""
-    ranked, cond = _ranked(m), _cond(m)
-    if not ranked:
-        return "No (question, country) pair was scored."
-    (top, _), (bottom, _) = ranked[0], ranked[-1]
-    mean = _cell(m, cond, "mean", "similarity")
-    return (f"Under `{cond}`, the model's answers are closest to **{top}** (similarity "
-            f"{_country(m, cond, 'similarity', top)}, lift over uniform {_country(m, cond, 'lift', top)}) and "
-            f"furthest from **{bottom}** ({_country(m, cond, 'similarity', bottom)}, lift "
-            f"{_country(m, cond, 'lift', bottom)}); "
-            f"mean over all (question, country) pairs {mean}.")
+    return value_ci(at(m, country, "expected", cond, block), at(m, country, "ci95", "expected", cond, block))
 
 
 def _country_table(m: Mapping[str, Any], show: int = 15) -> list[str]:
-    cond, ranked = _cond(m), _ranked(m)
+    cond, ranked = condition(m), _ranked(m)
     deb = get_path(m, "debiased", cond, "similarity") or {}
     gain = get_path(m, "expected", "cross_national", "gain") or {}
     n = get_path(m, "n_questions", cond) or {}
-    rows = [[i + 1, c, n.get(c, "–"), _country(m, cond, "similarity", c), fmt(_at(m, c, "expected", cond, "uniform")),
-             _country(m, cond, "lift", c), fmt(_at(m, c, "greedy", cond, "similarity")), fmt(deb.get(c)),
+    rows = [[i + 1, c, n.get(c, "–"), _country(m, cond, "similarity", c), fmt(at(m, c, "expected", cond, "uniform")),
+             _country(m, cond, "lift", c), fmt(at(m, c, "greedy", cond, "similarity")), fmt(deb.get(c)),
              _country(m, "cross_national", "gain", c) if c in gain else "–"]
             for i, (c, _) in enumerate(ranked)]
     if len(rows) > 2 * show:
@@ -67,7 +44,7 @@ def _country_table(m: Mapping[str, Any], show: int = 15) -> list[str]:
 
 
 def _source_table(m: Mapping[str, Any]) -> list[str]:
-    cond = _cond(m)
+    cond = condition(m)
     by = get_path(m, "expected", cond, "by_source") or {}
     return table(["survey", "similarity", "uniform", "lift"],
                  [[s, _cell(m, cond, "by_source", s, "similarity"), fmt(by[s]["uniform"]),
@@ -84,8 +61,9 @@ def _warnings(m: Mapping[str, Any]) -> list[str]:
 
 
 def report(m: Mapping[str, Any]) -> str:
-    """`report.md`: headline, warnings, the ranked countries, the cue's gain, the per-survey means."""
-    lines = [f"# {m['bench']} — {m['model']}", "", headline(m), "", *_warnings(m)]
+    """`report.md`: the conclusion and terms, warnings, the ranked countries, the cue's gain, the
+    per-survey means."""
+    lines = [f"# {m['bench']} — {m['model']}", "", *opening(m), *_warnings(m)]
     lines += ["", "## Countries ranked by similarity", "",
               "Similarity = 1 − Jensen–Shannon distance (base 2) between the model's distribution over the "
               "question's options (mean over its K rotations) and the country's answer shares; mean over the "

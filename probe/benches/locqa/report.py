@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from probe.benches.locqa.conclusion import opening
 from probe.metrics.core import get_path
 from probe.viz.markdown import Footnotes, n_boot_of, table
 
@@ -13,7 +14,7 @@ NO_LOCAL = "undefined: the language's responses never give one of its locales' a
 
 
 def report(m: Mapping[str, Any]) -> str:
-    """Markdown: the headline numbers, per-language B_US and |B_R − 1|, the taxonomy."""
+    """Markdown: the conclusion and terms, the headline numbers, per-language B_US and |B_R − 1|, the taxonomy."""
     M, cis, n_boot, notes = m["metrics"], m.get("ci95", {}), n_boot_of(m), Footnotes()
 
     def cells(label: str, path: str) -> list[str]:
@@ -27,7 +28,7 @@ def report(m: Mapping[str, Any]) -> str:
             cells("answer multiplicity", "multiplicity")]
     rows += [cells(f"taxonomy: {k}", f"taxonomy.{k}") for k in M["taxonomy"]]
     rows += [cells(f"explicit: {k}", f"explicit.{k}") for k in M.get("explicit", {})]
-    lines = [f"# LocQA — {m['model']} on `{m['bench']}` ({m.get('mode')})", "",
+    lines = [f"# LocQA — {m['model']} on `{m['bench']}` ({m.get('mode')})", "", *opening(m),
              f"{m['n_prompts']} prompts; {m.get('n_judge_errors', 0)} judge errors (excluded, counted).", "",
              *table(["metric", "value", "95% CI"], rows), *notes.lines()]
     notes = Footnotes()
