@@ -1,0 +1,104 @@
+"""A factor run's analysis from its stored tables (`factors=…`, `probe.prompts.variants`): the
+bench's own metrics per variant, and the format-robustness analysis of its group shares.
+
+A factor run stores every variant's prompts (`prompts.parquet` column `variant`) and each
+variant's levels (the manifest's `variants`). Its top-level metrics are the protocol's variant's
+(variant 0), equal to a run without factors; `format` (in `metrics.json`) holds, per variant,
+the bench's headline (`expected`, `debiased`) on that variant's prompts, and the analysis of
+`probe.metrics.format_robustness` on the per item × variant × group shares
+(`probe.metrics.variant_shares`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from probe.benches.task import Task
+from probe.metrics.core import AnalysisOptions
+from probe.metrics.format_robustness import FormatRobustness, analyse
+from probe.metrics.variant_shares import VARIANT, analysed_condition, factorial_of, share_cube
+from probe.results.run import Run
+
+
+def variant_records(run: Run) -> list[dict[str, Any]]:
+    """The manifest's `variants` (empty: not a factor run)."""
+    return list(run.manifest.raw.get("variants") or [])
+
+
+def variant_mask(run: Run, index: int) -> np.ndarray:
+    """`[prompt_id]` whether each prompt belongs to variant `index`."""
+    return np.asarray(run.prompts.column(VARIANT).to_numpy(zero_copy_only=False) == index)
+
+
+def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
+    """`metrics.json`'s `format`: each variant's levels and the bench's headline on its prompts, the
+    condition the shares read, and the format-robustness analysis (`robustness_json`)."""
+    records = variant_records(run)
+    per_variant = []
+    for rec in records:
+        tree = task.metrics(run, variant_mask(run, int(rec["index"])), opts)
+        per_variant.append({"index": rec["index"], "name": rec["name"], "levels": rec["levels"],
+                            "labels": rec["labels"], "expected": tree.get("expected"),
+                            "debiased": tree.get("debiased"),
+                            "ci95": {k: v for k, v in (tree.get("ci95") or {}).items()
+                                     if k in ("expected", "debiased")}})
+    names = [str(rec["name"]) for rec in records]
+    table = run.table()
+    result = analyse(share_cube(table, task.design, names, opts.temperature),
+                     factorial_of([rec["levels"] for rec in records], names), n_boot=opts.n_boot, seed=opts.seed)
+    return {"condition": analysed_condition(table, task.design), "variants": per_variant,
+            **robustness_json(result)}
+
+
+def robustness_json(r: FormatRobustness) -> dict[str, Any]:
+    """The analysis as JSON: shares per variant × group, per group across variants (with its own
+    split and verdict), the variance split with intervals, Kendall's W, verdict counts."""
+    def split(s: Any) -> dict[str, Any]:
+        return {"group": s.group, "interactions": dict(s.interactions), "rest": s.rest}
+
+    return {
+        "factors": list(r.factors), "groups": list(r.groups), "reference": r.reference, "n_items": r.n_items,
+        "shares": {v: {c.group: c.share for c in r.cells if c.variant == v} for v in r.variants},
+        "shares_ci95": None if r.n_boot == 0 else
+        {v: {c.group: c.ci95 for c in r.cells if c.variant == v} for v in r.variants},
+        "across": {a.group: {**{k: getattr(a, k) for k in ("mean", "min", "max", "iqr", "n_over", "n_over_ci",
+                                                           "n_under", "n_under_ci", "verdict")},
+                             "largest_factor": a.largest_factor, "split": split(a.split)} for a in r.across},
+        "split": split(r.split),
+        "split_ci95": None if r.split_ci95 is None else [split(s) for s in r.split_ci95],
+        "largest_factor": r.split.largest_factor,
+        "kendall_w": r.kendall_w, "kendall_w_ci95": r.kendall_w_ci95,
+        "verdict_counts": dict(r.verdict_counts),
+    }
+
+
+def format_sentence(block: Mapping[str, Any], n_groups: int = 3) -> str:
+    """The plain sentence opening the report's section: how many wordings over-select the groups
+    whose shares lie furthest above 1/G, and the factor their shares move with most."""
+    across = block.get("across") or {}
+    n = len(block.get("variants") or [])
+    ranked = sorted(across, key=lambda g: -float(across[g]["mean"]))
+    parts = []
+    for g in ranked[:n_groups]:
+        a = across[g]
+        moved = "" if a["n_over"] in (0, n) or not a.get("largest_factor") else \
+            f", depending mostly on `{a['largest_factor']}`"
+        parts.append(f"{g} in {a['n_over']} of {n}{moved}")
+    return "Over-selected (share above 1/G) in how many wordings: " + "; ".join(parts) + "." if parts else ""
+
+
+def summary_line(block: Mapping[str, Any]) -> str:
+    """The end-of-run summary's line: the group share of the variance and the verdict counts."""
+    split, counts = block.get("split") or {}, block.get("verdict_counts") or {}
+    verdicts = ", ".join(f"{k} {v}" for k, v in counts.items()) or "no verdicts (no bootstrap)"
+    return (f"format: {len(block.get('variants') or [])} variants; group share of the variance "
+            f"{_num(split.get('group'))} (largest factor: {block.get('largest_factor') or 'none'}); verdicts: "
+            f"{verdicts}")
+
+
+def _num(x: Any) -> str:
+    return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{float(x):.2f}"
+
