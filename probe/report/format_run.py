@@ -6,7 +6,9 @@ variant's levels (the manifest's `variants`). Its top-level metrics are the prot
 (variant 0), equal to a run without factors; `format` (in `metrics.json`) holds, per variant,
 the bench's headline (`expected`, `debiased`) on that variant's prompts, and the analysis of
 `probe.metrics.format_robustness` on the per item × variant × group shares
-(`probe.metrics.variant_shares`).
+(`probe.metrics.variant_shares`). A full factorial splits the variance by factor; explicit
+variants that are not one (`design: one-way`) split it by the wording as a whole (one factor,
+`variant`, a level per variant).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from probe.benches.task import Task
 from probe.metrics.core import AnalysisOptions
+from probe.metrics.factorial_shares import FactorialError
 from probe.metrics.format_robustness import FormatRobustness, analyse
 from probe.metrics.variant_shares import VARIANT, analysed_condition, factorial_of, share_cube
 from probe.results.run import Run
@@ -47,9 +50,13 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
                                      if k in ("expected", "debiased")}})
     names = [str(rec["name"]) for rec in records]
     table = run.table()
-    result = analyse(share_cube(table, task.design, names, opts.temperature),
-                     factorial_of([rec["levels"] for rec in records], names), n_boot=opts.n_boot, seed=opts.seed)
-    return {"condition": analysed_condition(table, task.design), "variants": per_variant,
+    try:
+        factorial, design = factorial_of([rec["levels"] for rec in records], names), "factorial"
+    except FactorialError:  # explicit variants, not every combination: the wording as one factor
+        factorial, design = factorial_of([{"variant": n} for n in names], names), "one-way"
+    result = analyse(share_cube(table, task.design, names, opts.temperature), factorial, n_boot=opts.n_boot,
+                     seed=opts.seed)
+    return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,
             **robustness_json(result)}
 
 
