@@ -172,3 +172,25 @@ def test_labels_that_are_not_one_token_stop_before_scoring(runs: dict[str, Path]
                                               r"tokens seen"):
         _run(out, "factors=[labels]", f"factor_levels={path}")
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
+    """The report opens its section with the plain sentence, warns when the wording explains more
+    variance than the group (this random tiny model: it does), shows the variance-share table and
+    the figure; the end-of-run summary prints the group share and the verdict counts; a run without
+    factors has none of it."""
+    from probe.report.summary import run_summary
+    from probe.report.stored_run import StoredRun
+
+    out = runs["factorial"]
+    report = (out / "report.md").read_text()
+    section = report[report.index("## Does it survive a change of wording? (36 prompt variants"):]
+    block = _json(out / "metrics.json")["format"]
+    top = max(block["across"], key=lambda g: block["across"][g]["mean"])
+    assert section.split("\n")[2].startswith(f"{top} is over-selected in {block['across'][top]['n_over']} of 36 wordings")
+    assert block["split"]["group"] < 0.5 and "**Warning: the wording explains more of the variance" in section
+    assert "| all |" in section and "| culture | labels | cue | instruction | rest |" in section
+    assert (out / "figures" / "format_shares.png").is_file()
+    summary = run_summary(StoredRun.open(out).task, _json(out / "metrics.json"))
+    assert "format: 36 variants; group share of the variance" in summary and "robust " in summary
+    assert "wording" not in (runs["plain"] / "report.md").read_text()

@@ -82,28 +82,15 @@ def robustness_json(r: FormatRobustness) -> dict[str, Any]:
     }
 
 
-def format_sentence(block: Mapping[str, Any], n_groups: int = 3) -> str:
-    """The plain sentence opening the report's section: how many wordings over-select the groups
-    whose shares lie furthest above 1/G, and the factor their shares move with most."""
-    across = block.get("across") or {}
-    n = len(block.get("variants") or [])
-    ranked = sorted(across, key=lambda g: -float(across[g]["mean"]))
-    parts = []
-    for g in ranked[:n_groups]:
-        a = across[g]
-        moved = "" if a["n_over"] in (0, n) or not a.get("largest_factor") else \
-            f", depending mostly on `{a['largest_factor']}`"
-        parts.append(f"{g} in {a['n_over']} of {n}{moved}")
-    return "Over-selected (share above 1/G) in how many wordings: " + "; ".join(parts) + "." if parts else ""
-
-
 def summary_line(block: Mapping[str, Any]) -> str:
     """The end-of-run summary's line: the group share of the variance and the verdict counts."""
     split, counts = block.get("split") or {}, block.get("verdict_counts") or {}
     verdicts = ", ".join(f"{k} {v}" for k, v in counts.items()) or "no verdicts (no bootstrap)"
+    group = split.get("group")
+    louder = group is not None and np.isfinite(group) and group < 0.5
     return (f"format: {len(block.get('variants') or [])} variants; group share of the variance "
-            f"{_num(split.get('group'))} (largest factor: {block.get('largest_factor') or 'none'}); verdicts: "
-            f"{verdicts}")
+            f"{_num(group)} (largest factor: {block.get('largest_factor') or 'none'}); verdicts: {verdicts}"
+            + ("; warning: the wording explains more of the variance than the group" if louder else ""))
 
 
 def _num(x: Any) -> str:
