@@ -35,7 +35,7 @@ from probe.metrics.tree import Headline, MetricsTree
 from probe.metrics.text_agreement import Agreement, agreement, choice_agreement, per_byte
 from probe.prompts.parse import parse_answer
 from probe.prompts.text_forms import TEXT_FORMS, TextMessage
-from probe.prompts.variants import SETTING_FACTORS, Reword
+from probe.prompts.variants import SETTING_FACTORS, Reword, no_reword
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, forced_prompts_schema
@@ -462,7 +462,7 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
     return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers="letters",
                 prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report),
                 presentation=presentation, tables=letter_tables(bench.design_columns), figures=bench.figures,
-                judging=judging, design=bench.design, factors=bench.factors, reword=bench.reword,
+                judging=judging, design=bench.design, factors=bench.factors, reword=bench.reword or no_reword,
                 text_forms=TEXT_FORMS if bench.text_message else (),
                 text_message=bench.text_message or no_text_message)
 

@@ -57,6 +57,12 @@ Reword = Callable[[Any, Prompt, Wording], str]
 """A bench's `(item, prompt, wording) → user message` of a prompt under another wording."""
 
 
+def no_reword(item: Any, prompt: Prompt, said: Wording) -> str:
+    """The `Reword` of a bench whose message keeps its own wording: refused."""
+    raise FactorError(f"factors: prompt {prompt.prompt_id} ({prompt.describe()}): this bench has no rewording of "
+                      "its prompts (labels, instruction, layout)")
+
+
 def wording(variant: Variant, k: int, protocol_labels: Sequence[str]) -> Wording:
     """The wording of `variant` for a prompt of `k` options (`protocol_labels`: the bench's letters)."""
     labels = variant.level("labels").labels_for(k)
@@ -77,7 +83,7 @@ def variant_settings(variant: Variant, settings: RenderSettings) -> RenderSettin
 
 
 def variant_prompts(prompts: Sequence[Prompt], items: Iterable[Any], variants: Sequence[Variant],
-                    reword: Reword | None, letters: Sequence[str]) -> list[Prompt]:
+                    reword: Reword, letters: Sequence[str]) -> list[Prompt]:
     """Every prompt of every variant, variant-major (`v · N + i`), each design gaining `variant`.
 
     A variant that changes the message needs the bench's `reword`; a prompt with a base-model
@@ -89,9 +95,6 @@ def variant_prompts(prompts: Sequence[Prompt], items: Iterable[Any], variants: S
             said = wording(v, len(p.order), letters)
             message = p.message
             if not said.is_protocol:
-                if reword is None:
-                    raise FactorError(f"factors: variant {v.name!r} rewords the message, but this bench has no "
-                                      "rewording of its prompts")
                 if p.base_text is not None or p.shots:
                     raise FactorError(f"factors: variant {v.name!r}: prompt {p.prompt_id} ({p.describe()}) has "
                                       "example turns or a base-model text, which this bench does not reword")
