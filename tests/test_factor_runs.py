@@ -179,15 +179,16 @@ def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
     variance than the group (this random tiny model: it does), shows the variance-share table and
     the figure; the end-of-run summary prints the group share and the verdict counts; a run without
     factors has none of it."""
-    from probe.report.summary import run_summary
     from probe.report.stored_run import StoredRun
+    from probe.report.summary import run_summary
 
     out = runs["factorial"]
     report = (out / "report.md").read_text()
     section = report[report.index("## Does it survive a change of wording? (36 prompt variants"):]
     block = _json(out / "metrics.json")["format"]
     top = max(block["across"], key=lambda g: block["across"][g]["mean"])
-    assert section.split("\n")[2].startswith(f"{top} is over-selected in {block['across'][top]['n_over']} of 36 wordings")
+    n_over = block["across"][top]["n_over"]
+    assert section.split("\n")[2].startswith(f"{top} is over-selected in {n_over} of 36 wordings")
     assert block["split"]["group"] < 0.5 and "**Warning: the wording explains more of the variance" in section
     assert "| all |" in section and "| culture | labels | cue | instruction | rest |" in section
     assert (out / "figures" / "format_shares.png").is_file()

@@ -38,6 +38,7 @@ from probe.models import (
 from probe.models.memory import BYTES, memory_estimate
 from probe.pipeline.analysis import analyze_run
 from probe.pipeline.claim import Claim, check_ours, claim
+from probe.pipeline.factor_run import Variants, render_variants_of
 from probe.pipeline.judging import (
     VerdictCache,
     build_judge,
@@ -51,8 +52,8 @@ from probe.pipeline.shard_plan import output_checksums, shard_prompts
 from probe.pipeline.spec import RunConfig
 from probe.pipeline.text_reading import TextReading, describe, prepare_text, prompt_columns, score_texts, text_counters
 from probe.prompts.prefix import shared_prefix_lengths
-from probe.prompts.render import RenderSettings, render_prompts
-from probe.prompts.variants import VARIANT, LabelColumns, render_variants, variant_prompts, variant_settings, variants_record
+from probe.prompts.render import render_prompts
+from probe.prompts.variants import VARIANT
 from probe.prompts.tokenizer import Tokenizer
 from probe.report.summary import run_summary
 from probe.results.generations import write_generations, write_judgements
@@ -98,7 +99,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
     if cfg.variants:
-        bench, rendered, letter_ids, variants = _render_variants(cfg, bench, loaded, settings)
+        bench, rendered, letter_ids, variants = render_variants_of(cfg, bench, loaded, settings)
     else:
         rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
                                               settings, cfg.model.name, max_positions=max_positions(loaded),
@@ -174,32 +175,6 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
     return out
-
-
-@dataclass(frozen=True)
-class Variants:
-    """A factor run's rendered variants: what the backend reads and what the manifest records."""
-
-    union: LetterIds
-    """Every variant's label tokens, read in one pass."""
-    columns: LabelColumns
-    record: list[dict[str, Any]]
-
-
-def _render_variants(cfg: RunConfig, bench: PreparedBench, loaded: LoadedModel, settings: RenderSettings
-                     ) -> tuple[PreparedBench, list[RenderedPrompt], LetterIds, Variants]:
-    """Every variant's prompts in one list (`probe.prompts.variants`), rendered with its settings and
-    labels; the protocol's letter ids stay the run's `letter_token_ids`."""
-    task = cfg.bench.task
-    bench = replace(bench, prompts=variant_prompts(bench.prompts, bench.items, cfg.variants, task.reword,
-                                                   bench.letters))
-    done = render_variants(loaded.tokenizer, bench.prompts, cfg.variants, bench.letters, settings, cfg.model.name,
-                           max_positions(loaded), task.design.condition)
-    record = variants_record(cfg.variants, done.letter_ids,
-                             {v.index: variant_settings(v, settings) for v in cfg.variants})
-    log.info("factors: %d variants × %d prompts; labels read at %d tokens in all", len(cfg.variants),
-             len(done.rendered) // len(cfg.variants), len(done.union.ids))
-    return bench, done.rendered, done.letter_ids[0], Variants(done.union, LabelColumns.of(done), record)
 
 
 def _let_go(held: Claim) -> None:

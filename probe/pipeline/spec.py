@@ -20,7 +20,14 @@ from probe.metrics.core import MAX_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.shard_plan import Shard
-from probe.prompts.factors import BUILTIN_FACTORS, DEFAULT_MAX_VARIANTS, FactorError, Variant, expand, load_levels
+from probe.prompts.factors import (
+    BUILTIN_FACTORS,
+    DEFAULT_MAX_VARIANTS,
+    FactorError,
+    Variant,
+    expand,
+    load_levels,
+)
 
 
 @dataclass(frozen=True)

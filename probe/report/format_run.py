@@ -22,7 +22,12 @@ from probe.benches.task import Task
 from probe.metrics.core import AnalysisOptions
 from probe.metrics.factorial_shares import FactorialError
 from probe.metrics.format_robustness import FormatRobustness, analyse
-from probe.metrics.variant_shares import VARIANT, analysed_condition, factorial_of, share_cube
+from probe.metrics.variant_shares import (
+    VARIANT,
+    analysed_condition,
+    factorial_of,
+    share_cube,
+)
 from probe.results.run import Run
 
 
