@@ -4,6 +4,7 @@
     python scripts/bench_factors.py                         # SmolLM2-135M, 4 demo items, CPU
     python scripts/bench_factors.py --model tiny --items 2  # the tiny test model (seconds)
     python scripts/bench_factors.py --factors '[labels,cue]' --conditions '[C0]'
+    python scripts/bench_factors.py --conditions '[C0]' --set backend.batch_tokens=1024
 
 Per run it prints the prompts, prompt tokens, the prompt trie's unique tokens (the least any
 exact scorer must compute: the trie limit), the tokens the scorer computed, their ratio to the
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 
-def run_once(out: Path, model: str, items: int, conditions: str | None, factors: str | None) -> dict[str, Any]:
+def run_once(out: Path, model: str, items: int, conditions: str | None, factors: str | None,
+             extra: list[str]) -> dict[str, Any]:
     """One pipeline run into `out`; returns its manifest's work counters and timings."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
@@ -35,6 +37,7 @@ def run_once(out: Path, model: str, items: int, conditions: str | None, factors:
     overrides = [f"model={model}", "bench=demo", f"bench.limit={items}", "analysis.n_boot=100", "progress=false"]
     overrides += [f"bench.conditions={conditions}"] if conditions else []
     overrides += [f"factors={factors}"] if factors else []
+    overrides += extra
     with initialize_config_dir(config_dir=str(package_conf_dir()), version_base="1.3"):
         values = OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
     assert isinstance(values, dict)
@@ -65,14 +68,16 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=4, help="the first N demo items")
     parser.add_argument("--conditions", default=None, help="bench.conditions, e.g. '[C0]' (default: all four)")
     parser.add_argument("--factors", default="[labels,cue,instruction]", help="the factorial's factors")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="another run override for both runs, e.g. backend.batch_tokens=1024 (repeatable)")
     parser.add_argument("--keep", action="store_true", help="keep the run directories")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="bench_factors-"))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
-        rows = {"protocol": run_once(root / "protocol", args.model, args.items, args.conditions, None),
+        rows = {"protocol": run_once(root / "protocol", args.model, args.items, args.conditions, None, args.set),
                 f"factors={args.factors}": run_once(root / "factorial", args.model, args.items, args.conditions,
-                                                    args.factors)}
+                                                    args.factors, args.set)}
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
