@@ -130,6 +130,8 @@ def test_format_block_and_its_recomputation(runs: dict[str, Path], tmp_path: Pat
     split = block["split"]
     assert abs(split["group"] + sum(split["interactions"].values()) + split["rest"] - 1) < 1e-9
     assert sum(block["verdict_counts"].values()) == len(block["groups"]) == len(block["across"])
+    cost = block["cost"]  # the trie shares what variants share: within 1% of its limit, far below 36 × one
+    assert cost["tokens_computed"] <= 1.01 * cost["trie_limit"] and cost["per_variant_vs_protocol"] < 0.5
     copy = shutil.copytree(runs["factorial"], tmp_path / "copy")
     (copy / "metrics.json").unlink()
     analyze_run(copy)

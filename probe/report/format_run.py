@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from probe.backends.trie import unique_token_count
 from probe.benches.task import Task
 from probe.metrics.core import AnalysisOptions
 from probe.metrics.factorial_shares import FactorialError
@@ -62,7 +63,24 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
     result = analyse(share_cube(table, task.design, names, opts.temperature), factorial, n_boot=opts.n_boot,
                      seed=opts.seed)
     return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,
-            **robustness_json(result)}
+            "cost": cost(run), **robustness_json(result)}
+
+
+def cost(run: Run) -> dict[str, Any]:
+    """What scoring every variant in one plan cost against the protocol's variant alone: prompt
+    tokens, the trie limits (unique tokens) of all variants and of the protocol's, the tokens the
+    scorer computed, and per variant the share of the protocol's limit it needed."""
+    ids = run.prompts.column("token_ids").to_pylist()
+    variant = run.prompts.column(VARIANT).to_pylist()
+    seqs = [np.asarray(t, dtype=np.int64) for t in ids]
+    limit = unique_token_count(seqs)
+    protocol = unique_token_count([t for t, v in zip(seqs, variant) if v == 0])
+    computed = run.manifest.raw.get("backend", {}).get("tokens_computed")
+    n = len(set(variant))
+    return {"prompt_tokens": int(sum(len(t) for t in seqs)), "trie_limit": limit, "protocol_trie_limit": protocol,
+            "tokens_computed": computed,
+            "computed_per_limit": None if computed is None else computed / limit,
+            "per_variant_vs_protocol": None if computed is None else computed / n / protocol}
 
 
 def robustness_json(r: FormatRobustness) -> dict[str, Any]:
@@ -91,6 +109,10 @@ def summary_line(block: Mapping[str, Any]) -> str:
     """The end-of-run summary's line: the group share of the variance and the verdict counts."""
     split, counts = block.get("split") or {}, block.get("verdict_counts") or {}
     verdicts = ", ".join(f"{k} {v}" for k, v in counts.items()) or "no verdicts (no bootstrap)"
+    spent = block.get("cost") or {}
+    if spent.get("per_variant_vs_protocol") is not None:
+        verdicts += (f"; tokens computed {spent['tokens_computed']} ({spent['computed_per_limit']:.3f}× the trie limit"
+                     f", {spent['per_variant_vs_protocol']:.2f}× the protocol's per variant)")
     group = split.get("group")
     louder = group is not None and np.isfinite(group) and group < 0.5
     return (f"format: {len(block.get('variants') or [])} variants; group share of the variance "

@@ -69,6 +69,12 @@ def format_section(block: Mapping[str, Any], groups: GroupNoun = GroupNoun()) ->
               f"a variant's shares sum to 1). Design: {block.get('design', 'factorial')} over "
               f"{', '.join(f'`{f}`' for f in factors)}.", ""]
     lines += table(["", groups.one, *factors, "rest"], _split_rows(block))
+    spent = block.get("cost") or {}
+    if spent.get("per_variant_vs_protocol") is not None:
+        lines += ["", f"Cost: {spent['tokens_computed']:,} tokens computed for {spent['prompt_tokens']:,} prompt tokens, "
+                      f"{spent['computed_per_limit']:.3f}× the trie limit of all variants ({spent['trie_limit']:,}); "
+                      f"per variant {spent['per_variant_vs_protocol']:.2f}× the protocol's own limit "
+                      f"({spent['protocol_trie_limit']:,}): what the variants share runs once."]
     kw, kw_ci = block.get("kendall_w"), block.get("kendall_w_ci95")
     counts = block.get("verdict_counts") or {}
     lines += ["", f"Rank stability (Kendall's W over variants): {_f(kw)}"
