@@ -7,6 +7,8 @@
     probe report MULTIRUN_DIR [RUN_DIR ...] [out=DIR]   # sweep tables, figures, one HTML page
     probe view RUN_OR_SWEEP_DIR [out=DIR]               # every prompt as the model saw it
     probe ls [GROUP]                                    # what there is to run
+    probe runs [DIR]                                    # past runs: bench, model, status, headline
+    probe export RUN_DIR --format jsonl [--out FILE]    # one JSON line per prompt
 
 Subcommands are dispatched here, before Hydra, whose grammar would read `analyze` as a bad
 override; each one imports only what it needs and has its own `--help`.
@@ -18,7 +20,7 @@ import importlib
 import sys
 
 SUBCOMMANDS: dict[str, str] = {name: f"probe.commands.{name}"
-                               for name in "run analyze compare merge report view ls".split()}
+                               for name in "run analyze compare merge report view ls runs export".split()}
 """Subcommand → the module whose `main(argv)` runs it."""
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from probe.benches.registry import task_of
 from probe.metrics import steering_vectors as vectors
 from probe.metrics.patch_effects import patching_table, restored_share
-from probe.report.stored_run import StoredRun
+from probe.report.stored_run import BenchRun, StoredRun
 from probe.results.manifest import read_manifest
 from probe.results.run import Run
 from probe.results.run import load_run as _load_run
@@ -25,8 +25,10 @@ __all__ = ["Run", "load_run", "patching_table", "recompute_metrics", "restored_s
 
 
 def load_run(path: str | Path) -> Run:
-    """Load a run directory of any bench (letter, generation or open-answer mode)."""
-    return _load_run(Path(path))
+    """Load a run directory of any bench (letter, generation or open-answer mode), with its
+    bench's way of removing the letter prior (`run.group_distribution(reading="debiased")`)."""
+    run = _load_run(Path(path))
+    return BenchRun.of(run, task_of(run.manifest))
 
 
 def recompute_metrics(run: Run, mask: np.ndarray | None = None,

@@ -84,6 +84,19 @@ class Lt:
 
 
 @dataclasses.dataclass(frozen=True)
+class ZeroOrGe:
+    """A count that is 0 (the feature off) or at least `bound`."""
+
+    bound: float
+
+    def check(self, value: float) -> bool:
+        return value == 0 or value >= self.bound
+
+    def __str__(self) -> str:
+        return f"0 or ≥ {_number(self.bound)}"
+
+
+@dataclasses.dataclass(frozen=True)
 class NonEmpty:
     """A sequence field that needs at least one entry (an empty list would leave nothing to do)."""
 

@@ -68,13 +68,15 @@ def open_nofollow(path: Path, flags: int, mode: str) -> IO[Any]:
 
 
 @contextmanager
-def open_new(path: Path) -> Iterator[IO[bytes]]:
+def open_new(path: Path, tag: str = "") -> Iterator[IO[bytes]]:
     """A binary file to write `path` through: a temporary file created exclusively (never through
     a link) in the same directory, renamed over `path` when the block ends without an error and
-    removed when it raises. A symbolic link at `path` is refused before anything is written."""
+    removed when it raises. A symbolic link at `path` is refused before anything is written.
+    `tag` goes into the temporary name, so writers in several processes that may write one file
+    at once (a shared cache) each use their own."""
     path = Path(path)
     refuse_link(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}{tag}.tmp")
     tmp.unlink(missing_ok=True)  # a killed writer's leftover (or a planted link: unlink removes the link)
     f = os.fdopen(os.open(tmp, _NEW, 0o666), "wb")
     try:
@@ -92,15 +94,15 @@ def replace(tmp: Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, tag: str = "") -> None:
     """Write `data` to `path` through a temporary file and an atomic rename (see `open_new`)."""
-    with open_new(path) as f:
+    with open_new(path, tag) as f:
         f.write(data)
 
 
-def write_text(path: Path, text: str) -> None:
+def write_text(path: Path, text: str, tag: str = "") -> None:
     """Write UTF-8 `text` to `path` atomically, never through a link."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), tag)
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -209,6 +209,14 @@ def test_invalid_json_names_the_file(tmp_path: Path) -> None:
         blend.load(files)
 
 
+def test_deeply_nested_json_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    """Before: the parser's RecursionError surfaced as a traceback."""
+    files = small(tmp_path)
+    files["annotations/Spain_data.json"].write_text('{"q1": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    with pytest.raises(ProbeInputError, match=r"Spain_data.json: JSON nested too deeply to be BLEnD data"):
+        blend.load(files)
+
+
 def test_bad_paths_and_countries(tmp_path: Path) -> None:
     with pytest.raises(ProbeInputError, match="bench.path: .* is not a directory"):
         blend.resolve_files(blend.BlendSpec(path=str(tmp_path / "nope")), tmp_path)

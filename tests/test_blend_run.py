@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import yaml
 from conftest import blend_cli, blend_dir
 
 from probe.benches.blend.judging import gives, unique_gold
@@ -47,7 +48,7 @@ def _check_verdicts(run: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("blend") / "run"
-    _cli(out, *SMALL, "judge.name=blend_rules", "backend.max_new_tokens=8")
+    _cli(out, *SMALL, "backend.max_new_tokens=8")  # no judge option: BLEnD's default judge, blend_rules
     return out
 
 
@@ -60,7 +61,8 @@ def test_tiny_run_tables(tiny_run: Path) -> None:
     assert {(r["country"], r["language"]) for r in rows} == {("US", "local"), ("China", "local"), ("China", "en"),
                                                             ("Spain", "local"), ("Spain", "en")}
     assert {r["template"] for r in rows} == {"inst-4", "pers-3"}
-    assert _check_verdicts(tiny_run)
+    assert _check_verdicts(tiny_run)  # every verdict by blend_rules, the judge no option chose
+    assert yaml.safe_load((tiny_run / ".hydra" / "config.yaml").read_text())["judge"] == {"name": "blend_rules"}
     manifest = json.loads((tiny_run / "manifest.json").read_text())
     pairs = {(r["question_id"], r["country"]): r["kept"] for r in rows}
     assert manifest["bench"]["n_pairs"] == len(pairs) == 9
@@ -107,7 +109,9 @@ def test_paired_comparison_of_two_runs(tiny_run: Path, tmp_path: Path) -> None:
 
 def test_another_judge_is_refused(tmp_path: Path) -> None:
     proc = _cli(tmp_path / "run", *SMALL, "judge=rules", ok=False)
-    assert "judge=rules cannot judge BLEnD" in proc.stderr
+    assert proc.stderr == ("probe: error: judge=rules cannot judge BLEnD; its judges: judge.name=blend_rules "
+                           "(the default: no judge option), judge=llm, judge=http\n")
+    assert proc.stdout == "" and not (tmp_path / "run").exists()  # once, and no run directory left behind
 
 
 def test_dry_run_of_the_full_benchmark(tmp_path: Path) -> None:

@@ -39,7 +39,7 @@ def _unpreparable(values: dict[str, Any]) -> BenchRef:
 
 @pytest.mark.parametrize("bench, options, message", [
     ({"kind": "locqa"}, {"judge": JudgeSpec(name="keyword")},
-     "judge=keyword cannot judge LocQA (its judges: ['rules', 'llm', 'http'])"),
+     "judge=keyword cannot judge LocQA; its judges: judge=rules (the default: no judge option), judge=llm, judge=http"),
     ({"kind": "disco"}, {"backend": VLLMSpec(), "analysis": AnalysisSpec(logit_lens=True)},
      "analysis.logit_lens / capture_layers need backend=hf and letter scoring"),
     ({"kind": "disco"}, {"backend": HFBackendSpec(mode="generate"), "analysis": AnalysisSpec(capture_layers=(0,))},

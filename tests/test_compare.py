@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 
 from probe.commands.compare import compare_runs, main, paired_difference
 from probe.errors import ProbeInputError
+from probe.metrics.core import SMALL_N
 from probe.metrics.paired import holm
 from probe.pipeline.analysis import analyze_run
 from probe.report.paired_runs import compare
@@ -134,7 +136,8 @@ def test_command_line_table_and_json(runs, tmp_path: Path, capsys: pytest.Captur
     a, b, _ = runs
     assert main([str(a), str(b), "--out", str(tmp_path), "analysis.n_boot=200", "analysis.seed=3"]) == 0
     out = capsys.readouterr().out
-    assert "| expected.C0.KL |" in out and "paired bootstrap over 24 item_ids, 200 resamples, seed 3" in out
+    assert "| C0.KL |" in out and "paired bootstrap over 24 item_ids, 200 resamples, seed 3" in out
+    assert "; block expected;" in out and max(map(len, out.splitlines()[2:])) <= 100  # fits a terminal
     saved = json.loads((tmp_path / "compare.json").read_text())
     assert saved["n_boot"] == 200 and saved["seed"] == 3 and saved["paired"]
     got = {d["metric"]: d for d in saved["differences"]}
@@ -145,16 +148,17 @@ def test_command_line_table_and_json(runs, tmp_path: Path, capsys: pytest.Captur
 
 
 def test_small_samples_and_p_values_below_the_resolution_are_said() -> None:
-    """Two items and every replicate on one side: p reads `< 1/B`, not 0.0000, and the table warns
-    that two units cannot carry an interval."""
+    """Two items: the table warns that two units cannot carry an interval and prints no p-value
+    (`compare.json` keeps them); with 300 items a p below the resolution reads `< 1/B`, not 0.0000."""
     from probe.commands.compare import comparison_markdown
     from probe.metrics.paired import Comparison, Difference
 
     d = Difference("C0.KL", "expected", 0.2, 0.1, 0.1, (0.05, 0.15), 0.0, 0.0)
     small = Comparison("a", "b", "item_id", 2, 200, 0, 1.0, True, (d,))
     md = comparison_markdown(small)
-    assert "| < 0.005 | < 0.005 |" in md and "0.0000" not in md
-    assert "**Warning:** only 2 item_ids" in md
+    assert "| C0.KL | 0.2000 | 0.1000 | +0.1000 | [+0.0500, +0.1500] | – | – |" in md and "0.005" not in md
+    assert "**Warning:** only 2 item_ids (fewer than 20)" in md and "p-values are not printed" in md
+    assert "< 0.005" in comparison_markdown(replace(small, n_units=SMALL_N))
     big = comparison_markdown(Comparison("a", "b", "item_id", 300, 200, 0, 1.0, True,
                                          (Difference("C0.KL", "expected", 0.2, 0.1, 0.1, (0.05, 0.15), 0.25, 0.5),)))
     assert "Warning" not in big and "| 0.2500 | 0.5000 |" in big
@@ -212,11 +216,11 @@ def test_a_sweep_names_and_skips_unreadable_runs(runs, tmp_path: Path, caplog: p
     assert f"- `{tmp_path / 'truncated'}`: metrics.json: invalid or truncated JSON (Expecting ':' delimiter" in md
     assert f"- `{tmp_path / 'list'}`: metrics.json: expected a JSON object, got list" in md
     assert f"- `{tmp_path / 'empty'}`: metrics.json has no DiSCo headline metrics" in md
-    assert f"- `{tmp_path / 'tables'}`: its tables cannot be read" in md
+    assert f"- `{tmp_path / 'tables'}`: prompts.parquet is damaged (not a readable parquet file" in md
     assert "# probe sweep report — 2 runs" in md and "\n| good-a " in md and "\n| good-b " in md
     summary = pq.read_table(tmp_path / "report" / "summary.parquet")
     assert set(summary.column("model").to_pylist()) == {"good-a", "good-b"}
-    assert caplog.text.count("skipping") == 3  # the metrics.json ones, as they are read (the tables' in report.md)
+    assert caplog.text.count("skipping") == 4  # each as it is read: its files are checked when it is opened
     for name in ("good_a", "good_b", "tables"):
         shutil.rmtree(tmp_path / name)
     with pytest.raises(ProbeInputError, match=r"none of the 3 finished run\(s\) could be read"):
@@ -248,7 +252,7 @@ def test_compare_refuses_unfinished_other_data_and_non_finite_runs(runs, tmp_pat
     _poison(inf, {3: float("inf")})
     expected = {
         unfinished: f"{unfinished} is not a finished run (no DONE)",
-        other: "read different data files (bench sha256 ",
+        other: "read different bench data (bench sha256 ",
         # the stored table is refused where it is read, for compare as for every metric
         nan: f"{nan}/scores.parquet: 3 of 480 prompts have no valid letter log-probs (NaN or +inf, or −inf at every "
              "letter; first prompt ids [0, 1, 7])",
@@ -259,5 +263,19 @@ def test_compare_refuses_unfinished_other_data_and_non_finite_runs(runs, tmp_pat
             assert main([str(x), str(y), "analysis.n_boot=50"]) == 2
             err = capsys.readouterr().err
             assert message in err and len(err.strip().splitlines()) == 1, err  # one line, no traceback
-        with pytest.raises(ProbeInputError, match="no DONE|different data files|no valid letter log-probs"):
+        with pytest.raises(ProbeInputError, match="no DONE|different bench data|no valid letter log-probs"):
             paired_difference(a, run, "C0.KL")
+
+
+def test_sweep_tables_print_no_p_value_below_the_small_sample_bound(runs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's pair and checkpoint tables read `paired_or_reason`: below `SMALL_N` units its
+    p-values are NaN (printed `–`), its intervals as they were."""
+    import probe.report.paired_runs as paired_runs
+
+    a, b, _ = runs
+    plain, reason = paired_runs.paired_or_reason(StoredRun.open(a), StoredRun.open(b), ["C0.KL"])
+    monkeypatch.setattr(paired_runs, "SMALL_N", 25)  # the runs hold 24 items
+    small, _ = paired_runs.paired_or_reason(StoredRun.open(a), StoredRun.open(b), ["C0.KL"])
+    assert reason is None and plain["C0.KL"].p_holm == plain["C0.KL"].p_holm  # a number with 24 ≥ 20 items
+    assert small["C0.KL"].ci95 == plain["C0.KL"].ci95 and np.isnan(small["C0.KL"].p_holm)
+    assert paired_runs.p_cell(small["C0.KL"]) == "–" and paired_runs.p_cell(plain["C0.KL"]) != "–"

@@ -29,6 +29,7 @@ from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
 from probe.pipeline.spec import run_config
+from probe.report.export import FORMATS as EXPORT_FORMATS
 
 ROOT = Path(__file__).resolve().parent.parent
 SHELL = {"bash", "sh", "shell", "console"}
@@ -200,7 +201,7 @@ BLOCKS = {"expected", "greedy", "debiased", "text", "text_norm"}
 
 def _options(argv: list[str], prefix: str) -> tuple[int, dict[str, object]]:
     """(number of paths, overrides) as the subcommand's own parser reads them."""
-    command = cmdline.parse(argv, prefix, flags={"--out": "out"})
+    command = cmdline.parse(argv, prefix, flags={"--out": "out", "--format": "format"})
     return len(command.paths), command.overrides
 
 
@@ -217,7 +218,8 @@ def check_subcommand(name: str, argv: list[str]) -> None:
         build(AnalysisOptions, opts, "analysis")
         return
     n, opts = _options(argv, "")
-    valid = {"compare": COMPARE_KEYS, "merge": {"out"}, "report": {"out"}, "view": {"out"}}[name]
+    valid = {"compare": COMPARE_KEYS, "merge": {"out"}, "report": {"out"}, "view": {"out"}, "runs": set(),
+             "export": {"format", "out"}}[name]
     unknown = sorted(set(opts) - valid)
     assert not unknown, f"probe {name} has no option(s) {unknown}; valid: {sorted(valid)}"
     if name == "compare":
@@ -226,6 +228,11 @@ def check_subcommand(name: str, argv: list[str]) -> None:
         assert opts.get("agreement", False) in (True, False), f"agreement={opts['agreement']}: expected true or false"
         build(AnalysisOptions, {k.removeprefix("analysis."): v for k, v in opts.items()
                                 if k.startswith("analysis.")}, "analysis")
+    elif name == "runs":
+        assert n <= 1, f"probe runs takes at most one directory, got {n}"
+    elif name == "export":
+        assert n == 1, f"probe export takes one run directory, got {n}"
+        assert opts.get("format", "jsonl") in EXPORT_FORMATS, f"--format {opts['format']}: expected {EXPORT_FORMATS}"
     else:
         assert n >= 1 and (n == 1 or name != "view"), f"probe {name}: {n} paths"
         assert name != "merge" or "out" in opts, "probe merge needs --out DIR"
@@ -263,7 +270,7 @@ def test_the_docs_hold_commands_of_every_kind() -> None:
     """The extraction finds what the pages show (a parser that finds nothing checks nothing)."""
     assert len(COMMANDS) >= 60
     kinds = {c.argv[0] if c.argv and c.argv[0] in SUBCOMMANDS else "run" for c in COMMANDS}
-    assert {"run", "analyze", "compare", "merge", "report", "view", "ls"} <= kinds
+    assert {"run", "analyze", "compare", "merge", "report", "view", "ls", "runs", "export"} <= kinds
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.where)
@@ -299,6 +306,8 @@ def test_inline_commands_name_real_subcommands(where: str, span: str) -> None:
     "probe compare runs/a runs/b blok=greedy",
     "probe ls bench=demo backend=vlm",
     "probe anlyze runs/x",                                # a misspelt subcommand
+    "probe export runs/x --format csv",                   # a format it does not write
+    "probe runs runs/a runs/b",                           # one directory at most
 ])
 def test_a_misspelt_command_fails(line: str, tmp_path: Path) -> None:
     """The check is not vacuous: the same command lines with one mistake are refused."""

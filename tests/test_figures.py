@@ -80,6 +80,18 @@ def test_ccd_run_figures(runs: dict[str, Path], tmp_path: Path) -> None:
         assert_png(f.path)
 
 
+def test_ccd_report_opens_with_its_conclusion_in_both_readings(runs: dict[str, Path]) -> None:
+    m = json.loads((runs["ccd-tiny"] / "metrics.json").read_text())
+    first = (runs["ccd-tiny"] / "report.md").read_text().split("\n")[2]
+    for block, head in (("expected", "Expected reading (probability-weighted picks)"),
+                        ("debiased", "Debiased reading (letter prior removed)")):
+        shares, gini = m[block]["shares"], m[block]["gini"]
+        top = max(shares, key=shares.get)
+        assert f"{head}: the picks spread " in first and f"(Gini {gini:.3f} [" in first
+        assert f"most {top} {shares[top]:.3f}" in first
+    assert first.startswith("**In short:** Expected reading")
+
+
 def test_position_cluster_rates_match_metrics(runs: dict[str, Path]) -> None:
     """Cyclic design: every cluster is shown once per item at every position, so the mean over
     clusters of the choice rate at ℓ is the position share and the mean over positions of a
@@ -136,12 +148,16 @@ MARKDOWN = """# Report <b>title</b>
 Intro with `code <x>` and <script>alert(1)</script> & more,
 continued on a second line.
 
+> **Warning:** a quoted <b>group</b>:
+> - first detail
+> - second detail
+
 ## Table
 
 | metric | value |
 |---|---|
 | KL | 0.123 |
-| A & B | `x|y` |
+| A & B \\| <b>C</b> | [0.1, 0.2] |
 
 - first item
 - second **bold**
@@ -151,12 +167,18 @@ continued on a second line.
 def test_markdown_conversion() -> None:
     body = markdown_to_html(MARKDOWN)
     assert "<h1>Report &lt;b&gt;title&lt;/b&gt;</h1>" in body
-    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more, continued on a second line." in body
-    assert "<script>" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more,\ncontinued on a second line.</p>" in body
+    assert "<script>" not in body and "<b>" not in body  # data never becomes markup
     assert "<code>code &lt;x&gt;</code>" in body
-    assert re.search(r"<table>\s*<thead><tr><th>metric</th><th>value</th></tr></thead>", body)
-    assert '<td class="num">0.123</td>' in body and "<td>A &amp; B</td>" in body
+    # a blockquote with its list, not a literal `>` opening a paragraph
+    assert ("<blockquote>\n<p><strong>Warning:</strong> a quoted &lt;b&gt;group&lt;/b&gt;:</p>\n<ul>\n"
+            "<li>first detail</li>\n<li>second detail</li>\n</ul>\n</blockquote>") in body
+    assert not re.search(r"<p>\s*&gt;", body)
+    assert re.search(r"<table>\s*<thead>\s*<tr>\s*<th>metric</th>\s*<th>value</th>\s*</tr>\s*</thead>", body)
+    assert '<td class="num">0.123</td>' in body and '<td class="num">[0.1, 0.2]</td>' in body
+    assert "<td>A &amp; B | &lt;b&gt;C&lt;/b&gt;</td>" in body  # an escaped pipe stays in its cell
     assert "<ul>\n<li>first item</li>\n<li>second <strong>bold</strong></li>\n</ul>" in body
+    assert "<img" not in markdown_to_html("![remote](https://example.org/x.png)")  # images are off: nothing loads
 
 
 @pytest.fixture(scope="module")

@@ -143,7 +143,7 @@ def test_a_drip_feeding_server_cannot_hold_a_request(mode: str, endpoint: tuple[
     t0 = time.monotonic()
     [reply] = _chat(url, timeout_s=1.0, max_retries=1).chat(["hello"])
     elapsed = time.monotonic() - t0
-    assert reply == "<http error after 2 attempt(s): no complete response within 1 s>"
+    assert reply == "<http error after 2 attempt(s): timed out: no complete response within 1 s (judge.timeout_s)>"
     assert handler.calls == 2  # the retry policy still applies after a deadline
     assert 2.0 <= elapsed < 3.5, elapsed  # two attempts of a 1 s deadline, not the 20 s the server drips
 
@@ -202,7 +202,7 @@ def test_a_judge_that_cannot_answer_the_bench_is_refused_before_the_model_loads(
                            "bench.sha256=null", "judge=keyword", f"hydra.run.dir={tmp_path / 'run'}"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "judge=keyword cannot judge LocQA (its judges: ['rules', 'llm', 'http'])" in proc.stderr
+    assert "judge=keyword cannot judge LocQA; its judges: judge=rules (the default: no judge option)" in proc.stderr
     assert not (tmp_path / "cache" / "tiny").exists()  # refused before any model was built or loaded
 
 

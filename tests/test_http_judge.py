@@ -79,7 +79,7 @@ def test_persistent_failure_becomes_a_judge_error(server: str) -> None:
                         "max_http_retries": 1, "retries": 1})
     [r] = judge.judge([JudgeRequest("globe_dimensions", {"rationale": "It plans for the future."})])
     assert r.output is None and r.judge == "http"
-    assert r.error.startswith("invalid after 2 attempts") and "HTTP 500" in r.error
+    assert r.error.startswith("request failed: http error after 2 attempt(s)") and "HTTP 500" in r.error
     assert len(Script.seen) == 4  # 2 judge attempts × (1 + 1 HTTP retry)
 
 

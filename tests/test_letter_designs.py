@@ -174,10 +174,11 @@ def test_greedy_picks_of_a_letter_run_warn_by_their_pick_shares() -> None:
     assert res.blocks["letter_pick_shares"]["C0"] == {"A": 0.0, "B": 0.0, "C": 1.0, "D": 0.0}
     (w,) = res.blocks["letter_warnings"]
     assert w["letter"] == "C" and w["reasons"] == ["pick_share"] and w["greedy_picks"] == 40
-    from probe.viz.letters import warning_sentences
+    from probe.viz.letters import letter_warnings
 
-    (text,) = warning_sentences([w])
-    assert "Where the picks pile on it (C0), metrics of the greedy picks mostly count letter C" in text
+    (found,) = letter_warnings([w])
+    text = " ".join(found.details)
+    assert "where the picks pile on it (C0), metrics of the greedy picks mostly count letter C" in text
     assert "measure the letter" not in text
     assert COUNTS == "count_fit"
 

@@ -160,15 +160,26 @@ def test_warnings_read_in_report_and_summary() -> None:
         {"condition": "C1", "letter": "C", "prior": 0.44, "uniform": 0.25, "threshold": 0.5, "letter_share": 0.02,
          "content_share": 0.6, "greedy_picks": 328, "n_prompts": 384, "reasons": ["pick_share"]}]}
     block = warnings_block(metrics)
-    assert len(block) == 2 and block[0].startswith(
-        "> **Warning:** Letter C drives the answers in C0, C1 (uniform 0.25, threshold 0.50) — C0: prior 0.41, "
-        "the letter explains 48% of the log-prob variance against 1% for the content, 71 of 96 greedy picks are C; "
-        "C1: prior 0.44, the letter explains 2%")
-    # each criterion's meaning is tied to the conditions where it fired
-    assert ("Where the letter explains more than the content (C0), expected and greedy metrics mostly measure the "
-            "letter") in block[0]
-    assert "where the picks pile on it (C0, C1), metrics of the greedy picks mostly count letter C" in block[0]
-    assert any(w.startswith("letter C drives the answers in C0, C1") for w in summary_warnings(metrics))
+    # one short sentence, then the details as a list inside the quote
+    assert block == [
+        "> **Warning:** Letter C drives the answers in C0, C1: read the `debiased` metrics and the content share first.",
+        ">",
+        "> - C0: prior 0.41; the letter explains 48% of the log-prob variance, the content 1%; 71 of 96 greedy picks "
+        "are C",
+        "> - C1: prior 0.44; the letter explains 2% of the log-prob variance, the content 60%; 328 of 384 greedy "
+        "picks are C",
+        # each criterion's meaning is tied to the conditions where it fired
+        "> - Where the letter explains more than the content (C0), expected and greedy metrics mostly measure the "
+        "letter, not a cultural preference (a letter-locked model reads as unbiased and consistent)",
+        "> - Where the picks pile on it (C0, C1), metrics of the greedy picks mostly count letter C, not a cultural "
+        "preference",
+        ""]
+    assert max(len(line) for line in block) < 200
+    (summary,) = summary_warnings(metrics)
+    assert summary.splitlines()[0] == ("letter C drives the answers in C0, C1: read the `debiased` metrics and the "
+                                       "content share first.")
+    assert summary.splitlines()[1] == "    - C0: prior 0.41; the letter explains 48% of the log-prob variance, " \
+                                      "the content 1%; 71 of 96 greedy picks are C"
     assert warnings_block({"letter_warnings": []}) == []
 
 

@@ -163,7 +163,7 @@ def test_judge_model_takes_config_names_hub_ids_and_directories(tmp_path: Path) 
 
 
 def test_a_model_neither_cached_nor_reachable_is_one_line(tmp_path: Path) -> None:
-    """It names the checkpoint, the hub cache and HF_HUB_OFFLINE, the three things to fix."""
+    """It names the checkpoint and what of it is missing, the hub cache and HF_HUB_OFFLINE: the things to fix."""
     import subprocess
     import sys
 
@@ -176,8 +176,10 @@ def test_a_model_neither_cached_nor_reachable_is_one_line(tmp_path: Path) -> Non
                           capture_output=True, text=True, timeout=600)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-3000:]
-    assert lines[0].startswith("probe: error: model 'does-not-exist': org/does-not-exist is not in the hub cache "
-                               f"{hub_cache} and cannot be downloaded (HF_HUB_OFFLINE=1 forbids downloads)")
+    assert lines[0].startswith("probe: error: model 'does-not-exist' needs org/does-not-exist's config, tokenizer "
+                               f"and weights, which are not in the hub cache {hub_cache}, and the hub cannot be "
+                               "reached (HF_HUB_OFFLINE=1)")
+    assert proc.stdout == "" and not (tmp_path / "run").exists()  # said once; no run directory left behind
 
 
 def test_prefix_cache_counters_are_the_vllm_engines_capability() -> None:

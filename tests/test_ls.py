@@ -31,10 +31,22 @@ def _one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+def _unwrapped(out: str) -> list[str]:
+    """The printed lines with each wrapped description back on its entry's or key's line."""
+    lines: list[str] = []
+    for line in out.splitlines():
+        if line.startswith("      ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return lines
+
+
 def test_ls_lists_every_entry_of_every_group_with_a_description(tmp_path: Path) -> None:
     proc = _probe("ls", cache=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.splitlines()
+    assert max(map(len, proc.stdout.splitlines())) <= 100  # long descriptions wrap under their column
+    lines = _unwrapped(proc.stdout)
     for group, plural in (("model", "models"), ("bench", "benches"), ("backend", "backends"), ("judge", "judges"),
                           ("intervention", "interventions")):
         assert f"{plural} ({group}=NAME)" in lines
@@ -52,7 +64,7 @@ def test_ls_one_group_and_one_entrys_keys(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     assert "benches (bench=NAME)" in out and "models (model=NAME)" not in out
-    keys = {line.split("=")[0].strip(): line for line in out.splitlines() if line.startswith("  bench.")}
+    keys = {line.split("=")[0].strip(): line for line in _unwrapped(out) if line.startswith("  bench.")}
     assert set(keys) == {f"bench.{k}" for k in yaml.safe_load((CONF / "bench" / "locqa.yaml").read_text())} | {
         "bench.shard"}
     assert keys["bench.limit"].endswith("an integer ≥ 1 or null. Ask only the first N templates (after the filters; "

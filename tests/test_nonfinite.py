@@ -147,3 +147,58 @@ def test_finite_logits_flags_the_rows() -> None:
     check(torch.zeros(3, 1), scores)
     with pytest.raises(ProbeInputError, match=r"1 of the 3 prompts of a batch .* first: c\)"):
         check.check(["a", "b", "c"])
+
+
+def test_text_mode_nan_weights_checkpoint_nothing_and_the_fixed_rerun_succeeds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disco_csv: Path) -> None:
+    """`backend.mode=text` stops at its check with the letter pass's message (not finite … check
+    the checkpoint), before any part, `scores.parquet` or manifest; the same command, the weights
+    fixed, then succeeds. (Before: the message blamed the architecture.)"""
+    def nan_weight(loaded: Any) -> None:
+        loaded.model.model.layers[0].mlp.down_proj.weight[0, 0] = float("nan")
+
+    out = tmp_path / "run"
+    with pytest.raises(ProbeInputError, match=r"answer-text log-probs .* are not finite \(NaN or \+inf\), so a weight "
+                                              r"or an activation is; check the checkpoint") as e:
+        _run(out, monkeypatch, disco_csv, "backend.mode=text", "bench.conditions=[C0]", model=nan_weight)
+    assert "needs support" not in str(e.value)
+    assert not list(out.glob("text.parts/part-*")) and not (out / "scores.parquet").exists()
+    assert not (out / "manifest.json").exists() and not (out / "DONE").exists()
+    monkeypatch.undo()
+    _run(out, monkeypatch, disco_csv, "backend.mode=text", "bench.conditions=[C0]")
+    assert (out / "DONE").is_file()
+
+
+def test_text_mode_nonfinite_scores_stop_the_pass_before_they_are_stored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, disco_csv: Path) -> None:
+    """A NaN text score mid-pass (the check's prompts were finite) stops the run at its batch:
+    the batches before are kept, this one is not, no `scores.parquet` or manifest is written, and
+    the rerun resumes. (Before: the NaN was checkpointed and the run failed only at analysis.)"""
+    import probe.pipeline.execute as pipeline
+    from probe.backends.continuations import TextScore
+
+    make = pipeline.make_backend
+
+    def backend(*args: Any, **kwargs: Any) -> Any:
+        b = make(*args, **kwargs)
+        texts = b.texts
+
+        def scorer() -> Any:
+            s = texts()
+            score = s.score
+            s.score = lambda *a, **k: ([TextScore(t.prompt_id, (float("nan"),) * len(t.logprobs), t.n_tokens,
+                                                  t.token_ids) if t.prompt_id >= 4 else t for t in batch]
+                                       for batch in score(*a, **k))
+            return s
+        b.texts = scorer
+        return b
+
+    monkeypatch.setattr(pipeline, "make_backend", backend)
+    out = tmp_path / "run"
+    with pytest.raises(ProbeInputError, match=r"text scoring stopped: \d+ of the \d+ text prompts of a batch have "
+                                              r"answer-text log-probs that are not finite .*check the checkpoint"):
+        _run(out, monkeypatch, disco_csv, "backend.mode=text", "bench.conditions=[C0]", "shard_size=2")
+    assert not (out / "scores.parquet").exists() and not (out / "manifest.json").exists()
+    monkeypatch.undo()
+    _run(out, monkeypatch, disco_csv, "backend.mode=text", "bench.conditions=[C0]", "shard_size=2")
+    assert (out / "DONE").is_file()

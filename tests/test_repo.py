@@ -92,8 +92,9 @@ def _group(name: str) -> list[str]:
 def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge: str, tmp_path: Path) -> None:
     """Compose each bench × backend × judge as the entry point does and build the typed run config;
     a judge the bench's answers cannot be read by stops right there, before the bench is prepared."""
+    overrides = [f"bench={bench}", f"backend={backend}", f"judge={judge}"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("config", overrides=[f"bench={bench}", f"backend={backend}", f"judge={judge}"])
+        cfg = compose("config", overrides=overrides)
     from omegaconf import OmegaConf
 
     values = OmegaConf.to_container(cfg, resolve=False)
@@ -101,16 +102,20 @@ def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge:
     task = get_task(values["bench"]["kind"])
     judged = bool(task.judging.judges) and (task.answers == "open" or values["backend"].get("mode") == "generate")
     if judged and judge not in task.judging.judges:
-        with pytest.raises(ProbeInputError, match=f"judge={judge} cannot judge {task.title} "):
-            run_config(values, tmp_path)
+        with pytest.raises(ProbeInputError, match=f"judge={judge} cannot judge {task.title}; its judges: "):
+            run_config(values, tmp_path, overrides=overrides)
         return
     if judged and judge == "http":  # its endpoint is the user's to give
         assert values["judge"]["base_url"] is None
         with pytest.raises(ProbeInputError, match="judge=http needs judge.base_url and judge.model"):
-            run_config(values, tmp_path)
+            run_config(values, tmp_path, overrides=overrides)
         return
-    config = run_config(values, tmp_path)
-    assert isinstance(config, RunConfig) and config.backend.name == backend and config.judge.name == judge
+    if not judged:  # a judge option on a run that judges nothing is refused; without one, a bench's default stands
+        config = run_config(values, tmp_path, overrides=overrides[:2])
+        assert config.judge.name == (task.judging.default or judge)
+    config = run_config(values, tmp_path, overrides=overrides) if judged else config
+    assert isinstance(config, RunConfig) and config.backend.name == backend
+    assert config.judge.name == judge or not judged
     assert config.bench.spec.name == bench and config.bench.task is get_task(config.bench.spec.kind)
 
 
@@ -120,7 +125,7 @@ def test_builtin_bench_configs_name_their_kind() -> None:
         assert cfg["kind"] == task.kind == cfg["name"]
 
 
-SUBCOMMANDS = ["run", "analyze", "compare", "merge", "report", "view", "ls"]
+SUBCOMMANDS = ["run", "analyze", "compare", "merge", "report", "view", "ls", "runs", "export"]
 
 
 @pytest.mark.parametrize("command", [[], *([s] for s in SUBCOMMANDS)], ids=lambda c: " ".join(["probe", *c]))

@@ -92,7 +92,10 @@ def test_disco_report_explains_every_gap_and_escapes_every_table() -> None:
     assert "| SPD high − low resource | C0 | –³ | –³ | –³ | –¹ | –¹ |" in md
     assert "- ³ undefined: the items hold no high-resource or no low-resource culture" in md
     assert "- ¹ no debiased metrics: no letter prior could be estimated (C0: no item has all 4 orderings)" in md
-    assert "| Spain | 0.400 | –¹ | –¹ |" in md and "- ¹ not in this condition: the culture is not shown" in md
+    assert "| Spain | expected | 0.400 | –¹ | –¹ |" in md and "- ¹ not in this condition: the culture is not shown" in md
+    # no debiased tree: the conclusion and the per-culture table say so instead of guessing
+    assert "No debiased reading: the run's letter prior could not be estimated" in md.split("\n")[2]
+    assert "Expected reading only (no debiased metrics" in md
 
 
 def test_sweep_tables_explain_gaps_and_fit_the_page(tmp_path: Path) -> None:

@@ -133,3 +133,28 @@ def test_summary_csv_neutralises_formulas_and_keeps_numbers(tmp_path: Path) -> N
     back = pacsv.read_csv(tmp_path / "summary.csv")
     assert back.schema.field("value").type == pa.float64() and back.column("value").to_pylist() == table.column("value").to_pylist()
     assert "=2+5<svg onload=alert(2)>" in table.column("model").to_pylist()  # the parquet keeps the raw name
+
+
+def test_the_terminal_table_fits_100_columns_and_names_the_full_one(tmp_path: Path) -> None:
+    """Every DiSCo headline with its interval is far wider than a terminal: the printed table keeps
+    the leading columns within 100 characters and says where the rest are; the file keeps all."""
+    d = _run(tmp_path, "wide", "gemma-3-12b-it", "instruct", None, 0.15)
+    values = {"C0": {"KL": 0.15, "Gini": 0.3, "SPD": 0.01}, "C1": {"CR": 0.5, "SPD_compliance": 0.02},
+              "C2": {"CR": 0.6, "PSI": 0.4, "SPD": 0.03, "SPD_compliance": 0.04}, "C3": {"JSD": 0.05, "PPR": 0.25},
+              "SPD_reduction": 0.005}
+    ci = json.loads(json.dumps(values))
+    for tree in (ci, *(v for v in ci.values() if isinstance(v, dict))):
+        for key, v in list(tree.items()):
+            if isinstance(v, float):
+                tree[key] = [v - 0.01, v + 0.01]
+    (d / "metrics.json").write_text(json.dumps({"expected": values, "greedy": values, "ci95": {"expected": ci}}))
+    from probe.report.sweep import sweep_headlines
+
+    text = sweep_headlines(load_entries([tmp_path]), full=tmp_path / "report" / "report.md")
+    lines = text.splitlines()
+    assert lines[0] == "DiSCo:" and max(map(len, lines)) <= 100
+    assert lines[1].startswith("| run | bench | KL | Gini | CR(C1) |")
+    assert lines[3].startswith("| gemma-3-12b-it | disco | 0.150 [0.140, 0.160] | 0.300 [0.290, 0.310] |")
+    assert lines[4] == f"(8 more columns in {tmp_path / 'report' / 'report.md'})"
+    full = bench_table(load_entries([tmp_path]), DISCO)
+    assert "| PPR |" in full and "0.250 [0.240, 0.260]" in full

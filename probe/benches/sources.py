@@ -31,7 +31,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO
@@ -61,6 +61,16 @@ Validate = Callable[[Path], object]
 """The bench's loader: raises `ProbeInputError` when the file is not a valid bench file."""
 
 
+def data_digest(files: Sequence[Path]) -> str | None:
+    """One sha256 over the data files a bench read: each file's name and the sha256 of its bytes,
+    in the order given (None: it read none). Names are base names, so the same files moved
+    elsewhere keep their digest (the bench config records where they were)."""
+    if not files:
+        return None
+    listed = [[Path(f).name, sha256_file(Path(f))] for f in files]
+    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+
+
 def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, validate: Validate | None = None,
           max_bytes: int = MAX_DOWNLOAD_BYTES, timeout_s: float = TIMEOUT_S, deadline_s: float = DEADLINE_S) -> Path:
     """`path` if given, else the cached download of `url` (fetched once into
@@ -77,11 +87,24 @@ def fetch(path: str | None, url: str, sha256: str | None, cache_dir: Path, valid
             raise ProbeInputError(f"bench.path: {local} does not exist or is not a file")
     else:
         key = hashlib.sha256(url.encode()).hexdigest()[:16]
-        local = cache_dir / key / (Path(httpx.URL(url).path).name or "download")
+        local = cache_dir / key / (Path(_parse_url(url).path).name or "download")
         if not _intact(local):
             _download(url, local, sha256, validate, max_bytes, (timeout_s, deadline_s))
     _check(local, sha256, str(local))
     return local
+
+
+def _parse_url(url: str) -> httpx.URL:
+    """`url` parsed; one that is no URL (`::::`) or has no scheme (a bare path) is one line."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as e:
+        raise ProbeInputError(f"bench.url: {url!r} is not a URL ({e}); expected http(s)://host/path or "
+                              "file:///path") from None
+    if not parsed.scheme or (parsed.scheme in ("http", "https") and not parsed.host):
+        raise ProbeInputError(f"bench.url: {url!r} is not an absolute URL; expected http(s)://host/path or "
+                              "file:///path")
+    return parsed
 
 
 def _intact(local: Path) -> bool:

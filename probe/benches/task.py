@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from probe.config import build
+from probe.errors import ProbeInputError
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
@@ -51,6 +52,19 @@ class PreparedBench:
     cue: str | None = ANSWER_CUE
     """What the answer starts with, pre-filled so the next token is the letter; None for open
     answers (the model answers after the generation prompt)."""
+    data_files: tuple[Path, ...] = ()
+    """Every data file `prepare` read, in the order read: the run key holds a digest of their
+    bytes (`probe.benches.sources.data_digest`), so a resumed run, a merge or a comparison notices
+    edited data whether or not a checksum is pinned. Empty: the bench reads no file (its items
+    are built in code)."""
+
+    @property
+    def data_label(self) -> str:
+        """Where the data came from, for messages: its one file, or the directory or URL it
+        records, else the bench's name."""
+        if len(self.data_files) == 1:
+            return str(self.data_files[0])
+        return f"bench {self.name!r} data" + (f" ({self.source['path']})" if self.source.get("path") else "")
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,9 @@ class Column:
     optional: bool = False
     """Shown in a sweep's table only when some run of it has a value: a reading that only some
     runs make (the answer-text agreement) leaves the tables of sweeps without it as they were."""
+    constant_in: tuple[str, ...] = ()
+    """Metric blocks in which the value is constant by construction (DiSCo's PPR is 1/K in
+    `debiased`): `probe compare` leaves it out of those blocks' tables, whose Δ would be 0 [0, 0]."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +110,12 @@ def no_figures(*args: Any) -> list[Figure]:
 def no_text_message(item: Item, prompt: Prompt, form: str) -> str:
     """No text reading (a bench whose `text_forms` is empty is refused text modes before this runs)."""
     raise AssertionError("a bench without a text reading has no text message")
+
+
+def no_debiased_reading(run: Run, temperature: float) -> np.ndarray | None:
+    """No debiased reading: open answers have no letter prior to remove."""
+    raise ProbeInputError(f"{run.path}: a {run.manifest.bench.kind} run has open answers, not letter choices: "
+                          "there is no letter prior to remove")
 
 
 def no_judging(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
@@ -149,14 +172,20 @@ class Judging:
     """`(bench, generations rows) → what to ask the judge` (empty: nothing to judge); each
     verdict becomes a `judgements.parquet` row (`verdict_row`)."""
     judges: tuple[str, ...] = ()
-    """The judges (`judge.name`) that can answer its judge jobs; empty: it never asks one. A run
-    that will judge with another is refused before the model loads."""
+    """The judges (`judge.name`) that can answer its judge jobs, its default first (a run given no
+    judge option judges with it); empty: it never asks one. A run that will judge with another is
+    refused before the model loads."""
     schema: pa.Schema = judgements_schema()
     """`judgements.parquet` (`probe.results.schemas.judgements_schema` over the columns that
     identify its verdicts and its judge tasks' verdict columns); only a bench that judges needs one."""
     errors: Callable[[Mapping[str, Any]], int] = judge_errors
     """`metrics.json → how many judge verdicts failed` (left out of its metrics; the run's summary
     warns of them), wherever its metrics count them."""
+
+    @property
+    def default(self) -> str | None:
+        """The judge a run of this bench uses when the command line names none (the first of `judges`)."""
+        return self.judges[0] if self.judges else None
 
 
 @dataclass(frozen=True)
@@ -201,6 +230,10 @@ class Task:
     `text_form` field in its spec."""
     text_message: TextMessage = no_text_message
     """`(item, letter prompt, form) → the text reading's user message` (`probe.prompts.text_forms`)."""
+    debiased: Callable[[Run, float], np.ndarray | None] = no_debiased_reading
+    """`(run, temperature) → [prompt, letter]` choice distribution with the letter prior removed
+    (forced choice; None: the design cannot estimate it), behind `Run.group_distribution(
+    reading="debiased")`; the default refuses (open answers have no letters)."""
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""

@@ -65,10 +65,12 @@ def options_help(cls: type, prefix: str) -> str:
     return "\n".join(lines)
 
 
-def main(prog: str, usage: str, body: Callable[[list[str]], int], argv: Sequence[str] | None = None) -> int:
-    """Run `body(argv)`; `--help` prints `usage`; input errors print one line and return 2."""
+def main(prog: str, usage: str, body: Callable[[list[str]], int], argv: Sequence[str] | None = None,
+         allow_empty: bool = False) -> int:
+    """Run `body(argv)`; `--help` (and no argument at all, unless `allow_empty`) prints `usage`;
+    input errors print one line and return 2."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or "-h" in args or "--help" in args:
+    if (not args and not allow_empty) or "-h" in args or "--help" in args:
         print(usage)
         return 0 if args else 2
     try:

@@ -5,7 +5,9 @@
     python -m probe compare SCORED_RUN GENERATION_RUN agreement=true [--out DIR]
 
 prints every headline metric's difference `A − B` with its paired-bootstrap 95% interval, a
-two-sided bootstrap p-value and its Holm adjustment over the table (markdown on stdout;
+two-sided bootstrap p-value and its Holm adjustment over the table (metrics constant by
+construction in the block, such as DiSCo's PPR in `debiased`, are left out; below 20 items the
+p-values are not printed, the intervals and a warning are) (markdown on stdout;
 `compare.json` in DIR with `--out`). The two runs must be of one benchmark with the same items
 (LocQA: templates) and design; both are resampled identically (see `probe.metrics.paired`).
 """
@@ -27,11 +29,14 @@ from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
 from probe.metrics.paired import Comparison, Difference
-from probe.report.paired_runs import comparable_units, compare
+from probe.report.paired_runs import comparable_units, compare, headline_block
 from probe.report.stored_run import StoredRun
-from probe.results.layout import AGREEMENT, COMPARISON
+from probe.results.layout import AGREEMENT, COMPARISON, claim_output_dir
 
 __all__ = ["Comparison", "Difference", "compare_runs", "paired_difference"]
+
+COMMAND = "probe compare"
+"""Whose output an `--out` directory holds (`probe.results.layout.claim_output_dir`)."""
 
 
 def paired_difference(run_a: str | Path, run_b: str | Path, metric: str, flavour: str | None = None,
@@ -48,14 +53,15 @@ def paired_difference(run_a: str | Path, run_b: str | Path, metric: str, flavour
 def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None = None, flavour: str | None = None,
                  n_boot: int | None = None, seed: int | None = None, temperature: float | None = None) -> Comparison:
     """Paired differences for `metrics` (default: the bench's headline sweep columns that run A
-    reports)."""
+    reports, less those constant by construction in the block, `Column.constant_in`)."""
     a, b = StoredRun.open(run_a), StoredRun.open(run_b)
     task, _ = comparable_units(a, b)
     overrides = {k: v for k, v in (("n_boot", n_boot), ("seed", seed), ("temperature", temperature)) if v is not None}
     if metrics is None:  # the headline columns this run has (a DiSCo run may skip conditions)
         tree = task.headline(a.metrics)[0]
+        block = flavour or headline_block(task, a.metrics)
         metrics = [c.path for c in task.presentation.sweep_columns
-                   if c.cell is None and isinstance(get_path(tree, c.path), (int, float))]
+                   if c.cell is None and block not in c.constant_in and isinstance(get_path(tree, c.path), (int, float))]
     return compare(a, b, metrics, a.options(overrides), flavour)
 
 
@@ -65,18 +71,24 @@ def _p(p: float, n_boot: int) -> str:
 
 
 def comparison_markdown(c: Comparison) -> str:
-    """The comparison as a markdown table (p-values shown to the bootstrap's resolution), with a
-    warning when it rests on fewer than `SMALL_N` units."""
+    """The comparison as a markdown table (p-values shown to the bootstrap's resolution). Below
+    `SMALL_N` units a warning opens it and its p-values are not printed (`–`; `compare.json`
+    keeps them): a bootstrap over a handful of units makes them far too small."""
+    small = c.n_units < SMALL_N
+    blocks = sorted({d.block for d in c.differences})
     lines = [f"A = {c.run_a}  \nB = {c.run_b}  \n{'paired' if c.paired else 'unpaired'} bootstrap over "
              f"{c.n_units} {c.unit}s, {c.n_boot} resamples, seed {c.seed}, temperature {c.temperature:g}; "
-             "p-values two-sided, Holm-adjusted over the table", ""]
-    if c.n_units < SMALL_N:
-        lines += [f"**Warning:** only {c.n_units} {c.unit}s: a bootstrap over so few resamples the same handful, so "
-                  "its intervals are too narrow and its p-values too small; treat them as descriptive.", ""]
+             f"block {', '.join(blocks) or '–'};  \np-values two-sided, Holm-adjusted over the table", ""]
+    if small:
+        lines += [f"**Warning:** only {c.n_units} {c.unit}s (fewer than {SMALL_N}): a bootstrap over so few",
+                  "resamples the same handful, so its intervals are too narrow; treat them as descriptive.",
+                  "p-values are not printed.", ""]
     lines += ["| metric | A | B | Δ (A − B) | 95% CI | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
     for d in c.differences:
-        lines.append(f"| {d.block}.{d.metric} | {d.a:.4f} | {d.b:.4f} | {d.delta:+.4f} | "
-                     f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}] | {_p(d.p_value, c.n_boot)} | {_p(d.p_holm, c.n_boot)} |")
+        p, holm = ("–", "–") if small else (_p(d.p_value, c.n_boot), _p(d.p_holm, c.n_boot))
+        name = d.metric if len(blocks) == 1 else f"{d.block}.{d.metric}"
+        lines.append(f"| {name} | {d.a:.4f} | {d.b:.4f} | {d.delta:+.4f} | "
+                     f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}] | {p} | {holm} |")
     return "\n".join(lines) + "\n"
 
 
@@ -100,8 +112,7 @@ def _body(argv: list[str]) -> int:
     result = compare_runs(*command.paths, flavour=None if block is None else str(block), **opts)
     print(comparison_markdown(result), end="")
     if "out" in command.overrides:
-        out = Path(str(command.overrides["out"]))
-        out.mkdir(parents=True, exist_ok=True)
+        out = claim_output_dir(Path(str(command.overrides["out"])), COMMAND)
         write_json(out / COMPARISON, asdict(result))
         print(f"probe compare: wrote {out / COMPARISON}", file=sys.stderr)
     return 0
@@ -127,9 +138,9 @@ def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: 
           f"{options.seed}, temperature {options.temperature:g}\n", end="")
     print(choice_agreement_markdown(result.block, result.ci, options.n_boot), end="")
     if out is not None:
-        Path(str(out)).mkdir(parents=True, exist_ok=True)
-        write_json(Path(str(out)) / AGREEMENT, {"agreement": result.block, "ci95": result.ci})
-        print(f"probe compare: wrote {Path(str(out)) / AGREEMENT}", file=sys.stderr)
+        folder = claim_output_dir(Path(str(out)), COMMAND)
+        write_json(folder / AGREEMENT, {"agreement": result.block, "ci95": result.ci})
+        print(f"probe compare: wrote {folder / AGREEMENT}", file=sys.stderr)
     return 0
 
 

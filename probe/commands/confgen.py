@@ -23,6 +23,7 @@ import yaml
 from probe.backends.specs import HFBackendSpec, VLLMSpec
 from probe.benches.registry import BUILTIN
 from probe.config import describe_fields, package_conf_dir
+from probe.files import make_dirs, write_text
 from probe.judges import JudgeSpec
 from probe.pipeline.intervention import INTERVENTIONS
 from probe.pipeline.spec import AnalysisSpec, RunConfig
@@ -175,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"probe.commands.confgen: {p} differs from its spec; run `python -m probe.commands.confgen`", file=sys.stderr)
         return 1 if bad else 0
     for path, text in files().items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        make_dirs(path.parent)
+        write_text(path, text)
         print(f"probe.commands.confgen: wrote {path}")
     return 0
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from hydra.errors import MissingConfigException
+from hydra.errors import MissingConfigException, OverrideParseException
 from omegaconf import OmegaConf
 
 from probe.backends.specs import BACKENDS
@@ -22,6 +22,7 @@ from probe.benches.registry import get_task
 from probe.config import describe_fields, field_docs, nearest, package_conf_dir
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
+from probe.judges.registry import judge_names, judge_option
 from probe.models import ModelSpec
 from probe.pipeline.intervention import INTERVENTIONS
 from probe.pipeline.spec import TOP_LEVEL, AnalysisSpec, BenchRef, RunConfig
@@ -82,10 +83,15 @@ def compose_tree(selections: Sequence[str], searchpath: Sequence[str] = ()) -> C
             cfg = compose("config", overrides=[*searchpath, *selections], return_hydra_config=True)
     except MissingConfigException as e:
         group, _, entry = str(e.missing_cfg_file).rpartition("/")
+        if group == "judge" and entry in judge_names():  # a bench's own judge: no entry, chosen by name
+            raise ProbeInputError(f"judge={entry}: a judge a bench registered has no entry of its own; "
+                                  f"select it with {judge_option(entry)} (probe ls judges)") from None
         close = nearest(entry, e.options or [])
         hint = f"did you mean `{group}={close}`? " if close else ""
         raise ProbeInputError(f"{group}={entry}: no such entry of {group}; {hint}entries: {sorted(e.options or [])} "
                               f"(probe ls {GROUPS.get(group, group)})") from None
+    except OverrideParseException as e:  # `bench=[`: Hydra's grammar message, in one line
+        raise ProbeInputError(f"cannot read the overrides {list(selections)}: {str(e).splitlines()[0]}") from None
     values = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(values, dict)
     hydra = values.pop("hydra")

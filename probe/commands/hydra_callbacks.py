@@ -15,6 +15,7 @@ from hydra.errors import HydraException
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from probe.commands.rundir import make_dirs
 from probe.errors import ProbeInputError, os_errors
 
 SUBDIR_BYTES = 160
@@ -46,7 +47,7 @@ def create_dir(path: str, key: str) -> None:
     """`mkdir -p path`, or print the one-line refusal and exit 2."""
     try:
         with os_errors(f"{key}={path}", "choose a shorter path, or one where you can write"):
-            Path(path).mkdir(parents=True, exist_ok=True)
+            make_dirs(path)  # remembered: a run refused before writing takes it away again
     except ProbeInputError as e:  # Hydra's logging is not set up yet: stderr only
         print(f"probe: error: {e}", file=sys.stderr)
         sys.exit(2)
@@ -57,7 +58,7 @@ def print_sweep_end(sweep: Path) -> None:
     finished run (a dry run, every job failed) says so in one line instead."""
     from probe.report.entries import find_runs, read_entries  # the report's plotting stack: only now
     from probe.report.sweep import sweep_headlines, write_sweep_report
-    from probe.results.layout import SWEEP_REPORT
+    from probe.results.layout import REPORT, SWEEP_REPORT
 
     try:
         html = write_sweep_report([sweep], sweep / SWEEP_REPORT)
@@ -66,7 +67,8 @@ def print_sweep_end(sweep: Path) -> None:
     except ProbeInputError as e:
         print(f"probe: no sweep report: {e}", file=sys.stderr)
         return
-    print(f"\n{sweep_headlines(entries, unfinished)}\nprobe: sweep report written to {html}", flush=True)
+    full = sweep / SWEEP_REPORT / REPORT
+    print(f"\n{sweep_headlines(entries, unfinished, full)}\nprobe: sweep report written to {html}", flush=True)
 
 
 def job_subdir(*, _root_: DictConfig) -> str:

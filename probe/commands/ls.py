@@ -12,6 +12,7 @@ and, for the entries themselves, from the comment at the head of each `conf/` fi
 from __future__ import annotations
 
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,10 @@ import yaml
 
 from probe.config import nearest
 from probe.commands.conftree import GROUPS, Composed, block_keys, compose_tree, describe_entry, groups, options, run_options
+from probe.benches.registry import get_task, tasks
 from probe.errors import ProbeInputError
+from probe.viz.markdown import TERMINAL_WIDTH
+from probe.judges.registry import MECHANISMS, judge_about, judge_names, judge_option
 
 USAGE = __doc__.split("\n\n")[1]
 PLURAL = {plural: group for group, plural in GROUPS.items()}
@@ -67,12 +71,29 @@ def listing(argv: Sequence[str]) -> str:
 
 
 def entries(group: str) -> str:
-    """A group's entries, one line each: name, then (models) kind and checkpoint, then what it is."""
+    """A group's entries, one line each: name, then (models) kind and checkpoint, then what it is;
+    for judges also the judges benches registered and each bench's judges, its default first."""
     lines = [f"{GROUPS[group]} ({group}=NAME)"]
     for entry in options(group):
         facts = _model_facts(entry) if group == "model" else ""
-        lines.append(f"  {entry:<20} {facts}{describe_entry(group, entry)}".rstrip())
+        lines.append(wrapped(f"  {entry:<20} {facts}", describe_entry(group, entry)))
+    if group == "judge":
+        lines += _bench_judges(options(group))
     return "\n".join(lines)
+
+
+def _bench_judges(entries: Sequence[str]) -> list[str]:
+    """The judges benches registered without an entry (`judge.name=NAME`), then each judged bench's
+    judges as the options that select them, its default first."""
+    own = [n for n in judge_names() if n not in entries and n not in MECHANISMS]
+    lines = ["Judges benches registered, without an entry (judge.name=NAME):"] if own else []
+    lines += [f"  {n:<20} {judge_about(n)}".rstrip() for n in own]
+    judged = [t for t in tasks() if t.judging.judges]
+    if judged:
+        lines += ["Each judged bench's judges (the first is its default, used when no judge option is given):"]
+        lines += [f"  {f'bench={t.kind}':<20} {', '.join(judge_option(n) for n in t.judging.judges)}"
+                  for t in judged]
+    return lines
 
 
 def _model_facts(entry: str) -> str:
@@ -86,25 +107,52 @@ def keys_of(group: str, composed: Composed) -> str:
     entry = composed.choices.get(group, "")
     about = describe_entry(group, entry)
     keys, unset = block_keys(group, composed.values.get(group) or {})
-    lines = [f"{group}={entry}" + (f" — {about}" if about else "")]
+    lines = [wrapped(f"{group}={entry} — ", about) if about else f"{group}={entry}"]
     lines += [_key_line(k.path, k.value, k.type, k.doc) for k in keys]
     if unset:
-        lines.append(f"  also read, at the spec's default unless set: {', '.join(unset)}")
+        lines.append(wrapped("  also read, at the spec's default unless set: ", ", ".join(unset)))
+    if group == "judge":
+        lines += _default_judge(composed)
     return "\n".join(lines)
+
+
+def _default_judge(composed: Composed) -> list[str]:
+    """The judge the selected bench uses when no judge option is given, where the tree's default
+    entry is not it."""
+    bench = composed.values.get("bench") or {}
+    if "kind" not in bench:
+        return []
+    default = get_task(str(bench["kind"]), bench.get("module")).for_mode(bench.get("mode")).judging.default
+    if default is None or default == (composed.values.get("judge") or {}).get("name"):
+        return []
+    return [f"  without a judge option, bench={composed.choices.get('bench', bench['kind'])} judges with its "
+            f"default: {judge_option(default)}"]
 
 
 def _key_line(path: str, value: Any, typ: str, doc: str) -> str:
     shown = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=1 << 16)
     shown = shown.strip().removesuffix("...").strip()
     about = " ".join(p for p in (f"{typ}." if typ else "", doc) if p)
-    return f"  {f'{path}={shown}':<{KEY_COLUMN}} {about}".rstrip()
+    return wrapped(f"  {f'{path}={shown}':<{KEY_COLUMN}} ", about)
+
+
+def wrapped(lead: str, text: str, width: int = TERMINAL_WIDTH) -> str:
+    """`lead` then `text` wrapped to `width` characters, its later lines indented to the text's
+    column; a lead too wide to leave the text 40 columns puts the text on the lines under it."""
+    if not text:
+        return lead.rstrip()
+    indent = len(lead) if len(lead) <= width - 40 else 6
+    lines = textwrap.wrap(text, width - indent, break_long_words=False, break_on_hyphens=False)
+    if indent != len(lead):
+        return "\n".join([lead.rstrip(), *(" " * indent + line for line in lines)])
+    return "\n".join([lead + lines[0], *(" " * indent + line for line in lines[1:])])
 
 
 def help_text(composed: Composed) -> str:
     """`probe [overrides] --help`: usage, the groups and their entries, then every key of the
     selected entries and the run options, each with its type, value and description."""
     lines = [composed.help["header"].rstrip(), "", "Groups (group=entry; one line per entry: probe ls GROUP):"]
-    lines += [f"  {g}: {', '.join(options(g))}" for g in groups()]
+    lines += [wrapped(f"  {g}: ", ", ".join(options(g))) for g in groups()]
     chosen = " ".join(f"{g}={composed.choices[g]}" for g in GROUPS if g in composed.choices)
     lines += ["", f"Keys of this selection ({chosen}):"]
     blocks = [keys_of(g, composed) for g in GROUPS if g in composed.values]

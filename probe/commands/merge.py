@@ -20,6 +20,7 @@ from pathlib import Path
 from probe.commands import cmdline
 from probe.errors import ProbeInputError
 from probe.pipeline.shard_merge import merge_shards
+from probe.results.layout import REPORT_PAGE
 
 __all__ = ["merge_shards"]
 
@@ -35,7 +36,8 @@ def _body(argv: list[str]) -> int:
         raise ProbeInputError("no shard directories given")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = merge_shards(command.paths, Path(str(command.overrides["out"])))
-    print(f"probe merge: run written to {out}")
+    page = out / REPORT_PAGE
+    print(f"probe merge: run written to {out}" + (f"; open {page}" if page.is_file() else ""))
     return 0
 
 

@@ -26,7 +26,9 @@ from hydra.errors import OverrideParseException
 
 from probe.config import nearest
 from probe.commands.conftree import GROUPS, Composed, compose_tree, groups, options, spec_keys
+from probe.benches.registry import get_task
 from probe.errors import ProbeInputError
+from probe.judges.registry import judge_choices, judge_names
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ def check(argv: Sequence[str]) -> Checked:
     keys = [o for o in parsed if _plain(o) and o.key_or_group not in names
             and o.key_or_group.replace("/", ".").split(".")[0] != "hydra"]  # hydra.run.dir, hydra/launcher
     added: set[str] = set()
+    _judge_entries(chosen, searchpath)
     selections = _selections(chosen, searchpath)
     for selection in selections:
         added |= {o.input_line for o in keys if _needs_adding(o, selection, searchpath)}
@@ -103,6 +106,24 @@ def _selections(chosen: Sequence[Override], searchpath: Sequence[str]) -> list[S
     for combo in itertools.product(*per_group):
         out.append(Selection(tuple(combo), compose_tree(combo, searchpath)))
     return out
+
+
+def _judge_entries(chosen: Sequence[Override], searchpath: Sequence[str]) -> None:
+    """A `judge=` entry the tree lacks is refused with the options that select the judges of the
+    bench it would judge (a bench's own judge has no entry: `judge.name=<name>` selects it)."""
+    for o in (c for c in chosen if c.key_or_group == "judge"):
+        missing = [e for e in _entries(o) if e != "null" and e not in options("judge")]
+        if not missing or missing[0] in judge_names():
+            continue  # a registered judge's name: the tree's own message says how to select it
+        others = [f"{c.key_or_group}={_entries(c)[0]}" for c in chosen if c is not o]
+        bench = compose_tree(others, searchpath).values.get("bench") or {}
+        if "kind" not in bench:
+            continue
+        task = get_task(str(bench["kind"]), bench.get("module"))
+        task = task.for_mode(bench.get("mode"))
+        if task.judging.judges:
+            raise ProbeInputError(f"judge={missing[0]}: no such judge; {task.title}'s judges: "
+                                  f"{judge_choices(task.judging.judges)} (probe ls judges)")
 
 
 def _entries(o: Override) -> list[Any]:

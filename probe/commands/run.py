@@ -21,14 +21,14 @@ from probe.commands import ls
 from probe.commands.conftree import compose_tree
 from probe.commands.interrupt import launcher_argv, resume_command, resume_hint
 from probe.commands.overrides import check
+from probe.commands.rundir import discard
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError
+from probe.judges.http import redacted
 from probe.models import ModelSpec
-from probe.pipeline.execute import run
-from probe.pipeline.spec import run_config
-from probe.results.layout import HYDRA_CONFIG, HYDRA_OVERRIDES
-
-log = logging.getLogger("probe")
+from probe.models.availability import check_available
+from probe.pipeline.spec import RunConfig, run_config
+from probe.results.layout import HYDRA_CONFIG, HYDRA_OVERRIDES, REPORT_PAGE
 
 # `model=hub model.hub_id=org/name` names its run after the checkpoint: ${basename:${model.hub_id}}
 if not OmegaConf.has_resolver("basename"):
@@ -87,21 +87,47 @@ def _resume_command() -> str:
 
 
 def _main(cfg: DictConfig) -> None:
+    out = Path(HydraConfig.get().runtime.output_dir)
     try:
-        out = Path(HydraConfig.get().runtime.output_dir)
         _hydra_wrote_nothing_into(out)
         values = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(values, dict)
         judge = values.get("judge") or {}
         overrides = list(HydraConfig.get().overrides.task)
         config = run_config(values, out, _judge_model(judge), overrides)
-        record = {HYDRA_CONFIG: OmegaConf.to_yaml(cfg, resolve=True), HYDRA_OVERRIDES: OmegaConf.to_yaml(overrides)}
-        out = run(replace(config, launch_record=record))
+        _models_available(config)
+        if config.judged and config.judge.name != judge.get("name"):
+            cfg.judge.name = config.judge.name  # the bench's default judge: recorded as the one that judged
+        record = {HYDRA_CONFIG: redacted(OmegaConf.to_yaml(cfg, resolve=True)),  # no URL's credentials on disk
+                  HYDRA_OVERRIDES: redacted(OmegaConf.to_yaml(overrides))}
+        # torch and transformers take seconds to import: only once the inputs are checked
+        from probe.pipeline.execute import run
+
+        written = run(replace(config, launch_record=record))
     except ProbeInputError as e:
-        log.error("%s", e)
+        # once, on stderr (Hydra's job logging goes to stdout: logging it too printed it twice)
         print(f"probe: error: {e}", file=sys.stderr)
+        if discard(out):
+            print(f"probe: run directory kept: {out} (this run's files so far); resume with: {_resume_command()}",
+                  file=sys.stderr)
         sys.exit(2)
-    print(f"probe: {'dry run: prompts written to' if config.dry_run else 'run written to'} {out}")
+    print(_last_line(written, config.dry_run))
+
+
+def _last_line(out: Path, dry_run: bool) -> str:
+    """What a run prints last: the page to open when the run wrote one, else its directory."""
+    if dry_run:
+        return f"probe: dry run: prompts written to {out}"
+    page = out / REPORT_PAGE
+    return f"probe: run written to {out}; open {page}" if page.is_file() else f"probe: run written to {out}"
+
+
+def _models_available(config: RunConfig) -> None:
+    """The run's model and its LLM judge's can be had (cached, downloadable or local), asked
+    before the bench's data is read or a model library imported."""
+    check_available(config.model, weights=not config.dry_run)
+    if config.judge_model is not None and config.judged and config.judge.name == "llm":
+        check_available(config.judge_model, weights=not config.dry_run, key="judge.model")
 
 
 def _hydra_wrote_nothing_into(out: Path) -> None:

@@ -19,7 +19,7 @@ from probe.errors import ProbeInputError
 from probe.files import make_dirs
 from probe.report.entries import find_runs
 from probe.benches.registry import task_of
-from probe.results.layout import MANIFEST, SAMPLES_PAGE
+from probe.results.layout import MANIFEST, SAMPLES_PAGE, claim_output_dir
 from probe.results.run import Run, load_run
 from probe.types import Design
 from probe.viz.samples import SampleSet, sample_set, write_samples_html
@@ -27,11 +27,15 @@ from probe.viz.samples import SampleSet, sample_set, write_samples_html
 
 def write_view(path: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
     """Write the sample browser over the finished runs at or below `path` into `out_dir`
-    (default `path`); returns the page and the unfinished runs left out."""
+    (default `path`; another directory must be new, empty or hold an earlier page of this
+    command: `claim_output_dir`); returns the page and the unfinished runs left out."""
     runs, unfinished = find_runs([path])
     root = path if (path / MANIFEST).is_file() else None
     sets = [_samples(load_run(run), _label(run, path, root)) for run in runs]
-    out_dir = make_dirs(Path(out_dir or path))
+    if out_dir is None or Path(out_dir).resolve() == Path(path).resolve():
+        out_dir = make_dirs(Path(path))  # the run or sweep's own page, beside the runs it shows
+    else:
+        out_dir = claim_output_dir(Path(out_dir), "probe view")
     title = f"probe samples — {path.resolve().name}"
     return write_samples_html(out_dir / SAMPLES_PAGE, title, sets), unfinished
 

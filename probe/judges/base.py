@@ -32,3 +32,16 @@ class Judge(Protocol):
     def judge(self, requests: Sequence[JudgeRequest]) -> list[JudgeResult]:
         """One result per request, in order."""
         ...
+
+
+FAILED_REQUEST = "<http error after "
+"""How a chat backend's reply starts when the request itself failed (timeouts, connection
+errors, HTTP errors after the retries): the text that follows says why, up to a closing `>`."""
+
+
+def failed_request(reply: str) -> str | None:
+    """Why the request behind `reply` failed (`http error after 2 attempt(s): no complete
+    response within 60 s`), or None for a reply the model wrote."""
+    if reply.startswith(FAILED_REQUEST) and reply.endswith(">"):
+        return reply[1:-1]
+    return None

@@ -21,14 +21,17 @@ from __future__ import annotations
 import email.utils
 import json
 import os
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 import anyio
 import httpx
 
 from probe.errors import ProbeInputError
+from probe.judges.base import FAILED_REQUEST
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 FATAL = {401: "the key was refused: check the variable judge.api_key_env names",
@@ -50,6 +53,25 @@ class _Retry(Exception):
 
 class _GiveUp(Exception):
     """A failure retrying cannot fix (a 4xx other than the fatal ones, an oversized body)."""
+
+
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
+
+
+def redacted(text: str) -> str:
+    """`text` with the credentials of every URL in it (`http://user:pass@host` → `http://***@host`)
+    replaced: they must not land in a manifest, a run key, the recorded config or a log."""
+    return _USERINFO.sub(r"\g<scheme>***@", text)
+
+
+def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
+    """`url` without its user info, and that user info as basic-auth `(user, password)` (None:
+    none): httpx logs each request's URL, so the credentials travel in the header instead."""
+    parsed = httpx.URL(url)
+    if not parsed.userinfo:
+        return url, None
+    user, _, password = parsed.userinfo.decode().partition(":")
+    return str(parsed.copy_with(userinfo=b"")), (unquote(user), unquote(password))
 
 
 @dataclass(frozen=True)
@@ -142,7 +164,7 @@ class HTTPChat:
             except _GiveUp as e:
                 last = str(e)
                 break
-        return f"<http error after {attempt + 1} attempt(s): {last}>"
+        return f"{FAILED_REQUEST}{attempt + 1} attempt(s): {last}>"
 
     async def _post(self, client: httpx.AsyncClient, message: str) -> str:
         body = {"model": self.spec.model, "messages": [{"role": "user", "content": message}],
@@ -151,14 +173,15 @@ class HTTPChat:
         key = os.environ.get(self.spec.api_key_env)
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        url = self.spec.base_url.rstrip("/") + "/chat/completions"
+        url, auth = split_credentials(self.spec.base_url.rstrip("/") + "/chat/completions")
         try:
             with anyio.fail_after(self.spec.timeout_s):
-                async with client.stream("POST", url, json=body, headers=headers) as resp:
+                async with client.stream("POST", url, json=body, headers=headers,
+                                         **({"auth": auth} if auth else {})) as resp:
                     self._check_status(resp, url)
                     data = await self._read_capped(resp)
         except TimeoutError:
-            raise _Retry(f"no complete response within {self.spec.timeout_s:g} s") from None
+            raise _Retry(f"timed out: no complete response within {self.spec.timeout_s:g} s (judge.timeout_s)") from None
         except (httpx.TimeoutException, httpx.TransportError) as e:
             raise _Retry(f"{type(e).__name__}: {e}") from None
         try:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from probe.judges.base import JudgeRequest, JudgeResult
+from probe.judges.base import JudgeRequest, JudgeResult, failed_request
 from probe.judges.registry import judge_task
 
 
@@ -36,6 +36,10 @@ class LLMJudge:
                 prompts.append(text if errors[i] is None else f"{text}\n\nYour previous reply was invalid: {errors[i]}")
             still = []
             for i, reply in zip(pending, self.chat.chat(prompts)):
+                if (failed := failed_request(reply)) is not None:  # no reply to validate: say why, not "no JSON"
+                    errors[i] = f"request failed: {failed}"
+                    still.append(i)
+                    continue
                 try:
                     results[i] = JudgeResult(judge_task(requests[i].task).validate(extract_json(reply), requests[i].payload),
                                              None, self.name)
@@ -44,7 +48,9 @@ class LLMJudge:
                     still.append(i)
             pending = still
         for i in pending:
-            results[i] = JudgeResult(None, f"invalid after {self.retries + 1} attempts: {errors[i]}", self.name)
+            failed = (errors[i] or "").startswith("request failed: ")
+            error = errors[i] if failed else f"invalid after {self.retries + 1} attempts: {errors[i]}"
+            results[i] = JudgeResult(None, error, self.name)
         return [r for r in results if r is not None]
 
 

@@ -9,12 +9,13 @@ names a task or a bench's judge itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from probe.config import package_conf_dir
 from probe.errors import ProbeInputError
 from probe.judges.base import Judge
 
@@ -74,6 +75,28 @@ def deterministic_judge(name: str) -> Judge | None:
     return None if factory is None else factory()
 
 
+def judge_about(name: str) -> str:
+    """The first line of the docstring of the registered judge `name` (empty when it has none)."""
+    doc = getattr(_JUDGES.get(name), "__doc__", None) or ""
+    return doc.strip().split("\n")[0]
+
+
 def judge_names() -> tuple[str, ...]:
     """Every judge `judge.name` can select: the mechanisms and the registered judges."""
     return tuple(sorted((*MECHANISMS, *_JUDGES)))
+
+
+def judge_option(name: str) -> str:
+    """The command-line option that selects the judge `name`: `judge=<name>` where the config tree
+    has an entry of that name (`conf/judge/<name>.yaml`), else `judge.name=<name>` (a judge a
+    bench registered, which has no entry of its own)."""
+    return f"judge={name}" if (package_conf_dir() / "judge" / f"{name}.yaml").is_file() else f"judge.name={name}"
+
+
+def judge_choices(judges: Sequence[str]) -> str:
+    """A bench's judges (its default first) as the options that select them, for messages and
+    listings: `judge.name=x (the default: no judge option), judge=llm, judge=http`."""
+    spelled = [judge_option(name) for name in judges]
+    if spelled:
+        spelled[0] += " (the default: no judge option)"
+    return ", ".join(spelled)

@@ -15,13 +15,18 @@ from typing import Annotated, Any
 
 import numpy as np
 
-from probe.config import Ge, Gt, Le, Seed
+from probe.config import Gt, Le, Seed, ZeroOrGe
 from probe.probs import choice_probs, greedy_onehot, ratio  # noqa: F401 - the metric modules import it from here
 
 
 MAX_BOOT = 1_000_000
 """Most bootstrap resamples: the replicate weights are a `[n_boot, items]` float64 array (17 GB
 at this bound for CCD-Bench's 2,182 items), and the 2.5 % tails settle long before."""
+
+MIN_BOOT = 10
+"""Fewest bootstrap resamples behind a 95% interval (`analysis.n_boot`; 0: no intervals): the
+percentile interval interpolates between the smallest and largest few resamples, and one or a
+handful of resamples give an "interval" that need not contain its own estimate."""
 
 SMALL_N = 20
 """Below this many resampled units (items; LocQA: templates) a percentile bootstrap resamples the
@@ -35,8 +40,8 @@ class AnalysisOptions:
 
     temperature: Annotated[float, Gt(0)] = 1.0
     """Expected metrics at sampling temperature T; greedy (T → 0) is always reported too."""
-    n_boot: Annotated[int, Ge(0), Le(MAX_BOOT)] = 5000
-    """Bootstrap resamples behind every ci95 interval (0: no intervals; at most 1,000,000)."""
+    n_boot: Annotated[int, ZeroOrGe(MIN_BOOT), Le(MAX_BOOT)] = 5000
+    """Bootstrap resamples behind every ci95 interval (0: no intervals; else 10 to 1,000,000)."""
     seed: Seed = 0
     """Bootstrap seed."""
     letter_prior_ratio: Annotated[float, Gt(1)] = 2.0

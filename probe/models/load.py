@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 from probe.errors import ProbeInputError, os_errors
 from probe.files import sha256_file
 from probe.models.tiny import TinySpec, tiny_model_dir
+from probe.models.weights import weights_digest
 from probe.prompts.render import RenderSettings
 from probe.prompts.tokenizer import Tokenizer
 from probe.types import ModelKind
@@ -50,7 +51,8 @@ class ModelSpec:
     kind: ModelKind | Literal["auto"]
     """instruct | base | auto: instruct when the tokenizer has a chat template (resolved at load)."""
     hub_id: str | None = None
-    """Hub repo id, or a local directory when `source` is `path`."""
+    """Hub repo id (`org/name`), or a local checkpoint: model.hub_id=<directory> (its config,
+    tokenizer and weights files, as save_pretrained writes them)."""
     revision: str | None = None
     pair: str | None = None
     """Name of the base/instruct counterpart's config, for base-vs-instruct comparisons."""
@@ -105,8 +107,9 @@ def load_model(spec: ModelSpec, device: str = "auto", weights: bool = True) -> L
     converted GGUF) and loads only the tokenizer, for backends that load weights themselves.
     A file that cannot be found, read or written on the way (a directory without its tokenizer,
     a checkpoint the hub does not hold, an unwritable cache) stops with one line."""
-    with os_errors(f"model {spec.name!r}", "model.hub_id must name a checkpoint on the hub or a directory holding "
-                   "its config, weights and tokenizer files, and $PROBE_CACHE a writable directory"):
+    with os_errors(f"model {spec.name!r}", "model.hub_id must name a checkpoint on the hub or a local copy "
+                   "(model.hub_id=<directory> holding its config, tokenizer and weights files), and $PROBE_CACHE "
+                   "a writable directory"):
         with _neither_cached_nor_reachable(spec):
             return _load(spec, device, weights)
 
@@ -129,7 +132,7 @@ def _neither_cached_nor_reachable(spec: ModelSpec) -> Iterator[None]:
         raise ProbeInputError(
             f"model {spec.name!r}: {spec.hub_id} is not in the hub cache {constants.HF_HUB_CACHE} and cannot be "
             f"downloaded ({why}); download it once where the hub is reachable (HF_HUB_OFFLINE unset, the same "
-            "HF_HOME), or set model.hub_id to a local directory") from e
+            "HF_HOME), or point at a local copy with model.hub_id=<directory>") from e
 
 
 def _caused_by(error: BaseException, kind: type[BaseException]) -> bool:
@@ -163,11 +166,16 @@ def _load(spec: ModelSpec, device: str, weights: bool) -> LoadedModel:
         return _from_gguf(spec, device, weights)
     assert spec.hub_id is not None
     if spec.source == "path" or (spec.source == "auto" and Path(spec.hub_id).expanduser().is_dir()):
-        return _from_dir(spec, spec.hub_id, device, {"source": "path", "path": spec.hub_id}, weights=weights)
-    info = {"source": "hub", "hub_id": spec.hub_id}
-    if spec.source == "hub" or spec.gguf is None:
+        info = {"source": "path", "path": spec.hub_id}
+        if Path(spec.hub_id).expanduser().is_dir():  # no hub commit pins a local directory: its weights' digest does
+            info["weights_sha256"] = weights_digest(Path(spec.hub_id).expanduser())
         return _from_dir(spec, spec.hub_id, device, info, weights=weights)
-    if hub_reachable():
+    info = {"source": "hub", "hub_id": spec.hub_id}
+    reachable = hub_reachable()
+    if spec.source == "hub" or spec.gguf is None:
+        # an unreachable hub: the cache only (else huggingface_hub retries every file, tens of lines and seconds)
+        return _from_dir(spec, spec.hub_id, device, info, local_files_only=not reachable, weights=weights)
+    if reachable:
         return _from_dir(spec, spec.hub_id, device, info, weights=weights)
     try:  # offline: a copy in the local hub cache still beats the quantised fallback
         return _from_dir(spec, spec.hub_id, device, info, local_files_only=True, weights=weights)

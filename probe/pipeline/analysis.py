@@ -19,6 +19,7 @@ from probe.results.layout import FIGURES, metrics_file, report_files
 from probe.results.manifest import write_manifest
 from probe.viz.format_report import format_section
 from probe.viz.html import write_html
+from probe.viz.markdown import inert_html
 
 
 def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
@@ -55,7 +56,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
         report += format_section(metrics["format"], stored.task.presentation.groups)
     if suffix:
         markdown, page = report_files(suffix)
-        write_text(run_dir / markdown, report)
+        write_text(run_dir / markdown, inert_html(report))
         label = suffix.removeprefix("-")
         write_html(run_dir / page, f"{metrics['bench']} — {metrics['model']} ({label})", report,
                    stored.task.figures(stored.run, run_dir / FIGURES / label))

@@ -48,9 +48,10 @@ from probe.pipeline.judging import (
 )
 from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import provenance, run_key
-from probe.pipeline.shard_plan import output_checksums, shard_prompts
+from probe.pipeline.shard_plan import check_outputs, output_checksums, shard_prompts
 from probe.pipeline.spec import RunConfig
 from probe.pipeline.text_reading import TextReading, describe, prepare_text, prompt_columns, score_texts, text_counters
+from probe.prompts.control import check_data_text
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.prompts.variants import VARIANT
@@ -62,6 +63,8 @@ from probe.results.manifest import ShardRecord, new_manifest, pass_quantiles, re
 from probe.results.records import InterventionRecord, record_or_none
 from probe.results.mech import ActivationWriter
 from probe.results.parts import PartStore
+from probe.results.run import checked_manifest
+from probe.results.io import read_json_object
 from probe.results.scores import ScoreWriter, write_prompts
 from probe.types import LetterIds, LetterScore, RenderedPrompt
 
@@ -98,6 +101,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     cfg = replace(cfg, model=resolve_kind(cfg.model, loaded.tokenizer))
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
+    check_data_text(loaded.tokenizer, bench.prompts, bench.data_label, cfg.model.name)
     if cfg.variants:
         bench, rendered, letter_ids, variants = render_variants_of(cfg, bench, loaded, settings)
     else:
@@ -267,9 +271,10 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
 
 
 def _check_finished(cfg: RunConfig, generate: bool, intervention: InterventionRecord | None) -> None:
-    """A finished run's stored tables must all be there: its checkpoints were removed at `DONE`,
-    so a missing table cannot be resumed, only restored or scored again elsewhere (derived files
-    — metrics, report — are recomputed from the tables instead)."""
+    """A finished run's stored tables must all be there and intact (readable, the rows its
+    manifest records; a shard's as its checksums say): its checkpoints were removed at `DONE`,
+    so a missing or damaged table cannot be resumed, only restored or scored again elsewhere
+    (derived files — metrics, report — are recomputed from the tables instead)."""
     mech, patched = cfg.analysis.mech, intervention is not None and intervention.is_patching
     names = [layout.MANIFEST, layout.PROMPTS,
              *([layout.GENERATIONS] if generate else [layout.SCORES]),
@@ -283,20 +288,35 @@ def _check_finished(cfg: RunConfig, generate: bool, intervention: InterventionRe
         raise ProbeInputError(f"{cfg.out_dir} holds a finished run (DONE) whose {', '.join(missing)} "
                               f"{'is' if len(missing) == 1 else 'are'} missing; a finished run keeps no checkpoints to "
                               "resume from: restore the file(s), or run into a fresh directory (hydra.run.dir=…)")
+    manifest = checked_manifest(cfg.out_dir)  # a damaged file makes the run not complete: one line
+    if manifest.shard is not None:
+        check_outputs(cfg.out_dir, manifest)
 
 
 def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
-    """A finished run asked for with other analysis options, or whose metrics are missing, is
-    re-analysed from its stored tables (the scores do not depend on them); with the same
-    options and its metrics in place there is nothing to do."""
+    """A finished run asked for with other analysis options, or whose metrics are missing or
+    damaged, is re-analysed from its stored tables (the scores do not depend on them); with the
+    same options and its metrics in place there is nothing to do."""
     recorded = read_manifest(cfg.out_dir).analysis
     same = recorded is not None and recorded.same_as(asdict(cfg.analysis))
-    if same and (cfg.out_dir / layout.METRICS).is_file():
+    metrics = cfg.out_dir / layout.METRICS
+    if same and _readable(metrics):
         log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
         return
+    if metrics.is_file() and not _readable(metrics):
+        metrics.unlink()  # derived from the tables, recomputed below; a cut copy would stop the reading
     log.info("%s is complete; re-analysing its stored tables %s", cfg.out_dir,
-             f"({layout.METRICS} was missing)" if same else "with the new analysis options")
+             f"({layout.METRICS} was missing or damaged)" if same else "with the new analysis options")
     analyze_run(cfg.out_dir, record=asdict(cfg.analysis))
+
+
+def _readable(path: Path) -> bool:
+    """Whether the derived JSON file `path` is there and a JSON object (a cut one is recomputed)."""
+    try:
+        read_json_object(path)
+    except ProbeInputError:
+        return False
+    return True
 
 
 def _generate(cfg: RunConfig, bench: PreparedBench, generator: Generator, rendered: Sequence[RenderedPrompt],

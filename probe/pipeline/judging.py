@@ -18,7 +18,9 @@ from probe.backends.generate import HFGenerator
 from probe.backends.specs import HFBackendSpec
 from probe.benches.task import JudgeJob, verdict_row
 from probe.errors import ProbeInputError
+from probe.files import make_dirs, write_text
 from probe.judges import Judge, JudgeRequest, JudgeResult, make_judge
+from probe.judges.http import redacted
 from probe.judges.registry import has_task, judge_task
 from probe.models import LoadedModel, load_model
 from probe.pipeline.spec import RunConfig
@@ -75,11 +77,10 @@ class VerdictCache:
         path = self._path(request)
         if path is None or result.output is None:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"output": result.output, "judge": result.judge,
-                                   "sha256": _entry_digest(path.stem, result.output, result.judge)}))
-        os.replace(tmp, path)
+        make_dirs(path.parent)
+        write_text(path, json.dumps({"output": result.output, "judge": result.judge,
+                                     "sha256": _entry_digest(path.stem, result.output, result.judge)}),
+                   tag=f".{os.getpid()}")
 
 
 def _entry_digest(key: str, output: Any, judge: Any) -> str:
@@ -142,6 +143,8 @@ def judge_config(cfg: RunConfig) -> dict[str, Any]:
     """The judge's identity for the cache: its config without the key's variable name, and for an
     LLM judge the model it runs on."""
     record = {k: v for k, v in asdict(cfg.judge).items() if k != "api_key_env"}
+    if record.get("base_url"):  # a URL's user info is a credential: recorded without it
+        record["base_url"] = redacted(record["base_url"])
     if cfg.judge.name == "llm":
         record["model"] = asdict(cfg.judge_model or cfg.model)
     return record

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from probe.backends.specs import backend_record
+from probe.benches.sources import data_digest
 from probe.benches.task import PreparedBench
 from probe.models import LoadedModel
 from probe.pipeline.judging import judge_config, verdict_config
@@ -36,14 +37,18 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
     request cache, it includes the model (id, revision, resolved commit), tokenizer, template and
     letter ids; unlike the full config, it leaves out the analysis options (a finished run is
     re-analysed instead), the shard size and the transport settings of the judge and of the
-    data download. An intervention (with its steering vector's hash) is in the key only when
-    there is one, so plain runs keep the key they always had."""
+    data download. The bench's `data_sha256` is the digest of the data files it read (pinned
+    checksum or not); a model loaded from a local directory adds its `weights_sha256`
+    (`probe.models.weights`). An intervention (with its steering vector's hash) is in the key only
+    when there is one, and so is a weights digest, so other runs keep the key they had."""
+    weights = loaded.info.get("weights_sha256")
     return {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
-                      "gguf_sha256": loaded.info.get("gguf_sha256")},
+                      "gguf_sha256": loaded.info.get("gguf_sha256"), **({"weights_sha256": weights} if weights else {})},
             "tokenizer_sha256": tokenizer_hash(loaded.tokenizer),
             "template_sha256": template_hash(loaded.tokenizer, settings),
             "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"),
+                      "data_sha256": data_digest(bench.data_files),
                       "config": {k: v for k, v in cfg.bench.record(cfg.text_reading).items()
                                  if k not in BENCH_TRANSPORT}},
             "backend": backend_record(cfg.backend), "mech": asdict(cfg.analysis.mech),
@@ -69,7 +74,8 @@ def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, le
         "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
         "answer_cue": settings.cue,
         "template_sha256": template_hash(loaded.tokenizer, settings),
-        "bench": {"name": bench.name, "kind": bench.kind, **bench.source, "n_items": len(bench.items),
+        "bench": {"name": bench.name, "kind": bench.kind, **bench.source,
+                  "data_sha256": data_digest(bench.data_files), "n_items": len(bench.items),
                   "n_prompts": len(bench.prompts), "config": cfg.bench.record(cfg.text_reading)},
         "judge": judge_config(cfg) if cfg.judged else None,
         "analysis": asdict(cfg.analysis),

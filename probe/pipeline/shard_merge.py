@@ -45,7 +45,8 @@ from probe.results.layout import (
 )
 from probe.results.manifest import Manifest, ShardSource, merge_manifests, read_manifest, write_manifest
 from probe.results.mech import ActivationWriter, write_lens
-from probe.results.run_key import key_device, key_shard, read_run_key, unsharded, with_device
+from probe.results.run_key import changed_inputs, key_device, key_shard, read_run_key, unsharded, with_device
+from probe.results.run import not_a_run
 from probe.results.scores import argmax_columns, write_scores_arrays
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def _read(path: Path) -> ShardDir:
         if shard is not None:
             raise ProbeInputError(f"{path}: shard {shard} is not finished (no DONE); rerun it with the same "
                                   "command to resume it")
-        raise ProbeInputError(f"{path}: no {MANIFEST}; not a probe run directory")
+        raise ProbeInputError(not_a_run(path))
     manifest = read_manifest(path)
     if manifest.shard is None:
         raise ProbeInputError(f"{path}: not a shard (its run was not started with bench.shard=i/n)")
@@ -178,6 +179,10 @@ def _unsharded_key(shards: Sequence[ShardDir]) -> dict[str, Any]:
     keys = [unsharded(s.key) for s in shards]
     for s, key in zip(shards[1:], keys[1:]):
         if key != keys[0]:
+            changed = changed_inputs(keys[0], key)
+            if changed:
+                raise ProbeInputError(f"{s.path} and {shards[0].path} read different inputs, {changed}: they are "
+                                      "not shards of one run; score every shard on the same data and model")
             raise ProbeInputError(f"{s.path} and {shards[0].path} are shards of different runs (differ in "
                                   f"{_differences(key, keys[0])})")
     devices = {key_device(s.key) for s in shards}

@@ -13,10 +13,11 @@ from probe.backends.specs import BACKENDS, TEXT_MODES, BackendSpec, HFBackendSpe
 from probe.backends.taps import MechSpec
 from probe.benches.registry import get_task
 from probe.benches.task import Task
-from probe.config import Ge, Gt, Le, Seed, build
+from probe.config import Ge, Gt, Le, Seed, ZeroOrGe, build
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
-from probe.metrics.core import MAX_BOOT, AnalysisOptions
+from probe.judges.registry import judge_choices
+from probe.metrics.core import MAX_BOOT, MIN_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.shard_plan import Shard
@@ -37,8 +38,8 @@ class AnalysisSpec:
 
     temperature: Annotated[float, Gt(0)] = 1.0
     """Expected metrics at sampling temperature T; greedy (T → 0) is always reported too."""
-    n_boot: Annotated[int, Ge(0), Le(MAX_BOOT)] = 5000
-    """Bootstrap resamples (of items; LocQA: templates) behind every ci95 interval; at most 1,000,000."""
+    n_boot: Annotated[int, ZeroOrGe(MIN_BOOT), Le(MAX_BOOT)] = 5000
+    """Bootstrap resamples (of items; LocQA: templates) behind every ci95 interval: 0 (none), or 10 to 1,000,000."""
     seed: Seed = 0
     """Bootstrap seed."""
     letter_prior_ratio: Annotated[float, Gt(1)] = 2.0
@@ -156,8 +157,8 @@ def _judge_fits(cfg: RunConfig) -> None:
     if not cfg.judged:
         return
     if judge.name not in task.judging.judges:
-        raise ProbeInputError(f"judge={judge.name} cannot judge {task.title} (its judges: "
-                              f"{list(task.judging.judges)}); choose one with judge=<name>")
+        raise ProbeInputError(f"judge={judge.name} cannot judge {task.title}; its judges: "
+                              f"{judge_choices(task.judging.judges)}")
     if judge.name == "http" and not (judge.base_url and judge.model):  # else found only once all is generated
         raise ProbeInputError("judge=http needs judge.base_url and judge.model")
 
@@ -205,6 +206,18 @@ def _variants(cfg: RunConfig) -> tuple[Variant, ...]:
                           f"(backend.mode=letters, no bench.shard, intervention=none); got backend.mode="
                           f"{cfg.backend.mode}, {cfg.bench.task.answers} answers")
     return expand(list(cfg.factors), factors, cfg.bench.task.factors, cfg.max_variants)
+
+
+def _judge_values(values: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """The `judge:` block, its name the bench's default judge when no override names one
+    (`judge=…`, `judge.name=…`): the config tree's default judge (`keyword`) is one bench's."""
+    judge = dict(values.get("judge") or {})
+    named = any(o.lstrip("+~").split("=")[0] in ("judge", "judge.name") for o in overrides)
+    bench = values.get("bench")
+    if named or not isinstance(bench, Mapping) or "kind" not in bench:
+        return judge
+    default = bench_ref(bench).task.judging.default
+    return {**judge, "name": default} if default is not None else judge
 
 
 def _no_judge_options_without_a_judge(cfg: RunConfig, overrides: Sequence[str]) -> None:
@@ -260,11 +273,13 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
     so does any combination of values the run cannot honour).
 
     `overrides` are the command line's `key=value` overrides: whether an option was given, not
-    only its value, decides one check — a `judge…` option on a run that judges nothing. The
-    composed tree cannot tell a given option from its default, so the entry point passes them."""
+    only its value, decides two things — a run that names no judge judges with its bench's
+    default (`Judging.default`), and a `judge…` option on a run that judges nothing is refused.
+    The composed tree cannot tell a given option from its default, so the entry point passes them."""
     unknown = sorted(set(values) - set(TOP_LEVEL))
     if unknown:
         raise ProbeInputError(f"config: unknown top-level key(s) {unknown}; valid keys: {sorted(TOP_LEVEL)}")
+    values = {**values, "judge": _judge_values(values, overrides)}
     config = build(RunConfig, {
         "model": build(ModelSpec, values["model"], "model"), "bench": bench_ref(values["bench"]), "out_dir": out_dir,
         "backend": backend_spec(values.get("backend") or {}),

@@ -16,13 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from tqdm import tqdm
 
 from probe.backends.base import TextBackend
 from probe.backends.continuations import TextRequest, TextScore
 from probe.benches.task import PreparedBench
+from probe.errors import ProbeInputError
 from probe.pipeline.spec import RunConfig
+from probe.probs import unscorable
+from probe.prompts.control import check_data_text
 from probe.prompts.render import RenderSettings
 from probe.prompts.text_forms import RenderedText, TextDesign, render_texts, text_design
 from probe.prompts.tokenizer import Tokenizer
@@ -53,6 +57,7 @@ def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Tokenizer, set
     if not cfg.text_reading:
         return None
     design = text_design(bench.prompts, bench.items, cfg.bench.spec.text_form, cfg.bench.task.text_message)
+    check_data_text(tokenizer, design.prompts, bench.data_label, cfg.model.name, design.options)
     return TextReading(design, tuple(render_texts(tokenizer, design, settings, cfg.model.name, max_positions)))
 
 
@@ -89,6 +94,7 @@ def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[Rendere
         bar.update(resumed)
         for batch in scorer.score(requests, set(store.done)):
             new = [s for s in batch if s.prompt_id not in store.done]  # a resumed chunk reports stored ones too
+            _refuse_nonfinite(cfg, store, buffer, new)
             buffer += new
             bar.update(len(new))
             if len(buffer) >= cfg.shard_size or time.monotonic() - since >= cfg.part_seconds:
@@ -100,6 +106,24 @@ def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[Rendere
     n_bytes = {t: r.n_bytes for t, r in enumerate(reading.rendered)}
     write_text_scores(cfg.out_dir, store.read(), cells, n_bytes, letter_reading=cfg.backend.mode != "text")
     return resumed
+
+
+def _refuse_nonfinite(cfg: RunConfig, store: PartStore, buffer: Sequence[TextScore],
+                      batch: Sequence[TextScore]) -> None:
+    """Stop the run at a batch holding a text prompt whose answer-text log-probs give no choice
+    distribution (`probe.probs.unscorable`), as the letter pass does: the batches before it are
+    stored first (a rerun, the cause fixed, resumes from them), this one never is, so no
+    checkpoint, `scores.parquet` or manifest ever holds a NaN."""
+    bad = sorted(s.prompt_id for s in batch if unscorable(np.asarray(s.logprobs, dtype=np.float64)[None])[0])
+    if not bad:
+        return
+    _flush(store, buffer)
+    raise ProbeInputError(
+        f"{cfg.out_dir}: text scoring stopped: {len(bad)} of the {len(batch)} text prompts of a batch have answer-text "
+        f"log-probs that are not finite (NaN or +inf, or −inf at every option; first text prompt ids {bad[:5]}), so a "
+        "weight, a steering vector or an activation is; check the checkpoint, or load a float16 model in bfloat16 or "
+        f"float32 (model.dtype), and rerun into this directory: the {len(store.done)} text prompts stored before this "
+        "batch are kept, this batch is not")
 
 
 def _flush(store: PartStore, scores: Sequence[TextScore]) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from probe.errors import ProbeInputError
+from probe.prompts.control import check_special_counts
 from probe.prompts.tokenizer import Tokenizer
 from probe.types import DesignValue, LetterIds, ModelKind, Prompt, RenderedPrompt
 
@@ -134,6 +135,7 @@ def render_prompts(
         rendered = [_checked(p, t, ids, None, model_name, max_positions)
                     for p, t, ids in _encoded(tokenizer, prompts, settings)]
         check_distinct(rendered, settings, tokenizer, model_name)
+        _check_control(tokenizer, rendered, settings, model_name)
         return rendered, None
     letter_ids: LetterIds | None = None
     checked: set[DesignValue] = set()
@@ -152,7 +154,16 @@ def render_prompts(
     rendered = [_checked(p, t, ids, cue, model_name, max_positions)
                 for p, t, ids in _encoded(tokenizer, prompts, settings)]
     check_distinct(rendered, settings, tokenizer, model_name)
+    _check_control(tokenizer, rendered, settings, model_name)
     return rendered, letter_ids
+
+
+def _check_control(tokenizer: Tokenizer, rendered: Sequence[RenderedPrompt], settings: RenderSettings,
+                   model_name: str) -> None:
+    """The in-context preflight of `probe.prompts.control`: each prompt holds the template's
+    count of special tokens."""
+    check_special_counts(tokenizer, rendered, lambda p: render_text(tokenizer, p, settings),
+                         lambda t: encode(tokenizer, t, settings), model_name)
 
 
 def check_distinct(rendered: Sequence[RenderedPrompt], settings: RenderSettings, tokenizer: Tokenizer,

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from probe.errors import ProbeInputError
+from probe.prompts.control import check_continuations, check_special_counts, special_ids
 from probe.prompts.render import RenderSettings, encode, render_text
 from probe.prompts.tokenizer import Tokenizer
 from probe.types import Item, Prompt, RenderedPrompt
@@ -102,6 +103,7 @@ def render_texts(tokenizer: Tokenizer, design: TextDesign, settings: RenderSetti
                  max_positions: int | None = None) -> list[RenderedText]:
     """Render every text prompt with the text cue and tokenize its options in context."""
     settings = text_settings(settings, design.form)
+    special = special_ids(tokenizer)
     out = []
     for p, options in zip(design.prompts, design.options):
         text = render_text(tokenizer, p, settings)
@@ -109,6 +111,7 @@ def render_texts(tokenizer: Tokenizer, design: TextDesign, settings: RenderSetti
         conts = [continuation_text(o, design.form, settings) for o in options]
         full = tokenizer([text + c for c in conts], add_special_tokens=settings.kind == "base")["input_ids"]
         tokens = tuple(_continuation(tokenizer, ids, list(f), o, p, model_name) for f, o in zip(full, options))
+        check_continuations(special, p, tokens, model_name)
         longest = len(ids) + max(len(t) for t in tokens)
         if max_positions is not None and longest > max_positions:
             raise ProbeInputError(f"model {model_name!r}, text prompt {p.prompt_id} ({p.describe()}): "
@@ -116,6 +119,8 @@ def render_texts(tokenizer: Tokenizer, design: TextDesign, settings: RenderSetti
                                   f"allows ({max_positions} positions)")
         out.append(RenderedText(RenderedPrompt(p, text, np.asarray(ids, dtype=np.int32)), tokens,
                                 tuple(len(c.encode("utf-8")) for c in conts)))
+    check_special_counts(tokenizer, [r.prompt for r in out], lambda p: render_text(tokenizer, p, settings),
+                         lambda t: encode(tokenizer, t, settings), model_name)
     return out
 
 

@@ -111,8 +111,8 @@ def load_entries(paths: Sequence[Path]) -> list[StoredRun]:
 
 def read_entries(paths: Sequence[Path]) -> tuple[list[StoredRun], list[Skipped]]:
     """Entries of the finished runs at or below `paths`, ordered by bench, model and training
-    step, and the runs whose `manifest.json` or `metrics.json` cannot be read as a run's
-    (truncated, not an object, no headline metrics), with the reason: one bad run among many
+    step, and the runs whose `manifest.json`, `metrics.json` or tables cannot be read as a run's
+    (truncated, not an object, no headline metrics, a damaged table), with the reason: one bad run among many
     is named and skipped, the report goes on. None readable is an input error."""
     entries, skipped = [], []
     for run in find_runs(paths)[0]:
@@ -120,7 +120,8 @@ def read_entries(paths: Sequence[Path]) -> tuple[list[StoredRun], list[Skipped]]
             entries.append(_entry(run))
         except ProbeInputError as e:
             log.warning("skipping %s: %s", run, e)
-            skipped.append(Skipped(run, str(e)))
+            # the list names the run already: its reason starts at the file (`metrics.json: …`)
+            skipped.append(Skipped(run, str(e).removeprefix(f"{run}/").removeprefix(f"{run}: ")))
     if not entries:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3])
         raise ProbeInputError(f"none of the {len(skipped)} finished run(s) could be read ({reasons}"

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probe.results.manifest import Manifest, ModelRecord
-from probe.viz.markdown import small_sample
+from probe.viz.markdown import small_sample, split_opening
 
 _QUANT = re.compile(r"[.-](I?Q\d\w*|F16|BF16|F32)\.gguf$", re.IGNORECASE)
 
@@ -50,6 +50,7 @@ def header_lines(manifest: Manifest, metrics: Mapping[str, Any]) -> list[str]:
 
 
 def with_header(markdown: str, manifest: Manifest, metrics: Mapping[str, Any]) -> str:
-    """The bench's report with `header_lines` inserted after its title line."""
-    title, _, rest = markdown.partition("\n")
-    return "\n".join([title, "", *header_lines(manifest, metrics), rest.lstrip("\n")])
+    """The bench's report with `header_lines` inserted after its title line and the conclusion
+    and terms paragraphs that open it (`split_opening`)."""
+    head, rest = split_opening(markdown)
+    return "\n".join([head, "", *header_lines(manifest, metrics), rest.lstrip("\n")])

@@ -13,7 +13,7 @@ import numpy as np
 
 from probe.benches.task import Task
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, replicates_of
+from probe.metrics.core import SMALL_N, AnalysisOptions, replicates_of
 from probe.metrics.paired import Comparison, Difference, difference, holm
 from probe.report.stored_run import StoredRun
 from probe.results.layout import is_finished
@@ -38,11 +38,15 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str
     if design_a != design_b:
         raise ProbeInputError(f"{run_a.path} used design {design_a!r} and {run_b.path} design {design_b!r}; "
                               "paired differences need the same design")
-    data_a, data_b = run_a.manifest.bench.sha256, run_b.manifest.bench.sha256
-    if data_a and data_b and data_a != data_b:
-        raise ProbeInputError(f"{run_a.path} and {run_b.path} read different data files (bench sha256 {data_a[:12]}… "
-                              f"vs {data_b[:12]}…): the same ids may name different items, so they are not paired; "
-                              "run both on one file")
+    if _text_form(run_a) != _text_form(run_b):
+        raise ProbeInputError(f"{run_a.path} is a {_reading(run_a)} run and {run_b.path} a {_reading(run_b)} run: their "
+                              "numbers are different readings, not paired measurements; compare runs of one reading")
+    for name in ("sha256", "data_sha256"):  # the pinned file's checksum, the digest of every file read
+        a, b = getattr(run_a.manifest.bench, name), getattr(run_b.manifest.bench, name)
+        if a and b and a != b:
+            raise ProbeInputError(f"{run_a.path} and {run_b.path} read different bench data (bench {name} {a[:12]}… vs "
+                                  f"{b[:12]}…): the same ids may name different items, so they are not paired; run "
+                                  "both on the same data")
     unit = task_a.unit
     units_a = {str(u) for u in run_a.run.prompts.column(unit).to_pylist()}
     units_b = {str(u) for u in run_b.run.prompts.column(unit).to_pylist()}
@@ -54,12 +58,26 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str
     return task_a, sorted(units_a)
 
 
+def _text_form(run: StoredRun) -> str | None:
+    """The text form a `backend.mode=text` run's headline numbers read (None: they read letters,
+    or generated answers; a `letters+text` run's text reading is an extra block)."""
+    if run.manifest.backend.mode != "text":
+        return None
+    return str(run.manifest.bench.config.get("text_form"))
+
+
+def _reading(run: StoredRun) -> str:
+    form = _text_form(run)
+    return f"backend.mode={run.manifest.backend.mode}" + ("" if form is None else f" bench.text_form={form}")
+
+
 def _with_replicates(run: StoredRun, opts: AnalysisOptions) -> tuple[dict[str, Any], dict[str, Any]]:
     metrics = run.measure(opts)
     return metrics, replicates_of(metrics)
 
 
-def _headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
+def headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
+    """The name of the block (`expected`, `metrics`, …) holding the task's headline tree."""
     tree = task.headline(metrics)[0]
     return next(k for k, v in metrics.items() if v is tree)
 
@@ -80,7 +98,7 @@ def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: Anal
             if scored != len(units):
                 raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "
                                       "answer (generation mode), so its resamples cannot be paired")
-    block = block or _headline_block(task, ma)
+    block = block or headline_block(task, ma)
     for run, m, r in ((run_a, ma, ra), (run_b, mb, rb)):
         if block not in r:
             raise ProbeInputError(f"{run.path}: no bootstrap replicates for block {block!r}{_why_missing(m, block)}; "
@@ -96,12 +114,16 @@ def paired_or_reason(run_a: StoredRun, run_b: StoredRun,
                      paths: Sequence[str]) -> tuple[dict[str, Difference], str | None]:
     """Paired differences `a − b` of two stored runs with run A's recorded bootstrap options, or
     no differences and the reason (the runs do not share their items, a table is missing): a
-    sweep table then prints the plain Δ and says why it has no interval."""
+    sweep table then prints the plain Δ and says why it has no interval. Below `SMALL_N` units
+    the p-values are dropped (NaN; the tables print none), the intervals kept."""
     try:
         result = compare(run_a, run_b, paths, run_a.options())
     except ProbeInputError as e:
         return {}, str(e)
-    return {d.metric: d for d in result.differences}, None
+    diffs = result.differences
+    if result.n_units < SMALL_N:
+        diffs = tuple(replace(d, p_value=float("nan"), p_holm=float("nan")) for d in diffs)
+    return {d.metric: d for d in diffs}, None
 
 
 def delta_cell(delta: float | None, diff: Difference | None) -> str:

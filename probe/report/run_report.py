@@ -16,7 +16,7 @@ from probe.results.run import Run
 from probe.types import Design, GroupNoun
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
-from probe.viz.markdown import Footnotes, fmt, table
+from probe.viz.markdown import Footnotes, fmt, inert_html, table
 from probe.viz.samples import sample_set, write_samples_html
 
 def lens_note(groups: GroupNoun) -> str:
@@ -51,7 +51,7 @@ def write_run_report(run: Run, markdown: str, analyses: RunAnalyses) -> None:
         markdown += lens_section(analyses.lens, analyses.groups)
     if analyses.patching is not None:
         markdown += patching_section(analyses.patching, analyses.groups)
-    write_text(run.path / REPORT, markdown)
+    write_text(run.path / REPORT, inert_html(markdown))
     metrics = run.metrics or {}
     title = f"{metrics.get('bench')} — {metrics.get('model')}"
     write_samples_html(run.path / SAMPLES_PAGE, f"{title}: samples", [sample_set(run, run.path.name, analyses.design)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,30 @@ def analysis_options(manifest: Manifest, overrides: Mapping[str, Any] | None = N
     return build(AnalysisOptions, {**recorded, **dict(overrides or {})}, "analysis")
 
 
+@dataclass
+class BenchRun(Run):
+    """A run that knows its bench's task, so its choice distribution has the `debiased` reading
+    too (the task's way of removing the letter prior); `Run` itself knows no bench."""
+
+    task: Task | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, run: Run, task: Task) -> BenchRun:
+        """`run` (its stored files, read again lazily) with `task`."""
+        return cls(path=run.path, manifest=run.manifest, metrics=run.metrics, task=task)
+
+    def _debiased(self, temperature: float) -> np.ndarray:
+        if self.task is None:
+            return super()._debiased(temperature)
+        key = f"debiased:{temperature}"
+        if key not in self._cache:
+            self._cache[key] = self.task.debiased(self, temperature)
+        if self._cache[key] is None:
+            raise ProbeInputError(f"{self.path}: no debiased reading: the letter prior of some condition cannot be "
+                                  "estimated (metrics.json's letter_prior_estimator says why)")
+        return self._cache[key]
+
+
 @dataclass(frozen=True)
 class StoredRun:
     """A run directory (`run`) and its bench's task; `tag` tells it apart in a report's table
@@ -54,7 +78,8 @@ class StoredRun:
     def open(cls, path: str | Path) -> StoredRun:
         """A whole run directory, finished or not (`probe.results.run.load_run`), with its task."""
         run = load_run(path)
-        return cls(run, task_of(run.manifest))
+        task = task_of(run.manifest)
+        return cls(BenchRun.of(run, task), task)
 
     @property
     def path(self) -> Path:

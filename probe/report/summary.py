@@ -11,7 +11,7 @@ from probe.benches.task import Task
 from probe.metrics.core import get_path
 from probe.report.entries import metric_cell
 from probe.report.format_run import summary_line
-from probe.viz.letters import warning_sentences
+from probe.viz.letters import letter_warnings
 from probe.viz.markdown import small_sample
 
 LOW_LETTER_MASS = 0.5
@@ -32,7 +32,8 @@ def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
 
 
 def warnings(metrics: Mapping[str, Any], judge_errors: int = 0) -> list[str]:
-    """What a reader of these numbers should know first; `judge_errors` is how many judge verdicts
+    """What a reader of these numbers should know first, one short sentence each (a letter
+    warning's details follow it on indented `- ` lines); `judge_errors` is how many judge verdicts
     failed (the task's count, `Judging.errors`)."""
     out = []
     mass = get_path(metrics, "letter_mass.mean")
@@ -43,7 +44,8 @@ def warnings(metrics: Mapping[str, Any], judge_errors: int = 0) -> list[str]:
     if metrics.get("n_invalid"):
         out.append(f"{metrics['n_invalid']} of {metrics.get('n_prompts')} generations had no valid answer "
                    f"({metrics.get('invalid_rate', float('nan')):.1%}); they are excluded and listed in report.md")
-    out += warning_sentences(metrics.get("letter_warnings") or [])
+    out += [w.sentence + "".join(f"\n    - {d}" for d in w.details)
+            for w in letter_warnings(metrics.get("letter_warnings") or [])]
     if "debiased" in metrics and metrics["debiased"] is None and metrics.get("expected") is not None:
         out.append("no `debiased` metrics: " + "; ".join(
             f"{c}: {e.get('reason')}" for c, e in (metrics.get("letter_prior_estimator") or {}).items()

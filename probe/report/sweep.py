@@ -33,14 +33,15 @@ from probe.report.paired_runs import PAIRED_NOTE, delta_cell, p_cell, paired_or_
 from probe.report.steering import steering_figures, steering_table
 from probe.report.stored_run import StoredRun
 from probe.results.io import write_csv, write_table
-from probe.results.layout import REPORT, REPORT_PAGE, SUMMARY_CSV, SUMMARY_TABLE
+from probe.files import refuse_links_inside, write_text
+from probe.results.layout import REPORT, REPORT_PAGE, SUMMARY_CSV, SUMMARY_TABLE, claim_output_dir
 from probe.results.run import Run
 from probe.types import GroupNoun
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.metrics.core import SMALL_N
 from probe.report.header import weights_line
-from probe.viz.markdown import Footnotes, bootstrap_units, small_sample, split_table, table
+from probe.viz.markdown import Footnotes, bootstrap_units, fit_table, inert_html, small_sample, split_table, table
 
 
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
@@ -129,7 +130,8 @@ def pair_table(entries: Sequence[StoredRun], task: Task) -> str | None:
 
 
 NO_DELTA = "no difference: one of the two runs has no value"
-NO_P = "no p-value: no paired bootstrap for this pair or metric (see *Without a paired interval*, or a run lacks the value)"
+NO_P = ("no p-value: fewer than 20 items (too few for a bootstrap p-value), or no paired bootstrap for this pair or "
+        "metric (see *Without a paired interval*, or a run lacks the value)")
 
 
 def _present_tasks(entries: Sequence[StoredRun]) -> list[Task]:
@@ -180,14 +182,21 @@ def sweep_figures(runs: Sequence[Run], labels: Sequence[str], out_dir: Path) -> 
     return figures
 
 
+REPORT_COMMAND = "probe report"
+"""Whose output a sweep report's directory holds (`probe.results.layout.claim_output_dir`): the
+command's, also when a multirun writes it as it ends."""
+
+
 def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
-    """`report.md`, figures and a self-contained `report.html` in `out_dir`; returns the HTML path."""
+    """`report.md`, figures and a self-contained `report.html` in `out_dir` (new, empty, or holding
+    an earlier sweep report: `claim_output_dir`); returns the HTML path."""
     entries, skipped = read_entries(paths)
     unfinished = find_runs(paths)[1]
     entries = _load_tables(entries, skipped)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    claim_output_dir(out_dir, REPORT_COMMAND)
+    refuse_links_inside(out_dir)  # a planted link is refused before anything is written
     markdown = sweep_markdown(entries, unfinished, skipped)
-    (out_dir / REPORT).write_text(markdown)
+    write_text(out_dir / REPORT, inert_html(markdown))
     figures = sweep_figures([e.run for e in entries], [e.label for e in entries], out_dir)
     figures += checkpoint_figures(entries, out_dir) + steering_figures(entries, out_dir)
     write_html(out_dir / REPORT_PAGE, "probe sweep report", markdown, figures)
@@ -213,9 +222,11 @@ def _load_tables(entries: Sequence[StoredRun], skipped: list[Skipped]) -> list[S
     return kept
 
 
-def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = ()) -> str:
+def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (), full: Path | None = None) -> str:
     """What a multirun prints when it ends: per bench kind, its runs' headline columns with CIs
-    (columns no run has a value in left out, to fit a terminal), then the runs that did not finish."""
+    within `TERMINAL_WIDTH` characters (columns no run has a value in left out; the columns that
+    do not fit are counted and left to `full`, the sweep's report), then the runs that did not
+    finish."""
     lines = []
     for task in _present_tasks(entries):
         mine = [e for e in entries if e.task.kind == task.kind]
@@ -223,7 +234,10 @@ def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (
         head = ["run", "bench"] + [c.label for c in columns]
         rows = [[f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]
                 + [cell(e, c) for c in columns] for e in mine]
-        lines += [f"{task.title}:", *table(head, rows)]
+        shown, left_out = fit_table(head, rows, keep=2)
+        lines += [f"{task.title}:", *shown]
+        if left_out:
+            lines.append(f"({left_out} more column{'s' if left_out > 1 else ''} in {full or 'the sweep report'})")
         lines += ["(⚠: the letter drives this run's answers; see its report)", ""] \
             if any(e.metrics.get("letter_warnings") for e in mine) else [""]
     if unfinished:

@@ -61,13 +61,16 @@ def open_tensors(path: Path) -> Iterator[Any]:
 
 def read_json_object(path: Path) -> dict[str, Any]:
     """The JSON object stored in `path` (a run's `manifest.json`, `metrics.json`); a one-line
-    `ProbeInputError` naming the file when it is unreadable, truncated or not an object."""
+    `ProbeInputError` naming the file (its whole path: the run too) when it is unreadable,
+    truncated, nested too deeply or not an object."""
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ProbeInputError(f"{path.name}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+        raise ProbeInputError(f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
+    except RecursionError:
+        raise ProbeInputError(f"{path}: JSON nested too deeply to read; not a file probe wrote") from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ProbeInputError(f"{path.name}: unreadable ({type(e).__name__}: {e})") from None
+        raise ProbeInputError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
     if not isinstance(obj, dict):
-        raise ProbeInputError(f"{path.name}: expected a JSON object, got {type(obj).__name__}")
+        raise ProbeInputError(f"{path}: expected a JSON object, got {type(obj).__name__}")
     return obj

@@ -21,7 +21,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from probe.files import write_text
+from probe.errors import ProbeInputError
+from probe.files import make_dirs, refuse_link, write_text
 
 MANIFEST = "manifest.json"
 RUN_KEY = "run_key.json"
@@ -80,6 +81,9 @@ SUMMARY_CSV = "summary.csv"
 COMPARISON = "compare.json"
 AGREEMENT = "agreement.json"
 """`python -m probe compare --out DIR`: the paired differences, or the letter-vs-generation agreement."""
+OUTPUT_MARK = ".probe-output"
+"""In a directory a command writes its files into (`out=DIR`, a sweep's `report/`): the name of
+that command (`claim_output_dir`)."""
 
 
 def metrics_file(suffix: str = "") -> str:
@@ -111,3 +115,30 @@ def remove_checkpoints(path: Path) -> None:
     """Delete the checkpoint folders (once `DONE` is written: a kill before it recomputes nothing)."""
     for name in CHECKPOINTS:
         shutil.rmtree(path / name, ignore_errors=True)
+
+
+def claim_output_dir(path: Path, command: str) -> Path:
+    """`path` for `command`'s files: made if absent, else it must be empty or hold `command`'s own
+    earlier output (its `OUTPUT_MARK`). Marked before anything is written, so a later call of
+    the same command writes over its own files; a file, a symbolic link, or a directory holding
+    anything else (a user's own `report.md`, another run) is refused with one line naming it."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ProbeInputError(f"{path} is a file, not a directory; {command} writes its files into a directory: "
+                              "choose a new or empty one (out=DIR)")
+    make_dirs(path)
+    mark = path / OUTPUT_MARK
+    refuse_link(mark)
+    if mark.is_file():
+        owner = mark.read_text(encoding="utf-8", errors="replace").strip()
+        if owner == command:
+            return path
+        raise ProbeInputError(f"{mark}: {path} holds the output of {owner!r}, not of {command}; it writes only into "
+                              "a new or empty directory or one holding its own earlier output: choose another (out=DIR)")
+    found = sorted(entry.name for entry in path.iterdir())
+    if found:
+        raise ProbeInputError(f"{path / found[0]}: {command} did not write this file ({path} has no {OUTPUT_MARK} "
+                              "of its own), and it writes only into a new or empty directory or one holding its own "
+                              "earlier output, so nothing of yours is overwritten: choose another (out=DIR)")
+    write_text(mark, f"{command}\n")
+    return path

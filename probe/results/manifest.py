@@ -92,6 +92,9 @@ class BenchRecord:
     source: dict[str, Any] = field(default_factory=dict)
     """The data's provenance as the bench recorded it (`PreparedBench.source`: `path`, `sha256`
     and the bench's own entries, read by that bench only)."""
+    data_sha256: str | None = None
+    """Digest of the data files the run read (`probe.benches.sources.data_digest`); None in runs
+    from before it was recorded, and for a bench that reads no file."""
 
     @property
     def module(self) -> str | None:
@@ -249,7 +252,8 @@ _PLAIN = ("probe_version", "created", "git_commit", "packages", "python", "platf
 
 def _bench(raw: Any) -> BenchRecord:
     bench = pick(BenchRecord, raw, "bench")
-    source = {k: v for k, v in raw.items() if k not in ("name", "kind", "n_items", "n_prompts", "config")}
+    source = {k: v for k, v in raw.items() if k not in ("name", "kind", "n_items", "n_prompts", "config",
+                                                          "data_sha256")}
     return replace(bench, config=bench.config if bench.config is not None else {}, source=source)
 
 

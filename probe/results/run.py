@@ -4,6 +4,7 @@
     run.prompts.to_pandas()                      # one row per prompt
     p = run.choice_probs()                       # [prompt, letter], rows in prompt-id order
     run.group_distribution(run.mask(condition="C0"))   # {group: expected share}
+    run.group_distribution(run.mask(condition="C0"), reading="debiased")   # letter prior removed
     probe.recompute_metrics(run, run.mask(condition="C0"))   # any metric on a subset
     run.samples()                                # pandas, one row per prompt: text, probabilities, verdicts
     lens = run.lens()                            # [prompt, layer, letter] (if stored)
@@ -14,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
 from probe.probs import choice_probs, exposure_shares, greedy_onehot, group_sums
@@ -32,14 +32,20 @@ from probe.results.layout import (
     MANIFEST,
     METRICS,
     PROMPTS,
+    RUN_KEY,
     SCORE_TENSORS,
     SCORES,
 )
+from probe.results.integrity import check_tables, read_parquet
 from probe.results.manifest import Manifest
 from probe.results.scores import ScoreTable, read_table
 
 if TYPE_CHECKING:
     import pandas as pd
+
+Reading = Literal["expected", "greedy", "debiased"]
+READINGS: tuple[str, ...] = ("expected", "greedy", "debiased")
+"""The readings of a letter run's choices: probability-weighted, argmax, letter prior removed."""
 
 
 @dataclass
@@ -91,7 +97,7 @@ class Run:
     def _table(self, name: str, by_prompt: bool = True) -> pa.Table | None:
         if name not in self._cache:
             path = self.path / name
-            table = pq.read_table(path) if path.is_file() else None
+            table = read_parquet(self.path, name) if path.is_file() else None
             self._cache[name] = table.sort_by("prompt_id") if table is not None and by_prompt else table
         return self._cache[name]
 
@@ -190,18 +196,38 @@ class Run:
         return sample_frame(self.prompts, list(self.manifest.letters), temperature, self.scores,
                             self.generations, self.judgements)
 
-    def choice_probs(self, temperature: float = 1.0, greedy: bool = False) -> np.ndarray:
-        """`[prompt, letter]` choice distribution over the letters (docs/concepts/exact-distributions.md)."""
+    def choice_probs(self, temperature: float = 1.0, greedy: bool = False,
+                     reading: Reading | None = None) -> np.ndarray:
+        """`[prompt, letter]` choice distribution over the letters (docs/concepts/exact-distributions.md)
+        in one `reading`: `expected` (softmax at `temperature`), `greedy` (one-hot argmax) or
+        `debiased` (the letter prior removed, docs/concepts/letter-prior.md); `greedy=True` is
+        `reading="greedy"`."""
+        reading = reading or ("greedy" if greedy else "expected")
         lp = self.table().logprobs
-        return greedy_onehot(lp) if greedy else choice_probs(lp, temperature)
+        if reading == "expected":
+            return choice_probs(lp, temperature)
+        if reading == "greedy":
+            return greedy_onehot(lp)
+        if reading == "debiased":
+            return self._debiased(temperature)
+        raise ProbeInputError(f"reading: expected one of {list(READINGS)}, got {reading!r}")
+
+    def _debiased(self, temperature: float) -> np.ndarray:
+        """The debiased reading is the bench's (its design separates letter from content): a run
+        opened with `probe.load_run` knows its bench (`probe.report.stored_run.BenchRun`); this
+        layer knows none."""
+        raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
+                              "probe.load_run")
 
     def group_distribution(self, mask: np.ndarray | None = None, temperature: float = 1.0,
-                           greedy: bool = False) -> dict[str, float]:
+                           greedy: bool = False, reading: Reading | None = None) -> dict[str, float]:
         """Exposure-normalised share of each group (culture, cluster) over the masked prompts:
-        `(sel(c)/app(c)) / Σ_c' sel(c')/app(c')` — DiSCo's CSD on any subset."""
+        `(sel(c)/app(c)) / Σ_c' sel(c')/app(c')` — DiSCo's CSD on any subset — in one `reading`
+        (`expected`, `greedy`, `debiased`; see `choice_probs`). The debiased distribution is
+        estimated over the whole run (complete rotation groups), then masked."""
         table = self.table()
         rows = np.ones(len(table.prompt_id), bool) if mask is None else _align(mask, table)
-        probs = self.choice_probs(temperature, greedy)[rows]
+        probs = self.choice_probs(temperature, greedy, reading)[rows]
         groups = table.groups[rows]
         names = sorted({str(g) for g in groups.ravel()})
         return dict(zip(names, map(float, exposure_shares(*group_sums(probs, groups, names)))))
@@ -218,8 +244,8 @@ def load_run(path: str | Path) -> Run:
     finished or not, that has its prompts (a shard is refused: merge the shards first)."""
     path = Path(path)
     if not (path / MANIFEST).is_file():
-        raise ProbeInputError(f"{path}: no {MANIFEST}; not a probe run directory")
-    manifest = Manifest.from_json(read_json_object(path / MANIFEST))
+        raise ProbeInputError(not_a_run(path))
+    manifest = _manifest(path)
     shard = manifest.shard
     if shard is not None:
         raise ProbeInputError(f"{path} is shard {shard.index}/{shard.count} of a run, not a run: merge the "
@@ -227,12 +253,42 @@ def load_run(path: str | Path) -> Run:
     if not (path / PROMPTS).is_file():
         raise ProbeInputError(f"{path}: no {PROMPTS}")
     metrics = read_json_object(path / METRICS) if (path / METRICS).is_file() else None
+    check_tables(path, manifest)
     return Run(path=path, manifest=manifest, metrics=metrics)
 
 
 def finished_run(path: str | Path) -> Run:
-    """A finished run's manifest and `metrics.json`, each checked to be a JSON object (a one-line
-    `ProbeInputError` naming the file otherwise); its tables are read on first use."""
+    """A finished run's manifest and `metrics.json`, each checked to be a JSON object, and its
+    tables' files (`probe.results.integrity.check_tables`): a one-line `ProbeInputError` naming
+    the run and the file otherwise; its tables are read on first use."""
     path = Path(path)
-    return Run(path=path, manifest=Manifest.from_json(read_json_object(path / MANIFEST)),
-               metrics=read_json_object(path / METRICS))
+    manifest = _manifest(path)
+    metrics = read_json_object(path / METRICS)
+    check_tables(path, manifest)
+    return Run(path=path, manifest=manifest, metrics=metrics)
+
+
+def checked_manifest(path: str | Path) -> Manifest:
+    """The manifest of the run in `path`, its tables' files checked (`check_tables`): a one-line
+    `ProbeInputError` naming the run and the file when one is damaged."""
+    manifest = _manifest(Path(path))
+    check_tables(Path(path), manifest)
+    return manifest
+
+
+def _manifest(path: Path) -> Manifest:
+    """The run's manifest; one whose blocks have the wrong shape is a one-line error naming it."""
+    raw = read_json_object(path / MANIFEST)
+    try:
+        return Manifest.from_json(raw)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ProbeInputError(f"{path / MANIFEST}: not a probe manifest ({type(e).__name__}: {e})") from None
+
+
+def not_a_run(path: Path) -> str:
+    """Why `path`, which has no manifest, cannot be read as a run: an unfinished run (its key is
+    there: killed, or still running, before its answers were complete) or no run at all."""
+    if (path / RUN_KEY).is_file():
+        return (f"{path}: an unfinished probe run (no {MANIFEST} yet: it was stopped, or is still running, before its "
+                "answers were complete); rerun its command into this directory to finish it")
+    return f"{path}: no {MANIFEST}; not a probe run directory"

@@ -31,6 +31,18 @@ def write_run_key(run_dir: Path, key: dict[str, Any]) -> None:
     write_json(Path(run_dir) / RUN_KEY, key)
 
 
+def changed_inputs(stored: dict[str, Any], key: dict[str, Any]) -> str | None:
+    """What changed between two keys' inputs, in words — the bench data read (`bench.data_sha256`)
+    or the local model directory's weights (`model.weights_sha256`) — or None when neither did
+    (or a key predates the digest: the caller's generic difference then says so)."""
+    changes = []
+    for what, block, name in (("the bench data", "bench", "data_sha256"), ("the model weights", "model", "weights_sha256")):
+        old, new = (k.get(block, {}).get(name) for k in (stored, key))
+        if old != new and old is not None and new is not None:
+            changes.append(f"{what} ({name} {str(old)[:12]}… vs {str(new)[:12]}…)")
+    return " and ".join(changes) or None
+
+
 def key_shard(key: dict[str, Any]) -> str | None:
     """The shard (`i/n`) a key's bench config names (None: a whole run)."""
     shard = key["bench"]["config"].get("shard")

@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 from safetensors.numpy import save
 
 from probe.errors import ProbeInputError
 from probe.probs import unscorable
 from probe.files import atomic_write_bytes
+from probe.results.integrity import read_parquet
 from probe.results.io import write_table
 from probe.results.layout import PROMPTS, SCORE_PARTS, SCORE_TENSORS, SCORES
 from probe.results.mech import write_lens
@@ -269,7 +269,7 @@ NOT_DESIGN = frozenset(f.name for f in (*PROMPT_HEAD, *PROMPT_TAIL, *TEXT_PROMPT
 def read_prompts(run_dir: Path) -> PromptTable:
     if not (run_dir / PROMPTS).is_file():
         raise ProbeInputError(f"{run_dir}: missing {PROMPTS}; is this a probe run directory?")
-    prompts = pq.read_table(run_dir / PROMPTS).sort_by("prompt_id")
+    prompts = read_parquet(run_dir, PROMPTS).sort_by("prompt_id")
     return PromptTable(
         prompt_id=prompts.column("prompt_id").to_numpy(),
         item_id=np.asarray(prompts.column("item_id").to_pylist(), dtype=object),
@@ -297,7 +297,7 @@ def read_table(run_dir: Path) -> ScoreTable:
     prompts = read_prompts(run_dir)
     if not (run_dir / SCORES).is_file():
         raise ProbeInputError(f"{run_dir}: missing {SCORES}; is this a finished probe run directory?")
-    scores = pq.read_table(run_dir / SCORES).sort_by("prompt_id")
+    scores = read_parquet(run_dir, SCORES).sort_by("prompt_id")
     if not np.array_equal(prompts.prompt_id, scores.column("prompt_id").to_numpy()):
         raise ProbeInputError(f"{run_dir}: prompts.parquet and scores.parquet hold different prompt ids")
     text = text_arrays(scores)

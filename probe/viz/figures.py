@@ -74,6 +74,24 @@ def bars(ax: Any, shares: Mapping[str, Any], ci: Mapping[str, Any] | None, keys:
     ax.set_xticks(np.arange(len(keys)), keys, rotation=45, ha="right")
 
 
+def reading_bars(ax: Any, readings: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any] | None]],
+                 keys: Sequence[str]) -> None:
+    """Side-by-side bars of several readings of one distribution (`(label, shares, ci)`, e.g.
+    expected and debiased), each with CI whiskers, a legend, and a dotted uniform line."""
+    width = 0.8 / max(len(readings), 1)
+    x = np.arange(len(keys))
+    for i, (label, shares, ci) in enumerate(readings):
+        values = np.array([num(shares.get(k)) for k in keys])
+        ax.bar(x + (i - (len(readings) - 1) / 2) * width, values, width, yerr=yerr(values, ci, keys), capsize=2,
+               color=READING_COLOURS[i % len(READING_COLOURS)], label=label)
+    ax.axhline(1 / len(keys), color="grey", ls=":", lw=1, label="uniform")
+    ax.set_xticks(x, keys, rotation=45, ha="right")
+    ax.legend(fontsize=7)
+
+
+READING_COLOURS = ("tab:blue", "tab:orange", "tab:green")
+
+
 def lorenz(ax: Any, shares: Sequence[float], label: str) -> None:
     """One Lorenz curve (ascending shares against their cumulative sum)."""
     v = np.sort(np.asarray([s for s in shares if np.isfinite(s)], dtype=float))

@@ -1,8 +1,8 @@
 """One self-contained HTML page from a probe markdown report and its figures.
 
-The converter covers the markdown probe writes: `#`..`######` headings, paragraphs, `- ` lists,
-pipe tables (header row, then a `|---|` separator row), fenced code blocks, inline `code`,
-`**bold**` and `*italic*`. All text is HTML-escaped. Figures are embedded as base64 data URIs,
+The markdown is rendered by `markdown-it-py` (CommonMark plus pipe tables, raw HTML off), so
+every name and value from the data is HTML-escaped and quotes, lists and tables read as the
+markdown means them. Figures are embedded as base64 data URIs,
 so the page needs no other file, no network and no JavaScript to show its content; one tiny
 inline script only records, after load, how many images decoded (`data-images-loaded` on
 `<body>`), which the render test reads.
@@ -15,6 +15,8 @@ import html
 import re
 from collections.abc import Sequence
 from pathlib import Path
+
+from markdown_it import MarkdownIt
 
 from probe.files import atomic_write_bytes
 from probe.viz.figures import Figure
@@ -40,98 +42,25 @@ _SCRIPT = """window.addEventListener("load", function () {
   document.body.dataset.imagesLoaded = String(n);
 });"""
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
 _NUMBER = re.compile(r"^[-+−]?[\d.,]+%?$|^\[[-\d.,\s]+\]$")
 
 
-def inline(text: str) -> str:
-    """Escape `text` and render inline `code`, `**bold**` and `*italic*` spans."""
-    out = []
-    for i, part in enumerate(re.split(r"(`[^`]*`)", text)):
-        if i % 2:
-            out.append(f"<code>{html.escape(part[1:-1])}</code>")
-            continue
-        part = html.escape(part)
-        part = re.sub(r"\*\*(\S(?:.*?\S)?)\*\*", r"<strong>\1</strong>", part)
-        part = re.sub(r"(?<![\w*])\*(\S(?:.*?\S)?)\*(?![\w*])", r"<em>\1</em>", part)
-        out.append(part)
-    return "".join(out)
-
-
-def _cells(line: str) -> list[str]:
-    """A pipe-table row's cells (outer pipes optional; `\\|` is a literal pipe)."""
-    line = line.strip()
-    line = line[1:] if line.startswith("|") else line
-    line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)]
-
-
-def _table(header: str, rows: list[str]) -> str:
-    head = "".join(f"<th>{inline(c)}</th>" for c in _cells(header))
-    body = []
-    for row in rows:
-        tds = "".join(f'<td class="num">{inline(c)}</td>' if _NUMBER.match(c) else f"<td>{inline(c)}</td>"
-                      for c in _cells(row))
-        body.append(f"<tr>{tds}</tr>")
-    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n" + "\n".join(body) + "\n</tbody>\n</table>"
+def _parser() -> MarkdownIt:
+    """CommonMark with pipe tables and raw HTML off (`js-default`): every `<`, `>` and `&` of the
+    data is escaped, never read as markup; images are off too, so no markdown can make the page
+    load anything."""
+    return MarkdownIt("js-default").disable("image")
 
 
 def markdown_to_html(markdown: str) -> str:
-    """HTML body for the simple markdown probe writes (see the module docstring)."""
-    lines = markdown.replace("\r\n", "\n").split("\n")
-    out: list[str] = []
-    para: list[str] = []
-    i = 0
-
-    def flush() -> None:
-        if para:
-            out.append(f"<p>{inline(' '.join(s.strip() for s in para))}</p>")
-            para.clear()
-
-    while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        if stripped.startswith("```"):
-            flush()
-            j = i + 1
-            while j < len(lines) and not lines[j].strip().startswith("```"):
-                j += 1
-            out.append(f"<pre><code>{html.escape(chr(10).join(lines[i + 1:j]))}</code></pre>")
-            i = j + 1
-            continue
-        if not stripped:
-            flush()
-        elif m := _HEADING.match(stripped):
-            flush()
-            level = len(m.group(1))
-            out.append(f"<h{level}>{inline(m.group(2))}</h{level}>")
-        elif "|" in stripped and i + 1 < len(lines) and _SEPARATOR.match(lines[i + 1]):
-            flush()
-            j = i + 2
-            while j < len(lines) and lines[j].strip() and "|" in lines[j]:
-                j += 1
-            out.append(_table(stripped, [s.strip() for s in lines[i + 2:j]]))
-            i = j
-            continue
-        elif stripped.startswith("- "):
-            flush()
-            items = []
-            while i < len(lines) and lines[i].strip().startswith("- "):
-                text = [lines[i].strip()[2:]]
-                i += 1
-                while (i < len(lines) and lines[i].startswith((" ", "\t")) and lines[i].strip()
-                       and not lines[i].strip().startswith("- ")):  # wrapped continuation line
-                    text.append(lines[i].strip())
-                    i += 1
-                items.append(f"<li>{inline(' '.join(text))}</li>")
-            out.append("<ul>\n" + "\n".join(items) + "\n</ul>")
-            continue
-        else:
-            para.append(line)
-        i += 1
-    flush()
-    return "\n".join(out)
+    """HTML body for a probe markdown report (see the module docstring); table cells holding a
+    number (or an interval of numbers) are right-aligned (`class="num"`)."""
+    parser = _parser()
+    tokens = parser.parse(markdown)
+    for cell, content in zip(tokens, tokens[1:]):
+        if cell.type == "td_open" and content.type == "inline" and _NUMBER.match(content.content.strip()):
+            cell.attrSet("class", "num")
+    return parser.renderer.render(tokens, parser.options, {}).rstrip("\n")
 
 
 def figure_html(figure: Figure) -> str:

@@ -5,6 +5,7 @@ estimator — all read from `metrics.json` (`probe.metrics.letters` computes the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from probe.viz.markdown import Footnotes, fmt, n_boot_of, table, undefined
@@ -19,32 +20,39 @@ MEANINGS = {
 }
 
 
-def warning_sentences(warnings: list[Mapping[str, Any]]) -> list[str]:
-    """One plain sentence per letter that drives the answers: per condition, the criteria that
-    fired with their numbers, then what each criterion means for the cultural metrics."""
+@dataclass(frozen=True)
+class LetterWarning:
+    """The warning for one letter that drives the answers: one short sentence, then the details
+    (each condition's numbers, then what each criterion that fired means for the metrics)."""
+
+    sentence: str
+    details: tuple[str, ...]
+
+
+def letter_warnings(warnings: list[Mapping[str, Any]]) -> list[LetterWarning]:
+    """One `LetterWarning` per letter that drives the answers (`metrics.json`'s `letter_warnings`)."""
     by_letter: dict[str, list[Mapping[str, Any]]] = {}
     for w in warnings:
         by_letter.setdefault(w["letter"], []).append(w)
     out = []
     for letter, ws in by_letter.items():
-        details = "; ".join(f"{w['condition']}: " + _detail(w) for w in ws)
-        head = (f"letter {letter} drives the answers in {', '.join(w['condition'] for w in ws)} "
-                f"(uniform {ws[0]['uniform']:.2f}, threshold {ws[0].get('threshold', 2 * ws[0]['uniform']):.2f}) — "
-                f"{details}.")
-        meanings = []
+        read = "the `debiased` metrics and the content share first" if any(
+            w.get("letter_share") is not None for w in ws) else "the `debiased` metrics first"
+        sentence = f"letter {letter} drives the answers in {', '.join(w['condition'] for w in ws)}: read {read}."
+        details = [f"{w['condition']}: {_detail(w)}" for w in ws]
+        threshold = f"{ws[0].get('threshold', 2 * ws[0]['uniform']):.2f}, uniform {ws[0]['uniform']:.2f}"
         for reason, meaning in MEANINGS.items():
             conds = [w["condition"] for w in ws if reason in w.get("reasons", [])]
             if conds:
-                meanings.append(f"where {_REASON_NAMES[reason]} ({', '.join(conds)}), "
-                                + meaning.format(letter=letter, picks=ws[0].get("picks", "greedy")))
-        read = "the `debiased` metrics and the content share first" if any(
-            w.get("letter_share") is not None for w in ws) else "the `debiased` metrics first"
-        out.append(f"{head} {'; '.join(meanings)[0].upper()}{'; '.join(meanings)[1:]}: read {read}.")
+                name = _REASON_NAMES[reason].format(threshold=threshold)
+                details.append(f"where {name} ({', '.join(conds)}), "
+                               + meaning.format(letter=letter, picks=ws[0].get("picks", "greedy")))
+        out.append(LetterWarning(sentence, tuple(details)))
     return out
 
 
 _REASON_NAMES = {"letter_share": "the letter explains more than the content",
-                 "prior": "the prior is above the threshold", "pick_share": "the picks pile on it"}
+                 "prior": "the prior is above the threshold ({threshold})", "pick_share": "the picks pile on it"}
 
 
 def _detail(w: Mapping[str, Any]) -> str:
@@ -53,10 +61,10 @@ def _detail(w: Mapping[str, Any]) -> str:
     if w.get("prior") is not None:
         parts.append(f"prior {w['prior']:.2f}")
     if w.get("letter_share") is not None:
-        parts.append(f"the letter explains {w['letter_share']:.0%} of the log-prob variance against "
-                     f"{w['content_share']:.0%} for the content")
+        parts.append(f"the letter explains {w['letter_share']:.0%} of the log-prob variance, the content "
+                     f"{w['content_share']:.0%}")
     parts.append(f"{w['greedy_picks']} of {w['n_prompts']} {w.get('picks', 'greedy')} picks are {w['letter']}")
-    return ", ".join(parts)
+    return "; ".join(parts)
 
 
 NO_SPLIT = {"count_fit": "no variance split: generated choices are one-hot, without log-probs to split",
@@ -110,9 +118,16 @@ def flagged_conditions(metrics: Mapping[str, Any]) -> set[str]:
 
 
 def warnings_block(metrics: Mapping[str, Any]) -> list[str]:
-    """Markdown lines opening a report when the letter drives the answers (empty otherwise)."""
-    found = warning_sentences(metrics.get("letter_warnings") or [])
-    return [f"> **Warning:** {s[0].upper()}{s[1:]}" for s in found] + ([""] if found else [])
+    """Markdown lines opening a report when the letter drives the answers (empty otherwise): per
+    letter, a quote with the short sentence and its details as a list."""
+    lines = []
+    for w in letter_warnings(metrics.get("letter_warnings") or []):
+        lines += [f"> **Warning:** {_capital(w.sentence)}", ">", *(f"> - {_capital(d)}" for d in w.details), ""]
+    return lines
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def letter_section(metrics: Mapping[str, Any], reading: str, estimators: Mapping[str, str]) -> str:
@@ -122,7 +137,6 @@ def letter_section(metrics: Mapping[str, Any], reading: str, estimators: Mapping
     priors = metrics.get("letter_prior") or {}
     if not priors and not metrics.get("letter_prior_estimator"):
         return ""
-    cis = metrics.get("ci95") or {}
     letters = list(next(iter(priors.values()), {}))
     lines = ["", "## Letter prior and content", "", reading, "",
              *_letter_table(metrics, priors, letters)]

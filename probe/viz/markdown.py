@@ -5,6 +5,7 @@ never shifts a column."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,6 +23,24 @@ NO_REPLICATE = "no interval: the metric is undefined in every bootstrap resample
 def undefined(v: Any) -> bool:
     """A missing value: None (how JSON stores NaN) or NaN."""
     return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+OPENING_CONCLUSION = "**In short:**"
+"""Opens the paragraph under a report's title that states its conclusion in plain words."""
+OPENING_TERMS = "**Terms:**"
+"""Opens the paragraph that defines the report's abbreviations, right after the conclusion."""
+
+
+def split_opening(markdown: str) -> tuple[str, str]:
+    """A report's title line with the conclusion and terms paragraphs that follow it (those that
+    start with `OPENING_CONCLUSION` or `OPENING_TERMS`), and the rest: a report's header and
+    warnings go between the two, so the conclusion stays its first paragraph."""
+    title, _, rest = markdown.partition("\n")
+    head = [title]
+    paragraphs = rest.lstrip("\n").split("\n\n")
+    while paragraphs and paragraphs[0].startswith((OPENING_CONCLUSION, OPENING_TERMS)):
+        head += ["", paragraphs.pop(0)]
+    return "\n".join(head), "\n\n".join(paragraphs)
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -129,6 +148,26 @@ def table(head: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[str]:
     return [row(head), "|---" * len(head) + "|", *(row(r) for r in rows)]
 
 
+TERMINAL_WIDTH = 100
+"""Characters of a table line printed to a terminal; wider tables keep their leading columns there
+and name the file that holds them whole."""
+
+
+def fit_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int,
+              width: int = TERMINAL_WIDTH) -> tuple[list[str], int]:
+    """The table's first `keep` columns and as many of the next ones, in order, as keep every
+    line within `width` characters (at least one), and how many columns were left out."""
+    def size(cols: Sequence[int]) -> int:
+        return max(len(row([r[i] for i in cols])) for r in [head, *rows])
+
+    cols = list(range(min(keep, len(head))))
+    for i in range(len(cols), len(head)):
+        if len(cols) > keep and size([*cols, i]) > width:
+            break
+        cols.append(i)
+    return table([head[i] for i in cols], [[r[i] for i in cols] for r in rows]), len(head) - len(cols)
+
+
 def split_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int, width: int = WIDE_TABLE) -> list[list[str]]:
     """The table as one or more tables no line of which is wider than `width` characters (where
     the columns allow): the first `keep` columns (what names a row) open the first part, its
@@ -142,3 +181,16 @@ def split_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int, w
             parts.append([0])
         parts[-1].append(i)
     return [table([head[i] for i in cols], [[r[i] for i in cols] for r in rows]) for cols in parts]
+
+
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+_CODE_SPAN = re.compile(r"(`[^`\n]*`)")
+
+
+def inert_html(markdown: str) -> str:
+    """`markdown` with every `<` that could open an HTML tag or comment written `&lt;` (outside code
+    spans, where a renderer shows text as typed): a group or model named `<img src=x onerror=…>`
+    reads as text in `report.md`, as the HTML pages escape it. A `<` before a digit or a space
+    (`p < 0.001`) opens no tag and stays."""
+    return "".join(part if _CODE_SPAN.fullmatch(part) else _TAG_START.sub("&lt;", part)
+                   for part in _CODE_SPAN.split(markdown))

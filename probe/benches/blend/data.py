@@ -158,7 +158,7 @@ def resolve_files(spec: BlendSpec, cache_dir: Path) -> dict[str, Path]:
             raise ProbeInputError(f"bench.path: {len(missing)} BLEnD files missing, e.g. {missing[0]}")
     else:
         files = {n: fetch(None, f"{spec.url.rstrip('/')}/{n}", FILE_SHA256[n] if published else None,
-                          cache_dir / "blend", None, spec.max_download_bytes) for n in names}
+                          cache_dir / "blend", _check_file, spec.max_download_bytes) for n in names}
     if spec.sha256:
         digests = {n: sha256_file(p) for n, p in files.items()}
         if combined_sha256(digests) != spec.sha256.lower():
@@ -169,6 +169,11 @@ def resolve_files(spec: BlendSpec, cache_dir: Path) -> dict[str, Path]:
                                   f"match bench.sha256 {spec.sha256}{which}; set bench.sha256=null to accept an "
                                   "edited copy")
     return files
+
+
+def read_files(files: Mapping[str, Path], countries: Sequence[str] = ()) -> tuple[Path, ...]:
+    """The files `load` reads for `countries` (all when empty), in the order it reads them."""
+    return tuple(files[n] for n in file_names([c for c in COUNTRIES if not countries or c in countries]))
 
 
 def load(files: Mapping[str, Path], countries: Sequence[str] = (), templates: Sequence[str] = PAPER_TEMPLATES,
@@ -197,13 +202,49 @@ def load(files: Mapping[str, Path], countries: Sequence[str] = (), templates: Se
     return BlendData(tuple(q for q in questions if q.qid in keep), table)
 
 
+def _check_file(path: Path) -> None:
+    """Parse one downloaded file as its kind (its name says which) before it is cached: a page of
+    HTML or a truncated copy is refused, naming the URL, and not kept."""
+    if path.name.endswith("_data.json"):
+        data = _read_json(path)
+        if not isinstance(data, dict) or not data:
+            raise ProbeInputError(f"{path.name}: expected a non-empty JSON object of question ids, got "
+                                  f"{type(data).__name__}")
+    elif path.name.endswith("_questions.csv"):
+        _read_csv(path, ("ID", "Topic", "Question", "Translation"))
+    elif path.name.endswith("_prompts.csv"):
+        _read_csv(path, ("id", "English", "Translation"))
+
+
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8-sig"))
+        return json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
+    except _DuplicateKey as e:
+        raise ProbeInputError(f"{path}: key {e.key!r} appears twice in one JSON object (a question id or a field "
+                              "given twice: which one counts is undefined); keep one") from None
     except json.JSONDecodeError as e:
         raise ProbeInputError(f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except UnicodeDecodeError:
         raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None
+    except RecursionError:  # `[[[[…` thousands deep: the parser's recursion limit, not a traceback
+        raise ProbeInputError(f"{path}: JSON nested too deeply to be BLEnD data (arrays or objects thousands of "
+                              "levels deep)") from None
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key given twice (`json` keeps the last one silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def _read_csv(path: Path, required: Sequence[str]) -> list[dict[str, str]]:
@@ -219,6 +260,11 @@ def _read_csv(path: Path, required: Sequence[str]) -> list[dict[str, str]]:
     missing = [c for c in required if c not in header]
     if missing:
         raise ProbeInputError(f"{path}: missing column(s) {missing}; expected {list(required)}, got {header}")
+    for row_no, row in enumerate(rows, start=2):  # csv fills a short row with None, puts a long row's extra under None
+        if None in row or any(row[c] is None for c in required):
+            cells = len(header) + len(row.get(None) or []) - sum(v is None for v in row.values())
+            raise ProbeInputError(f"{path}: row {row_no} has {cells} cell(s) where the header has {len(header)} "
+                                  f"columns ({header}); every row must have one cell per column")
     return rows
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from probe.benches.blend import figures, report, whose_task
-from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
+from probe.benches.blend.data import COUNTRIES, BlendSpec, load, read_files, resolve_files
 from probe.benches.blend.judging import JUDGEMENT_COLUMNS, BlendRulesJudge, judge_jobs
 from probe.benches.blend.metrics import Verdict, compute
 from probe.benches.blend.prompts import build
@@ -43,7 +43,8 @@ def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     source = {"path": root, "sha256": spec.sha256, "mode": spec.mode, "n_pairs": n_pairs,
               "n_excluded_pairs": data.n_excluded, "skipped_local": list(built.skipped_local)}
     return PreparedBench(name=spec.name, kind=spec.kind, letters=(), items=data.questions, prompts=built.prompts,
-                         source=source, cue=None)
+                         source=source, cue=None,
+                         data_files=read_files(files, spec.countries))
 
 
 def prompt_values(prompt: Prompt) -> dict[str, object]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from probe.benches import forced
 from probe.benches.blend import whose, whose_metrics
-from probe.benches.blend.data import COUNTRIES, BlendSpec, load, resolve_files
+from probe.benches.blend.data import COUNTRIES, BlendSpec, load, read_files, resolve_files
 from probe.benches.forced import headline
 from probe.benches.task import Column, PreparedBench, Presentation, Task, bench_spec
 from probe.errors import ProbeInputError
@@ -37,7 +37,8 @@ def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     if spec.countries and set(spec.countries) != set(COUNTRIES):
         raise ProbeInputError(f"bench.countries: bench.mode=whose_answer reads all 16 countries; expected [], "
                               f"got {list(spec.countries)}")
-    d = whose.design(load(resolve_files(spec, cache_dir), (), ()))
+    files = resolve_files(spec, cache_dir)
+    d = whose.design(load(files, (), ()))
     asked = d.questions[:spec.limit]
     log.info("BLEnD whose_answer: %d question ids; %d fail the multiple-choice rule (a dropped pair, or a top "
              "answer with < %d votes or no English); %d qualify, %d skipped with no clean neutral form %s; %d asked",
@@ -49,7 +50,8 @@ def prepare(spec: BlendSpec, generate: bool, cache_dir: Path) -> PreparedBench:
               "n_not_qualifying": len(d.not_qualifying), "n_qualifying": len(d.questions) + len(d.no_neutral),
               "no_neutral": list(d.no_neutral), "n_asked": len(asked), "credit": CREDIT}
     return PreparedBench(name=spec.name, kind=spec.kind, letters=whose.LETTERS16, items=whose.items(limited),
-                         prompts=whose.prompts(limited), source=source)
+                         prompts=whose.prompts(limited), source=source,
+                         data_files=read_files(files, ()))
 
 
 def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:

@@ -85,6 +85,8 @@ def load_items(path: Path) -> list[Item]:
         raise ProbeInputError(f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except UnicodeDecodeError:
         raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None
+    except RecursionError:  # `[[[[…` thousands deep: the parser's recursion limit, not a traceback
+        raise ProbeInputError(f"{path}: JSON nested too deeply to read; expected a JSON array of items") from None
     if not isinstance(data, list) or not data:
         raise ProbeInputError(f"{path}: expected a non-empty JSON array of items, got {type(data).__name__}")
     return [_item(obj, f"{path}: item {i}", i) for i, obj in enumerate(data)]

@@ -6,7 +6,7 @@ from typing import Any
 
 from probe.metrics.core import get_path
 from probe.viz.letters import GREEDY_MARK, GREEDY_NOTE, flagged_conditions, no_debiased
-from probe.viz.markdown import Footnotes, fmt, n_boot_of, table
+from probe.viz.markdown import OPENING_CONCLUSION, OPENING_TERMS, Footnotes, fmt, n_boot_of, table
 
 
 UNDEFINED = "undefined for these items (no prompt shows what it counts)"
@@ -48,10 +48,45 @@ def _metric_table(m: dict[str, Any], mark: str) -> list[str]:
     return [*table(["metric", "expected", "95% CI", "greedy"], rows), *notes.lines()]
 
 
+EVEN = ((0.1, "nearly evenly"), (0.3, "somewhat unevenly"), (float("inf"), "very unevenly"))
+"""How the conclusion words the Gini coefficient of the cluster shares (0 = even)."""
+
+
+def opening(m: dict[str, Any]) -> list[str]:
+    """The conclusion in plain words, for the expected and the debiased reading, and the terms."""
+    parts = [_reading(m, "expected", "Expected reading (probability-weighted picks)")]
+    parts.append(_reading(m, "debiased", "Debiased reading (letter prior removed)") if m.get("debiased") is not None
+                 else "No debiased reading: the run's letter prior could not be estimated (see *Letter prior and "
+                      "content*).")
+    if m.get("letter_warnings"):
+        parts.append("The letter drives the answers (warning below): the debiased reading is the one that speaks "
+                     "about culture.")
+    return [f"{OPENING_CONCLUSION} {' '.join(p for p in parts if p)}", "",
+            f"{OPENING_TERMS} GLOBE = the ten cultural clusters of the GLOBE study; V = Cramér's V of cluster by "
+            "letter position (0 = no position bias); χ² = Pearson's chi-squared statistic; CI = 95% confidence "
+            "interval, a bootstrap over items; π = the letter prior, the model's preference for a letter whatever "
+            "it shows.", ""]
+
+
+def _reading(m: dict[str, Any], block: str, head: str) -> str:
+    """How evenly one reading spreads its picks over the clusters, with its most and least picked."""
+    tree = m.get(block) or {}
+    shares = {c: v for c, v in (tree.get("shares") or {}).items() if v is not None and v == v}
+    gini = tree.get("gini")
+    if not shares or gini is None or gini != gini:
+        return ""
+    interval = get_path((m.get("ci95") or {}).get(block), "gini")
+    word = next(w for bound, w in EVEN if gini < bound)
+    top, low = max(shares, key=shares.get), min(shares, key=shares.get)
+    ci = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval and interval[0] is not None else ""
+    return (f"{head}: the picks spread {word} over the {len(shares)} GLOBE clusters (Gini {gini:.3f}{ci}, 0 = "
+            f"even); most {top} {shares[top]:.3f}, least {low} {shares[low]:.3f}, uniform {1 / len(shares):.3f}.")
+
+
 def report(m: dict[str, Any]) -> str:
     """CCD-Bench report: cluster shares with CIs, position bias, domain residuals, pluralism."""
     exp = m["expected"]
-    lines = [f"# CCD-Bench — {m['model']} on `{m['bench']}`", "",
+    lines = [f"# CCD-Bench — {m['model']} on `{m['bench']}`", "", *opening(m),
              f"{m['n_items']} items, {m['n_prompts']} prompts."]
     if "letter_mass" in m:
         lines.append(f"Letter mass: mean {fmt(m['letter_mass']['mean'])}, share below 0.5: "

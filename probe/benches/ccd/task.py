@@ -44,7 +44,7 @@ def prepare(spec: CCDSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     if spec.design == "latin_square":
         source["balance_score"] = balance_score([p.order for p in prompts], K)
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
-                         source=source, cue=RATIONALE_CUE if generate else ANSWER_CUE)
+                         source=source, cue=RATIONALE_CUE if generate else ANSWER_CUE, data_files=(path,))
 
 
 def _compute(table: ScoreTable, opts: AnalysisOptions, spec: CCDSpec) -> dict[str, Any]:

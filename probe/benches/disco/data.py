@@ -213,6 +213,8 @@ def _letter_object(cell: str | None, where: str, field: str) -> dict[str, str]:
         raise ProbeInputError(f"{where}, field {field!r}: invalid JSON ({e.msg} at char {e.pos}): {cell!r}") from None
     except ValueError as e:  # a key repeated inside the object
         raise ProbeInputError(f"{where}, field {field!r}: {e}") from None
+    except RecursionError:  # `[[[[…` thousands deep: the parser's recursion limit, not a traceback
+        raise ProbeInputError(f"{where}, field {field!r}: JSON nested too deeply; expected a flat object A-D") from None
     if not isinstance(value, dict):
         raise ProbeInputError(f"{where}, field {field!r}: expected a JSON object A-D, got {type(value).__name__}")
     if len(value) != K:
@@ -226,7 +228,21 @@ def _letter_object(cell: str | None, where: str, field: str) -> dict[str, str]:
         out[k] = v.strip()
         if field == "Options" and not out[k]:
             raise ProbeInputError(f"{where}, field 'Options' key {k!r}: empty option text")
+    if field == "Options":
+        _distinct_options(out, where)
     return out
+
+
+def _distinct_options(texts: dict[str, str], where: str) -> None:
+    """Two options of one item with the same text (up to case and spacing) are refused: the
+    model cannot tell them apart, and the text reading would count their mass twice."""
+    seen: dict[str, str] = {}
+    for letter, text in texts.items():
+        key = " ".join(text.split()).casefold()
+        if key in seen:
+            raise ProbeInputError(f"{where}, field 'Options' key {letter!r}: same option text as key {seen[key]!r} "
+                                  f"({text!r}); every option of an item must differ")
+        seen[key] = letter
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:

@@ -12,12 +12,12 @@ from probe.results.run import Run
 from probe.types import GroupNoun
 from probe.viz.figures import (
     Figure,
-    bars,
     heatmap,
     lorenz,
     lorenz_axes,
     num,
     pyplot,
+    reading_bars,
     save,
     yerr,
 )
@@ -26,8 +26,9 @@ GROUPS = GroupNoun("culture", "cultures")
 """DiSCo's word for its groups in the generic reports and figures."""
 
 CAPTIONS: dict[str, str] = {
-    "csd.png": "Cultural selection distribution with no context (C0): each culture's exposure-normalised "
-               "share of expected selections, with 95% bootstrap CIs; the dotted line is the uniform share.",
+    "csd.png": "Cultural selection distribution (CSD) with no context (C0): each culture's exposure-normalised "
+               "share of expected selections (blue) and of the debiased ones, letter prior removed (orange), "
+               "with 95% bootstrap CIs; the dotted line is the uniform share.",
     "lorenz.png": "Lorenz curve of the C0 cultural selection distribution: cultures sorted by share against "
                   "the cumulative share they receive; the further below the diagonal, the larger the Gini.",
     "letter_positions.png": "Expected probability of each answer letter without context (C0) and with the "
@@ -52,7 +53,11 @@ def run_figures(run: Run, out_dir: Path) -> list[Figure]:
     if csd:
         cultures = sorted(csd)
         fig, ax = plt.subplots(figsize=(7, 3.8), constrained_layout=True)
-        bars(ax, csd, get_path(m, "ci95", "expected", "C0", "CSD"), cultures)
+        readings = [("expected", csd, get_path(m, "ci95", "expected", "C0", "CSD"))]
+        debiased = get_path(m, "debiased", "C0", "CSD")
+        if debiased:
+            readings.append(("debiased", debiased, get_path(m, "ci95", "debiased", "C0", "CSD")))
+        reading_bars(ax, readings, cultures)
         ax.set(ylabel="CSD (exposure-normalised share)", title=f"C0 cultural selection distribution — {title}")
         figs.append(save(fig, out_dir, "csd.png", CAPTIONS["csd.png"]))
         fig, ax = plt.subplots(figsize=(4.6, 4.6), constrained_layout=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from probe.benches.disco.conclusion import opening
 from probe.metrics.core import get_path
 from probe.viz.letters import GREEDY_MARK, GREEDY_NOTE, flagged_conditions, no_debiased
 from probe.viz.markdown import Footnotes, fmt, n_boot_of, table
@@ -30,7 +31,7 @@ def report(m: dict[str, Any]) -> str:
     """DiSCo report: headline metrics with CIs, per-culture steering table, position checks."""
     exp = m["expected"]
     lines = [
-        f"# DiSCo — {m['model']} on `{m['bench']}`", "",
+        f"# DiSCo — {m['model']} on `{m['bench']}`", "", *opening(m),
         f"{m['n_items']} items, {m['n_prompts']} prompts. Expected = probability-weighted selections "
         f"(temperature {m.get('temperature', 1.0)}); greedy = argmax letter (temperature-0 protocol).", "",
     ]
@@ -47,15 +48,7 @@ def report(m: dict[str, Any]) -> str:
     if flagged_conditions(m) & {cond for _, _, cond in HEADLINE}:
         lines += ["", GREEDY_NOTE]
     lines += _consistency(m)
-    lines += ["", "## Per culture (expected)", ""]
-    cultures = sorted(set(get_path(exp, "C0.CSD") or {}) | set(get_path(exp, "C1.CR_by_culture") or {}))
-    cols = ["C0.CSD", "C1.CR_by_culture", "C2.CR_by_culture", "C1.SL", "C2.gain_by_culture",
-            "C2.PSI_by_culture", "C3.CSD"]
-    notes = Footnotes()
-    rows = [[c, *(notes.value(get_path(exp, f"{p}.{c}") if get_path(exp, p) else None, NOT_IN_CONDITION)
-                  for p in cols)] for c in cultures]
-    lines += [*table(["culture", "CSD C0", "CR C1", "CR C2", "SL", "gain C2−C1", "PSI", "CSD C3"], rows),
-              *notes.lines()]
+    lines += _per_culture(m)
     notes, rows = Footnotes(), []
     for cond in ("C0", "C3"):
         lp = get_path(exp, f"{cond}.letter_probs")
@@ -70,6 +63,30 @@ def report(m: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+
+
+PER_CULTURE = ["C0.CSD", "C1.CR_by_culture", "C2.CR_by_culture", "C1.SL", "C2.gain_by_culture",
+               "C2.PSI_by_culture", "C3.CSD"]
+"""The per-culture table's columns (paths of a reading's tree, `.{culture}` appended)."""
+
+
+def _per_culture(m: dict[str, Any]) -> list[str]:
+    """`## Per culture`: each culture's row in the expected reading, then in the debiased one
+    (letter prior removed) right under it, so the two read side by side."""
+    exp = m["expected"]
+    readings = [("expected", exp)] + ([("debiased", m["debiased"])] if m.get("debiased") is not None else [])
+    cultures = sorted(set(get_path(exp, "C0.CSD") or {}) | set(get_path(exp, "C1.CR_by_culture") or {}))
+    notes, rows = Footnotes(), []
+    for c in cultures:
+        for name, tree in readings:
+            rows.append([c if name == "expected" else "", name,
+                         *(notes.value(get_path(tree, f"{p}.{c}") if get_path(tree, p) else None, NOT_IN_CONDITION)
+                           for p in PER_CULTURE)])
+    intro = ("Each culture in both readings: expected, then debiased (letter prior removed)." if len(readings) > 1
+             else f"Expected reading only ({no_debiased(m)}).")
+    return ["", "## Per culture", "", intro, "",
+            *table(["culture", "reading", "CSD C0", "CR C1", "CR C2", "SL", "gain C2−C1", "PSI", "CSD C3"], rows),
+            *notes.lines()]
 
 
 SPD_UNDEFINED = ("undefined: the items hold no high-resource or no low-resource culture "

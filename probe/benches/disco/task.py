@@ -35,7 +35,7 @@ def prepare(spec: DiscoSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     items = load_items(path, spec.cultures)[: spec.limit]
     prompts = build_prompts(items, DiscoDesign(conditions=spec.conditions))
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
-                         source={"path": str(path), "sha256": sha256_file(path)})
+                         source={"path": str(path), "sha256": sha256_file(path)}, data_files=(path,))
 
 
 def _compute(table: ScoreTable, opts: AnalysisOptions, spec: DiscoSpec) -> dict[str, Any]:
@@ -69,7 +69,7 @@ SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1
                  Column("SPD(C0)", "C0.SPD", undefined=SPD_UNDEFINED), Column("SPD(C2)", "C2.SPD", undefined=SPD_UNDEFINED),
                  Column("SPD reduction", "SPD_reduction", undefined=SPD_UNDEFINED),
                  Column("SPD_compliance(C2)", "C2.SPD_compliance", undefined=SPD_UNDEFINED),
-                 Column("JSD (bits)", "C3.JSD"), Column("PPR", "C3.PPR"),
+                 Column("JSD (bits)", "C3.JSD"), Column("PPR", "C3.PPR", constant_in=("debiased",)),
                  Column("CSC (greedy)", "C3.CSC", cell=_greedy_csc, undefined="no CSC: C3 was not run"),
                  Column("KL, debiased", "C0.KL", cell=_debiased("C0.KL"), undefined=NO_DEBIASED),
                  Column("CR(C1), debiased", "C1.CR", cell=_debiased("C1.CR"), undefined=NO_DEBIASED),

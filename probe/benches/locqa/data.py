@@ -211,6 +211,8 @@ def load_questions(
             f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
     except UnicodeDecodeError:
         raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None
+    except RecursionError:  # `[[[[…` thousands deep: the parser's recursion limit, not a traceback
+        raise ProbeInputError(f"{path}: JSON nested too deeply to read; expected a JSON object of templates") from None
     if not isinstance(data, dict) or not data:
         raise ProbeInputError(f"{path}: expected a non-empty JSON object of templates, got {type(data).__name__}")
     questions = [q for template, obj in data.items() for q in _template(path, template, obj)]

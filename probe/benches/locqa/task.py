@@ -39,7 +39,8 @@ def prepare(spec: LocQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
     questions = first_templates(load_questions(path, spec.languages, spec.categories), spec.limit)
     prompts = [p.to_prompt() for p in build_prompts(questions, spec)]
     return PreparedBench(name=spec.name, kind=spec.kind, letters=(), items=questions, prompts=prompts,
-                         source={"path": str(path), "sha256": sha256_file(path), "mode": spec.mode}, cue=None)
+                         source={"path": str(path), "sha256": sha256_file(path), "mode": spec.mode}, cue=None,
+                         data_files=(path,))
 
 
 def prompt_values(prompt: Prompt) -> dict[str, object]:

@@ -1,0 +1,61 @@
+"""A run's prompts as flat records, one JSON object a line (no model needed).
+
+    probe export RUN_DIR --format jsonl [--out FILE]     (default: stdout)
+
+Each line is one prompt, in prompt-id order: its stored columns and rendered `prompt`, its
+`options` (`{letter: {"group", "option"}}`), `probabilities` (`{letter: p}` at the run's analysis
+temperature), `readings` (`expected`, `greedy`, `debiased`, `text`: each `{"letter", "group"}`;
+`debiased` adds its distribution) and `verdicts` (`{"<task>.<field>": value}` of judged runs).
+Undefined numbers are null. The run must be finished (DONE).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from probe.commands import cmdline
+from probe.errors import ProbeInputError
+from probe.files import make_dirs
+from probe.report.export import FORMATS, write_jsonl
+from probe.report.stored_run import StoredRun
+from probe.results.layout import is_finished
+
+
+def _body(argv: list[str]) -> int:
+    command = cmdline.parse(argv, "", flags={"--format": "format", "--out": "out"})
+    unknown = sorted(set(command.overrides) - {"format", "out"})
+    if unknown:
+        raise ProbeInputError(f"unknown option(s) {unknown}; valid: --format, --out")
+    if len(command.paths) != 1:
+        raise ProbeInputError(f"expected one run directory, got {[str(p) for p in command.paths]}")
+    fmt = str(command.overrides.get("format", "jsonl"))
+    if fmt not in FORMATS:
+        raise ProbeInputError(f"--format: expected one of {list(FORMATS)}, got {fmt!r}")
+    path = command.paths[0]
+    if not is_finished(path):
+        raise ProbeInputError(f"{path} is not a finished run (no DONE): finish it with its own command first")
+    run = StoredRun.open(path)
+    if "out" not in command.overrides:
+        try:
+            write_jsonl(run, sys.stdout)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `probe export … | head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    out = Path(str(command.overrides["out"]))
+    make_dirs(out.parent)
+    with out.open("w", encoding="utf-8") as stream:
+        n = write_jsonl(run, stream)
+    print(f"probe export: wrote {n} prompts to {out}", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`probe export` (and `python -m probe export`)."""
+    return cmdline.main("probe export", __doc__ or "", _body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

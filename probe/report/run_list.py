@@ -1,0 +1,72 @@
+"""The past runs at or below a directory, one line each (`probe runs`): bench, model, status,
+headline metric and path, read through the run's manifest, `DONE` and `metrics.json`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from probe.errors import ProbeInputError
+from probe.report.entries import metric_cell
+from probe.report.stored_run import StoredRun
+from probe.results.layout import MANIFEST, METRICS, RUN_KEY, is_finished, is_run_dir
+from probe.results.manifest import read_manifest
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """One past run as `probe runs` lists it."""
+
+    path: Path
+    bench: str
+    model: str
+    status: str
+    """`done`, `analysed` (metrics but no `DONE`), `scoring` (claimed, no manifest yet: running
+    or stopped; rerun its command to resume), `shard i/n`, or `unreadable: …`."""
+    headline: str
+    """The bench's first headline column with its interval (`KL 0.012 [0.008, 0.020]`), `–` when
+    none is defined."""
+
+
+def run_dirs(root: Path) -> list[Path]:
+    """Run directories at or below `root` (claimed — `run_key.json` — or scored), sorted by path."""
+    if not root.exists():
+        raise ProbeInputError(f"{root}: no such directory")
+    if is_run_dir(root):
+        return [root]
+    return sorted({p.parent for name in (MANIFEST, RUN_KEY) for p in root.rglob(name)})
+
+
+def list_runs(root: Path) -> list[RunLine]:
+    """Every run directory at or below `root`, described (`RunLine`)."""
+    return [describe(path) for path in run_dirs(root)]
+
+
+def describe(path: Path) -> RunLine:
+    """What one run directory holds: its bench, model, status and headline metric."""
+    if not (path / MANIFEST).is_file():
+        return RunLine(path, "?", "?", "scoring", "–")
+    try:
+        manifest = read_manifest(path)
+    except (OSError, ValueError, ProbeInputError) as e:
+        return RunLine(path, "?", "?", f"unreadable: {e.__class__.__name__}", "–")
+    bench, model = str(manifest.bench.name), str(manifest.model.name)
+    if manifest.shard is not None:
+        return RunLine(path, bench, model, f"shard {manifest.shard.index}/{manifest.shard.count}", "–")
+    if not (path / METRICS).is_file():
+        return RunLine(path, bench, model, "scoring", "–")
+    status = "done" if is_finished(path) else "analysed"
+    try:
+        stored = StoredRun.open(path)
+    except (OSError, ValueError, ProbeInputError) as e:
+        return RunLine(path, bench, model, f"{status}; unreadable: {e.__class__.__name__}", "–")
+    return RunLine(path, bench, model, status, _headline(stored))
+
+
+def _headline(run: StoredRun) -> str:
+    """The first of the bench's headline columns that has a value, with its label."""
+    for column in run.task.presentation.sweep_columns:
+        value = metric_cell(run.task, run.metrics, column)
+        if value != "–":
+            return f"{column.label} {value}"
+    return "–"

@@ -1,0 +1,104 @@
+"""A stored run's files checked before a command reads them: every table a readable parquet
+file, `prompts.parquet` holding the number of prompts the manifest records, the answer tables
+one row per prompt, and `scores.parquet` one value per letter in every row, none of its
+log-probs above 0. A damaged file (cut by a full disk, edited, copied half-way) fails
+here with one line naming the run and the file, never as a traceback from deep inside a read
+or, worse, as numbers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from probe.errors import ProbeInputError
+from probe.results.layout import GENERATIONS, JUDGEMENTS, PATCHING_PAIRS, PROMPTS, SCORES
+from probe.results.manifest import Manifest
+
+TABLES = (PROMPTS, SCORES, GENERATIONS, JUDGEMENTS, PATCHING_PAIRS)
+"""The parquet tables a run directory can hold."""
+ONE_ROW_PER_PROMPT = (SCORES, GENERATIONS)
+SCORE_LISTS = ("letter_logprobs", "text_logprobs", "text_n_tokens", "text_n_bytes")
+"""The list columns of `scores.parquet`: one value per letter (option) in every row."""
+LOGPROB_LISTS = ("letter_logprobs", "text_logprobs")
+LOGPROB_SLACK = 1e-3
+"""Nats above 0 a stored log-prob may show before it is refused: a log-softmax value is never
+positive (a sum of them neither), so `+5` or `1e308` is an edited or damaged file; the slack
+only spares a backend's last-bit rounding."""
+
+
+def damaged(run_dir: Path, name: str, why: str) -> ProbeInputError:
+    """The one-line error for a damaged file `name` of the run in `run_dir`."""
+    return ProbeInputError(f"{run_dir}: {name} is damaged ({why}); restore it from a copy, or score the run again "
+                           "into a fresh directory (hydra.run.dir=…)")
+
+
+def read_parquet(run_dir: Path, name: str) -> pa.Table:
+    """`run_dir/name` read whole; a file pyarrow cannot read is a one-line `ProbeInputError`."""
+    try:
+        return pq.read_table(run_dir / name)
+    except (pa.ArrowException, OSError, ValueError) as e:  # ArrowInvalid is a ValueError too
+        raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
+    except RecursionError:  # deeply nested cells
+        raise damaged(run_dir, name, "cells nested too deeply to read") from None
+
+
+def table_rows(run_dir: Path, name: str) -> int | None:
+    """Rows of the parquet table `name` as its footer records them (None: no such file); a file
+    without a readable footer — cut short, or not parquet — is a one-line `ProbeInputError`."""
+    path = run_dir / name
+    if not path.is_file():
+        return None
+    try:
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
+
+
+def check_tables(run_dir: Path, manifest: Manifest) -> None:
+    """Every stored table of the run readable, with the rows its manifest implies: the prompts
+    it records (a shard: its own), and one answer row per prompt."""
+    rows = {name: table_rows(run_dir, name) for name in TABLES}
+    expected = manifest.shard.n_prompts if manifest.shard is not None else manifest.bench.n_prompts
+    if rows[PROMPTS] is not None and expected is not None and rows[PROMPTS] != expected:
+        raise damaged(run_dir, PROMPTS, f"{rows[PROMPTS]} rows; the manifest records {expected} prompts")
+    for name in ONE_ROW_PER_PROMPT:
+        if rows[name] is not None and rows[PROMPTS] is not None and rows[name] != rows[PROMPTS]:
+            raise damaged(run_dir, name, f"{rows[name]} rows for the {rows[PROMPTS]} prompts of {PROMPTS}")
+    if rows[SCORES] is not None:
+        check_score_lists(run_dir)
+
+
+def check_score_lists(run_dir: Path) -> None:
+    """`scores.parquet`'s list columns hold one value per letter in every row, and no log-prob is
+    above 0 (`LOGPROB_SLACK`); NaN and ±inf are the readers' to refuse (`probe.results.scores`)."""
+    names = pq.read_schema(run_dir / SCORES).names
+    table = read_parquet_columns(run_dir, SCORES, [c for c in SCORE_LISTS if c in names])
+    for name in table.column_names:
+        lengths = pc.min_max(pc.list_value_length(table.column(name)))
+        low, high = lengths["min"].as_py(), lengths["max"].as_py()
+        if low != high:
+            raise damaged(run_dir, SCORES, f"its {name} lists are ragged: rows hold {low} to {high} values")
+        if name in LOGPROB_LISTS:
+            values = pc.list_flatten(table.column(name)).to_numpy(zero_copy_only=False).astype(np.float64)
+            above = values[np.isfinite(values) & (values > LOGPROB_SLACK)]  # +inf: the readers' NaN/inf check
+            if above.size:
+                raise damaged(run_dir, SCORES, f"{above.size} of its {name} are above 0 (largest {above.max():g}); a "
+                                               "log-prob is never positive")
+
+
+def read_parquet_columns(run_dir: Path, name: str, columns: list[str]) -> pa.Table:
+    """The `columns` of the parquet table `run_dir/name`; an unreadable file is a one-line error."""
+    try:
+        return pq.read_table(run_dir / name, columns=columns)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
