@@ -35,6 +35,7 @@ from probe.metrics.tree import Headline, MetricsTree
 from probe.metrics.text_agreement import Agreement, agreement, choice_agreement, per_byte
 from probe.prompts.parse import parse_answer
 from probe.prompts.text_forms import TEXT_FORMS, TextMessage
+from probe.prompts.variants import SETTING_FACTORS, Reword, no_reword
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, forced_prompts_schema
@@ -437,6 +438,18 @@ class ForcedChoice:
     without one of them stores null."""
     design: Design = ROTATION_DESIGN
     """The parts its design fields play (`Task.design`)."""
+    factors: tuple[str, ...] = SETTING_FACTORS
+    """The prompt factors its protocol admits (`Task.factors`): the cue and the system message
+    by default, which every forced-choice prompt takes; `labels`, `instruction` and `layout`
+    need `reword`."""
+    reword: Reword | None = None
+    """Its user message under another wording (`Task.reword`); None: the message stays its own."""
+
+    def __post_init__(self) -> None:
+        reworded = [f for f in self.factors if f not in SETTING_FACTORS]
+        if reworded and self.reword is None:
+            raise ValueError(f"bench {self.kind!r} admits the factors {reworded}, which reword its message: give it "
+                             "a `reword`")
 
 
 def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging: Judging = Judging()) -> Task:
@@ -449,7 +462,8 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
     return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers="letters",
                 prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report),
                 presentation=presentation, tables=letter_tables(bench.design_columns), figures=bench.figures,
-                judging=judging, design=bench.design, text_forms=TEXT_FORMS if bench.text_message else (),
+                judging=judging, design=bench.design, factors=bench.factors, reword=bench.reword or no_reword,
+                text_forms=TEXT_FORMS if bench.text_message else (),
                 text_message=bench.text_message or no_text_message,
                 debiased=partial(debiased_choices, design=bench.design))
 

@@ -30,6 +30,7 @@ from probe.metrics.core import AnalysisOptions
 from probe.metrics.tree import Headline, MetricsTree, MetricValue
 from probe.prompts.render import ANSWER_CUE
 from probe.prompts.text_forms import TextMessage
+from probe.prompts.variants import Reword, no_reword
 from probe.results.run import Run
 from probe.results.schemas import judgements_schema
 from probe.types import Design, GroupNoun, Item, Prompt, RenderedPrompt
@@ -236,6 +237,12 @@ class Task:
     unit: str = "item_id"
     """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
     templates). Paired comparisons need two runs with the same set of them."""
+    factors: tuple[str, ...] = ()
+    """The prompt factors its protocol admits (`probe.prompts.factors`; the run's `factors` key
+    may vary only these); empty: none, and a run with factors is refused."""
+    reword: Reword = no_reword
+    """`(item, prompt, wording) → user message` under another label set, instruction line or
+    option layout (`probe.prompts.variants`); default: refused (it admits none of those factors)."""
     modes: tuple[tuple[str, Task], ...] = ()
     """`bench.mode` value → the task that runs it, when one bench offers readings that differ in
     kind (open answers and scored texts): the run's spec and its recorded `kind` become that

@@ -145,7 +145,8 @@ def render(entry: Generated) -> str:
 
 def render_config() -> str:
     """`config.yaml`: the defaults list, the analysis block, run options and Hydra's directories."""
-    options = ("progress", "shard_size", "part_seconds", "dry_run", "predict_device")
+    options = ("progress", "shard_size", "part_seconds", "dry_run", "predict_device", "factors", "factor_levels",
+               "max_variants")
     lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=options)
     return CONFIG_HEAD + "\n".join(lines) + "\n" + BENCH_SHARD + CONFIG_TAIL
 

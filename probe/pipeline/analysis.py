@@ -12,10 +12,12 @@ from typing import Any
 
 from probe.files import refuse_links_inside, write_json, write_text
 from probe.pipeline.analysis_outputs import run_analyses
+from probe.report.format_run import format_block, variant_records
 from probe.report.run_report import write_run_report
 from probe.report.stored_run import StoredRun
 from probe.results.layout import FIGURES, metrics_file, report_files
 from probe.results.manifest import write_manifest
+from probe.viz.format_report import format_section
 from probe.viz.html import write_html
 from probe.viz.markdown import inert_html
 
@@ -43,11 +45,15 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
     opts = stored.options(analysis)
     metrics: dict[str, Any] = {"bench": stored.manifest.bench.name, "model": stored.manifest.model.name,
                                **stored.measure(opts)}
+    if variant_records(stored.run):  # a factor run: the key exists only there
+        metrics["format"] = format_block(stored.run, stored.task, opts)
     suffix = suffix_of(analysis)
     # Overrides are a re-analysis: written beside the run's own metrics, never over them.
     write_json(run_dir / metrics_file(suffix), metrics)
     stored = replace(stored, run=replace(stored.run, metrics=metrics))  # metrics.json's, tables not read again
     report = stored.task.report(metrics, stored.run)
+    if "format" in metrics:
+        report += format_section(metrics["format"], stored.task.presentation.groups)
     if suffix:
         markdown, page = report_files(suffix)
         write_text(run_dir / markdown, inert_html(report))

@@ -28,6 +28,7 @@ from probe.results.layout import (
 )
 from probe.results.run import Run
 from probe.viz.figures import Figure, lens_caption, num, plot_layers
+from probe.viz.format_report import plot_format_shares
 from probe.viz.patch_figures import patching_caption, plot_patching
 from probe.viz.temperature import CurveSeries, plot_temperature_curve
 
@@ -43,6 +44,8 @@ def run_analyses(stored: StoredRun, opts: AnalysisOptions) -> RunAnalyses:
     # Not merely patching.png on disk: a stale figure of removed patching files stays out.
     patching = patching_outputs(run, opts, figures_dir) if (run.path / PATCHING_TENSORS).is_file() else None
     figures = stored.task.figures(run, figures_dir) if run.metrics else []
+    if "format" in stored.metrics:  # a factor run (`probe.report.format_run`)
+        figures.append(plot_format_shares(stored.metrics["format"], figures_dir, stored.task.presentation.groups))
     curve = temperature_curve(stored, TEMPERATURES, figures_dir)
     figures += [curve] if curve is not None else []
     groups = stored.task.presentation.groups

@@ -38,6 +38,7 @@ from probe.models import (
 from probe.models.memory import BYTES, memory_estimate
 from probe.pipeline.analysis import analyze_run
 from probe.pipeline.claim import Claim, check_ours, claim
+from probe.pipeline.factor_run import Variants, render_variants_of
 from probe.pipeline.judging import (
     VerdictCache,
     build_judge,
@@ -53,6 +54,7 @@ from probe.pipeline.text_reading import TextReading, describe, prepare_text, pro
 from probe.prompts.control import check_data_text
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
+from probe.prompts.variants import VARIANT
 from probe.prompts.tokenizer import Tokenizer
 from probe.report.summary import run_summary
 from probe.results.generations import write_generations, write_judgements
@@ -101,9 +103,13 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue)
     check_data_text(loaded.tokenizer, bench.prompts, bench.data_label, cfg.model.name)
-    rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
-                                          settings, cfg.model.name, max_positions=max_positions(loaded),
-                                          condition=ref.task.design.condition)
+    if cfg.variants:
+        bench, rendered, letter_ids, variants = render_variants_of(cfg, bench, loaded, settings)
+    else:
+        rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
+                                              settings, cfg.model.name, max_positions=max_positions(loaded),
+                                              condition=ref.task.design.condition)
+        variants = None
     own = _own_prompts(cfg, rendered, generate)
     reading = prepare_text(cfg, bench, loaded.tokenizer, settings, max_positions(loaded))
     if cfg.dry_run:
@@ -112,6 +118,8 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
                                     {**asdict(cfg.model), **loaded.info}, _n_layers(loaded.model),
                                     _d_model(loaded.model), ref.task.design)
     key = run_key(cfg, loaded, settings, letter_ids, bench, prepared.record)
+    if variants is not None:  # a run without factors keeps the key it always had
+        key["variants"] = variants.record
     held = claim(out, key)
     on_exit.callback(_let_go, held)
     if held.state == "done":
@@ -135,7 +143,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     else:
         assert letter_ids is not None
         if cfg.backend.mode != "text":
-            resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded)
+            resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded, variants)
         if reading is not None:
             scorer, t1 = backend.texts(), time.perf_counter()
             text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
@@ -159,8 +167,10 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     shard = None if ref.shard is None else ShardRecord(
         index=ref.shard.index, count=ref.shard.count, n_prompts=len(own),
         n_items=len({r.prompt.item_id for r in own}), sha256=output_checksums(out))
-    manifest = new_manifest(provenance(cfg, loaded, settings, letter_ids, bench), work, timings, notes,
-                            prepared.record, shard)
+    made = provenance(cfg, loaded, settings, letter_ids, bench)
+    if variants is not None:
+        made["variants"] = variants.record
+    manifest = new_manifest(made, work, timings, notes, prepared.record, shard)
     write_manifest(out, manifest)
     if shard is not None:
         return _finish_shard(cfg, held)
@@ -205,6 +215,10 @@ def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequ
     ids = {r.prompt.prompt_id for r in own}
     rows = ref.task.tables.prompt_rows(rendered, shared_prefix_lengths(rendered))
     rows, schema = [row for row in rows if row["prompt_id"] in ids], ref.task.tables.prompts_schema
+    if cfg.variants:  # the column exists only in a factor run: a run without factors stores what it always did
+        variant = {r.prompt.prompt_id: r.prompt.value(VARIANT) for r in rendered}
+        rows = [{**row, VARIANT: variant[row["prompt_id"]]} for row in rows]
+        schema = schema.append(pa.field(VARIANT, pa.int64()))
     if text is not None:
         rows, schema = prompt_columns(text, rows, schema)
     write_prompts(cfg.out_dir, rows, schema)
@@ -375,9 +389,11 @@ def _prefix_cache(backend: Backend) -> dict[str, float | None]:
 
 
 def _score(cfg: RunConfig, bench: PreparedBench, backend: Scorer, rendered: Sequence[RenderedPrompt],
-           own: Sequence[RenderedPrompt], letter_ids: LetterIds, loaded: LoadedModel) -> int:
+           own: Sequence[RenderedPrompt], letter_ids: LetterIds, loaded: LoadedModel,
+           variants: Variants | None = None) -> int:
     """Stream the scores (and lens / activations) of the run's own prompts to disk, planned with
-    all of them; returns how many prompts an interrupted earlier run had already scored."""
+    all of them; returns how many prompts an interrupted earlier run had already scored. With
+    `variants`, every variant's label tokens are read and each prompt keeps its own labels'."""
     mech = cfg.analysis.mech
     expected = sorted(int(r.prompt.prompt_id) for r in own)
     decode = _token_text(loaded.tokenizer)
@@ -394,7 +410,8 @@ def _score(cfg: RunConfig, bench: PreparedBench, backend: Scorer, rendered: Sequ
     with tqdm(total=len(own), unit="prompt", desc="scoring", disable=not cfg.progress,
               dynamic_ncols=True) as bar:
         bar.update(len(done))
-        for batch in backend.score(rendered, letter_ids, done | others):
+        batches = backend.score(rendered, letter_ids if variants is None else variants.union, done | others)
+        for batch in batches if variants is None else variants.columns.stream(batches):
             writers.add(batch)
             new = [s.prompt_id for s in batch if s.prompt_id not in seen]
             seen.update(new)

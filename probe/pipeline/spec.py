@@ -21,6 +21,14 @@ from probe.metrics.core import MAX_BOOT, MIN_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.shard_plan import Shard
+from probe.prompts.factors import (
+    BUILTIN_FACTORS,
+    DEFAULT_MAX_VARIANTS,
+    FactorError,
+    Variant,
+    expand,
+    load_levels,
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,14 @@ class RunConfig:
     counts and a memory estimate; no weights load and nothing is scored."""
     predict_device: Literal["h200", "h100", "a100", "cpu", "none"] = "h200"
     """Dry run: predict the scoring time of the plan on this device (pass-level roofline; cpu is measured; none skips it)."""
+    factors: tuple[str | dict[str, str], ...] = ()
+    """Prompt factors: factor names (their full factorial, e.g. [labels,cue]) or variants ({factor: level} each); empty: the bench's own prompt only."""
+    factor_levels: str | None = None
+    """A YAML or JSON file of more factor levels: {factor: {level: text or [labels]}}."""
+    max_variants: Annotated[int, Ge(1)] = DEFAULT_MAX_VARIANTS
+    """The most prompt variants `factors` may expand to."""
+    variants: tuple[Variant, ...] = field(default=(), init=False)
+    """The variants `factors` expands to (checked as the config is built); empty without factors."""
     launch_record: Mapping[str, str] = field(default_factory=dict)
     """Files recording how the run was launched (path in the run directory → text, e.g. the
     composed Hydra config), written once the directory is claimed."""
@@ -118,6 +134,7 @@ class RunConfig:
         _scoring_only(self)
         _shardable(self)
         _text_reading(self)
+        object.__setattr__(self, "variants", _variants(self))
 
     @property
     def generates(self) -> bool:
@@ -177,6 +194,20 @@ def _text_reading(cfg: RunConfig) -> None:
                               "backend.mode=letters+text")
 
 
+def _variants(cfg: RunConfig) -> tuple[Variant, ...]:
+    """The prompt variants of `factors` (with the levels file's levels), checked against what the
+    bench admits and the cap; empty without factors. Factors need letter scoring of one whole run."""
+    factors = BUILTIN_FACTORS if cfg.factor_levels is None else load_levels(cfg.factor_levels)
+    if not cfg.factors:
+        return ()
+    if cfg.generates or cfg.backend.mode != "letters" or cfg.bench.shard is not None \
+            or cfg.intervention.name != "none":
+        raise FactorError("factors: prompt factors need letter scoring of one unsharded run without an intervention "
+                          f"(backend.mode=letters, no bench.shard, intervention=none); got backend.mode="
+                          f"{cfg.backend.mode}, {cfg.bench.task.answers} answers")
+    return expand(list(cfg.factors), factors, cfg.bench.task.factors, cfg.max_variants)
+
+
 def _judge_values(values: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """The `judge:` block, its name the bench's default judge when no override names one
     (`judge=…`, `judge.name=…`): the config tree's default judge (`keyword`) is one bench's."""
@@ -233,7 +264,7 @@ def intervention_spec(values: Mapping[str, Any]) -> InterventionSpec:
 
 
 TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size",
-             "part_seconds", "dry_run", "predict_device")
+             "part_seconds", "dry_run", "predict_device", "factors", "factor_levels", "max_variants")
 
 
 def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None,
@@ -255,8 +286,8 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
         "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
         "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
         "intervention": intervention_spec(values.get("intervention") or {}),
-        **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run", "predict_device")
-           if k in values},
+        **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run", "predict_device", "factors",
+                                  "factor_levels", "max_variants") if k in values},
     }, "")
     _no_judge_options_without_a_judge(config, overrides)
     return config

@@ -63,7 +63,7 @@ def render_text(tokenizer: Tokenizer, prompt: Prompt, settings: RenderSettings) 
         messages += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
     messages.append({"role": "user", "content": prompt.message})
     kwargs = dict(settings.template_kwargs)
-    if settings.cue is None:
+    if not settings.cue:  # open answers, or an empty cue: the template's bare generation prompt
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
     messages.append({"role": "assistant", "content": settings.cue})
     text = tokenizer.apply_chat_template(messages, tokenize=False, continue_final_message=True, **kwargs)
@@ -110,7 +110,8 @@ def derive_letter_ids(
         raise ProbeInputError(f"model {model_name!r}: letters {list(letters)} share token ids {ids}")
     assert settings.cue is not None, "letters are read right after an answer cue"
     cue_len = len(encode(tokenizer, settings.cue, RenderSettings(kind="instruct")))
-    return LetterIds(letters=tuple(letters), ids=tuple(ids), cue_token_ids=tuple(base[-cue_len:]))
+    # an empty cue (the bare generation prompt) has no tokens of its own to check
+    return LetterIds(letters=tuple(letters), ids=tuple(ids), cue_token_ids=tuple(base[-cue_len:]) if cue_len else ())
 
 
 def render_prompts(
@@ -206,7 +207,7 @@ def _checked(
     p: Prompt, text: str, ids: np.ndarray, cue: np.ndarray | None, model_name: str, max_positions: int | None
 ) -> RenderedPrompt:
     """The rendered prompt, after checking it ends in the cue tokens and fits the model."""
-    if cue is not None and not np.array_equal(ids[-len(cue):], cue):
+    if cue is not None and len(cue) and not np.array_equal(ids[-len(cue):], cue):
         raise ProbeInputError(
             f"model {model_name!r}, prompt {p.prompt_id} ({p.describe()}): the rendered prompt does not end in "
             f"the answer-cue tokens {cue.tolist()}"

@@ -22,6 +22,7 @@ from probe.benches.task import Task
 from probe.config import build
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
+from probe.report.format_run import variant_mask, variant_records
 from probe.results.manifest import Manifest
 from probe.results.records import FORWARD_PASS_OPTIONS, InterventionRecord
 from probe.results.run import Run, load_run
@@ -98,8 +99,11 @@ class StoredRun:
         return analysis_options(self.manifest, overrides)
 
     def measure(self, opts: AnalysisOptions, mask: np.ndarray | None = None) -> dict[str, Any]:
-        """The task's metric tree on the masked prompts (None: all) with `opts`, returned with its
-        bootstrap replicates (`probe.metrics.core.replicates_of`)."""
+        """The task's metric tree on the masked prompts (None: all; a factor run's: the protocol's
+        variant, `probe.report.format_run`) with `opts`, returned with its bootstrap replicates
+        (`probe.metrics.core.replicates_of`)."""
+        if mask is None and variant_records(self.run):
+            mask = variant_mask(self.run, 0)
         return self.task.metrics(self.run, mask, opts)
 
     def recompute_metrics(self, mask: np.ndarray | None = None,

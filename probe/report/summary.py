@@ -10,6 +10,7 @@ from typing import Any
 from probe.benches.task import Task
 from probe.metrics.core import get_path
 from probe.report.entries import metric_cell
+from probe.report.format_run import summary_line
 from probe.viz.letters import letter_warnings
 from probe.viz.markdown import small_sample
 
@@ -25,6 +26,8 @@ def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
         value = metric_cell(task, metrics, column)
         if value != "–":
             lines.append(f"  {column.label}: {value}")
+    if "format" in metrics:  # a factor run: the group share of the variance and the verdicts
+        lines.append(f"  {summary_line(metrics['format'])}")
     return "\n".join(lines + [f"  warning: {w}" for w in warnings(metrics, task.judging.errors(metrics))])
 
 

@@ -19,6 +19,7 @@ from probe.config import Ge, NonEmpty
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
 from probe.prompts.text_forms import TEXT_FORMAT_LINE
+from probe.prompts.variants import Wording
 from probe.types import LETTERS, Item, Option, Prompt
 
 K = 4
@@ -290,11 +291,13 @@ def _cells(item: Item, condition: str) -> list[tuple[str | None, int, int | None
 
 def render_message(
     item: Item, condition: str, target: str | None, order: tuple[int, ...], ctx_rotation: int | None,
-    form: str = "letters",
+    form: str = "letters", wording: Wording = Wording(),
 ) -> str:
     """The user-turn text of one DiSCo prompt (the line order of docs/benchmarks/disco.md; absent parts omitted); `form`
     `hybrid` asks for the answer's text instead of its letter, `cloze` ends before the
-    instruction line (no options to choose from)."""
+    instruction line (no options to choose from). `wording` (a prompt factor's variant) changes
+    the labels — in the option lines, the default instruction's example and the format line —,
+    the instruction line or the option lines."""
     lines = [f"Question: {item.question}"]
     if condition in ("C1", "C2"):
         assert target is not None
@@ -311,11 +314,23 @@ def render_message(
     if form == "cloze":
         return "\n".join(lines)
     instructions = HYBRID_INSTRUCTIONS if form == "hybrid" else item.instructions or DEFAULT_INSTRUCTIONS
-    lines.append(f"Instructions: {instructions}")
+    labels = wording.labels or LETTERS[:K]
+    if wording.labels is not None and instructions == DEFAULT_INSTRUCTIONS:
+        instructions = instructions.replace("(e.g., A, B, C)", f"(e.g., {', '.join(labels[:3])})")
+    lines.append(f"Instructions: {wording.instruction or instructions}")
     lines.append("Options:")
-    lines.extend(f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(order))
-    lines.append(TEXT_FORMAT_LINE if form == "hybrid" else FORMAT_LINE)
+    lines.extend(wording.option_line(labels[i], item.options[o].text, f"{labels[i]}. {item.options[o].text}")
+                 for i, o in enumerate(order))
+    format_line = FORMAT_LINE if wording.labels is None else FORMAT_LINE.replace("A, B, C, D", ", ".join(labels))
+    lines.append(TEXT_FORMAT_LINE if form == "hybrid" else format_line)
     return "\n".join(lines)
+
+
+def reword(item: Item, prompt: Prompt, wording: Wording) -> str:
+    """A letter prompt's message under another wording (`probe.prompts.variants.Reword`)."""
+    condition, target, ctx = (prompt.value(k) for k in ("condition", "target", "ctx_rotation"))
+    return render_message(item, str(condition), None if target is None else str(target), prompt.order,
+                          None if ctx is None else int(ctx), wording=wording)
 
 
 def text_message(item: Item, prompt: Prompt, form: str) -> str:

@@ -16,12 +16,14 @@ from probe.benches.disco.data import (
     build_prompts,
     load_items,
     resolve_source,
+    reword,
     text_message,
 )
 from probe.benches.disco.metrics import DiscoAnalysis, compute
 from probe.benches.task import Column, PreparedBench, Presentation
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions, get_path
+from probe.prompts.factors import BUILTIN_FACTORS
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS, Contrast
 from probe.viz.markdown import value_ci
@@ -80,7 +82,7 @@ and steering vectors compare the located user (C1) with no context (C0), and the
 TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="disco", title="DiSCo", spec_type=DiscoSpec, prepare=prepare, compute=_compute,
                         report=report.report, figures=figures.run_figures, text_message=text_message,
-                        design=DESIGN),
+                        design=DESIGN, factors=tuple(BUILTIN_FACTORS), reword=reword),
     Presentation(
         sweep_columns=SWEEP_COLUMNS,
         sweep_note=("Expected (probability-weighted) metrics with 95% bootstrap CIs over items; debiased = the "

@@ -1,0 +1,125 @@
+"""A factor run's analysis from its stored tables (`factors=…`, `probe.prompts.variants`): the
+bench's own metrics per variant, and the format-robustness analysis of its group shares.
+
+A factor run stores every variant's prompts (`prompts.parquet` column `variant`) and each
+variant's levels (the manifest's `variants`). Its top-level metrics are the protocol's variant's
+(variant 0), equal to a run without factors; `format` (in `metrics.json`) holds, per variant,
+the bench's headline (`expected`, `debiased`) on that variant's prompts, and the analysis of
+`probe.metrics.format_robustness` on the per item × variant × group shares
+(`probe.metrics.variant_shares`). A full factorial splits the variance by factor; explicit
+variants that are not one (`design: one-way`) split it by the wording as a whole (one factor,
+`variant`, a level per variant).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from probe.backends.trie import unique_token_count
+from probe.benches.task import Task
+from probe.metrics.core import AnalysisOptions
+from probe.metrics.factorial_shares import FactorialError
+from probe.metrics.format_robustness import FormatRobustness, analyse
+from probe.metrics.variant_shares import (
+    VARIANT,
+    analysed_condition,
+    factorial_of,
+    share_cube,
+)
+from probe.results.run import Run
+
+
+def variant_records(run: Run) -> list[dict[str, Any]]:
+    """The manifest's `variants` (empty: not a factor run)."""
+    return list(run.manifest.raw.get("variants") or [])
+
+
+def variant_mask(run: Run, index: int) -> np.ndarray:
+    """`[prompt_id]` whether each prompt belongs to variant `index`."""
+    return np.asarray(run.prompts.column(VARIANT).to_numpy(zero_copy_only=False) == index)
+
+
+def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
+    """`metrics.json`'s `format`: each variant's levels and the bench's headline on its prompts, the
+    condition the shares read, and the format-robustness analysis (`robustness_json`)."""
+    records = variant_records(run)
+    per_variant = []
+    for rec in records:
+        tree = task.metrics(run, variant_mask(run, int(rec["index"])), opts)
+        per_variant.append({"index": rec["index"], "name": rec["name"], "levels": rec["levels"],
+                            "labels": rec["labels"], "expected": tree.get("expected"),
+                            "debiased": tree.get("debiased"),
+                            "ci95": {k: v for k, v in (tree.get("ci95") or {}).items()
+                                     if k in ("expected", "debiased")}})
+    names = [str(rec["name"]) for rec in records]
+    table = run.table()
+    try:
+        factorial, design = factorial_of([rec["levels"] for rec in records], names), "factorial"
+    except FactorialError:  # explicit variants, not every combination: the wording as one factor
+        factorial, design = factorial_of([{"variant": n} for n in names], names), "one-way"
+    result = analyse(share_cube(table, task.design, names, opts.temperature), factorial, n_boot=opts.n_boot,
+                     seed=opts.seed)
+    return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,
+            "cost": cost(run), **robustness_json(result)}
+
+
+def cost(run: Run) -> dict[str, Any]:
+    """What scoring every variant in one plan cost against the protocol's variant alone: prompt
+    tokens, the trie limits (unique tokens) of all variants and of the protocol's, the tokens the
+    scorer computed, and per variant the share of the protocol's limit it needed."""
+    ids = run.prompts.column("token_ids").to_pylist()
+    variant = run.prompts.column(VARIANT).to_pylist()
+    seqs = [np.asarray(t, dtype=np.int64) for t in ids]
+    limit = unique_token_count(seqs)
+    protocol = unique_token_count([t for t, v in zip(seqs, variant) if v == 0])
+    computed = run.manifest.raw.get("backend", {}).get("tokens_computed")
+    n = len(set(variant))
+    return {"prompt_tokens": int(sum(len(t) for t in seqs)), "trie_limit": limit, "protocol_trie_limit": protocol,
+            "tokens_computed": computed,
+            "computed_per_limit": None if computed is None else computed / limit,
+            "per_variant_vs_protocol": None if computed is None else computed / n / protocol}
+
+
+def robustness_json(r: FormatRobustness) -> dict[str, Any]:
+    """The analysis as JSON: shares per variant × group, per group across variants (with its own
+    split and verdict), the variance split with intervals, Kendall's W, verdict counts."""
+    def split(s: Any) -> dict[str, Any]:
+        return {"group": s.group, "interactions": dict(s.interactions), "rest": s.rest}
+
+    return {
+        "factors": list(r.factors), "groups": list(r.groups), "reference": r.reference, "n_items": r.n_items,
+        "shares": {v: {c.group: c.share for c in r.cells if c.variant == v} for v in r.variants},
+        "shares_ci95": None if r.n_boot == 0 else
+        {v: {c.group: c.ci95 for c in r.cells if c.variant == v} for v in r.variants},
+        "across": {a.group: {**{k: getattr(a, k) for k in ("mean", "min", "max", "iqr", "n_over", "n_over_ci",
+                                                           "n_under", "n_under_ci", "verdict")},
+                             "largest_factor": a.largest_factor, "split": split(a.split)} for a in r.across},
+        "split": split(r.split),
+        "split_ci95": None if r.split_ci95 is None else [split(s) for s in r.split_ci95],
+        "largest_factor": r.split.largest_factor,
+        "kendall_w": r.kendall_w, "kendall_w_ci95": r.kendall_w_ci95,
+        "verdict_counts": dict(r.verdict_counts),
+    }
+
+
+def summary_line(block: Mapping[str, Any]) -> str:
+    """The end-of-run summary's line: the group share of the variance and the verdict counts."""
+    split, counts = block.get("split") or {}, block.get("verdict_counts") or {}
+    verdicts = ", ".join(f"{k} {v}" for k, v in counts.items()) or "no verdicts (no bootstrap)"
+    spent = block.get("cost") or {}
+    if spent.get("per_variant_vs_protocol") is not None:
+        verdicts += (f"; tokens computed {spent['tokens_computed']} ({spent['computed_per_limit']:.3f}× the trie limit"
+                     f", {spent['per_variant_vs_protocol']:.2f}× the protocol's per variant)")
+    group = split.get("group")
+    louder = group is not None and np.isfinite(group) and group < 0.5
+    return (f"format: {len(block.get('variants') or [])} variants; group share of the variance "
+            f"{_num(group)} (largest factor: {block.get('largest_factor') or 'none'}); verdicts: {verdicts}"
+            + ("; warning: the wording explains more of the variance than the group" if louder else ""))
+
+
+def _num(x: Any) -> str:
+    return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{float(x):.2f}"
+

@@ -1,0 +1,199 @@
+"""Prompt factors in a run (`factors=…`): a factorial's variants are each exactly a standalone
+run of that variant (letter log-probs within 1e-5 nats), a run without factors stores nothing
+new, every factor changes what it should in the rendered prompt, the top-level metrics are the
+protocol's, `format` in metrics.json is the format-robustness analysis (recomputed by
+`probe analyze`), and bad designs stop before anything is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from test_text_runs import _config
+
+from probe.errors import ProbeInputError
+from probe.pipeline.analysis import analyze_run
+from probe.pipeline.execute import run
+from probe.pipeline.spec import run_config
+from probe.prompts.factors import FactorError
+
+TOL = 1e-5  # nats: a variant's letter log-probs do not depend on the other variants in the plan
+BASE = ("bench.limit=2", "bench.conditions=[C0]")
+FACTORIAL = "factors=[labels,cue,instruction]"
+SOLO = ("factors=[{labels: digits, cue: bare, instruction: which}, {labels: lower, cue: answer, instruction: pick},"
+        " {layout: paren, system: neutral}]")
+
+
+def _run(out: Path, *overrides: str, bench: str = "demo") -> Path:
+    return run(run_config(_config(*(BASE if bench == "demo" else BASE[:1]), *overrides, bench=bench), out))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("factor_runs")
+    os.environ["PROBE_CACHE"] = str(tmp / "cache")
+    return {"plain": _run(tmp / "plain"), "factorial": _run(tmp / "factorial", FACTORIAL),
+            "solo": _run(tmp / "solo", SOLO)}
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def _variants(out: Path) -> dict[tuple[tuple[str, str], ...], dict[str, Any]]:
+    """`{levels (every factor, protocol filled in): variant record}` of a factor run."""
+    every = ("labels", "layout", "cue", "instruction", "system")
+    out_map = {}
+    for rec in _json(out / "manifest.json")["variants"]:
+        levels = {f: ("none" if f == "system" else "protocol") for f in every} | rec["levels"]
+        out_map[tuple(sorted(levels.items()))] = rec
+    return out_map
+
+
+def _letters(out: Path, index: int | None) -> np.ndarray:
+    """`[prompt, letter]` stored log-probs of one variant (None: every prompt), in prompt order."""
+    scores = pq.read_table(out / "scores.parquet").to_pydict()
+    prompts = pq.read_table(out / "prompts.parquet").to_pydict()
+    keep = [True] * len(prompts["prompt_id"]) if index is None else [v == index for v in prompts["variant"]]
+    rows = [lp for lp, k in zip(scores["letter_logprobs"], keep) if k]
+    return np.asarray(rows, dtype=np.float64)
+
+
+def test_each_variant_equals_its_standalone_run(runs: dict[str, Path]) -> None:
+    """Every variant of the standalone runs (the protocol alone, and three explicit variants)
+    has the letter log-probs of the same variant inside the 36-variant factorial within 1e-5
+    nats, prompt by prompt, and reads its own labels' tokens."""
+    factorial = _variants(runs["factorial"])
+    assert len(factorial) == 3 * 3 * 4
+    worst = float(np.abs(_letters(runs["plain"], None) - _letters(runs["factorial"], 0)).max())
+    compared = 1
+    for levels, rec in _variants(runs["solo"]).items():
+        if levels not in factorial:  # layout / system: not varied by the factorial
+            continue
+        mine, theirs = _letters(runs["solo"], rec["index"]), _letters(runs["factorial"], factorial[levels]["index"])
+        assert mine.shape == theirs.shape == (8, 4)
+        assert rec["label_token_ids"] == factorial[levels]["label_token_ids"]
+        worst = max(worst, float(np.abs(mine - theirs).max()))
+        compared += 1
+    assert compared == 4 and worst <= TOL, worst  # the plain run, and the solo run's protocol and two others
+
+
+def test_a_run_without_factors_stores_nothing_new(runs: dict[str, Path]) -> None:
+    """No `variant` column, no `variants` in the manifest or run key, no `format` in metrics.json."""
+    plain = runs["plain"]
+    assert "variant" not in pq.read_table(plain / "prompts.parquet").column_names
+    assert "variants" not in _json(plain / "manifest.json") and "variants" not in _json(plain / "run_key.json")
+    assert "format" not in _json(plain / "metrics.json")
+
+
+def test_each_factor_changes_what_it_should(runs: dict[str, Path]) -> None:
+    """Labels, instruction, cue, layout and system message each show in the rendered text; the
+    protocol's variant renders as the plain run; the manifest records each variant's labels."""
+    solo = pq.read_table(runs["solo"] / "prompts.parquet").to_pydict()
+    plain = pq.read_table(runs["plain"] / "prompts.parquet").to_pydict()
+    text = {v: t for v, t in zip(solo["variant"], solo["text"])}  # one prompt of each variant
+    assert solo["text"][:8] == plain["text"] and solo["token_ids"][:8] == plain["token_ids"]
+    assert "\n1. " in text[1] and "Give just the label of that option (1, 2, 3, 4)" in text[1]
+    assert text[1].rstrip().endswith("assistant")  # the bare generation prompt: nothing pre-filled
+    assert "\na. " in text[2] and text[2].endswith("Answer:") and "one of a, b, c, d" in text[2]
+    assert "\n(A) " in text[3] and "You are a helpful assistant." in text[3]
+    records = _json(runs["solo"] / "manifest.json")["variants"]
+    assert [r["labels"] for r in records] == [list("ABCD"), list("1234"), list("abcd"), list("ABCD")]
+    assert [r["cue"] for r in records][1:3] == ["", "Answer:"]
+
+
+def test_top_level_metrics_are_the_protocols(runs: dict[str, Path]) -> None:
+    """A factor run's metrics outside `format` are the protocol variant's: the plain run's, to
+    within the parity tolerance (same prompts, items and bootstrap seed)."""
+    plain, factorial = _json(runs["plain"] / "metrics.json"), _json(runs["factorial"] / "metrics.json")
+    assert factorial["n_prompts"] == plain["n_prompts"] == 8
+    a, b = plain["expected"]["C0"]["CSD"], factorial["expected"]["C0"]["CSD"]
+    assert a.keys() == b.keys() and all(abs(a[k] - b[k]) < 1e-4 for k in a)
+    assert factorial["format"]["variants"][0]["expected"]["C0"]["CSD"] == b
+
+
+def test_format_block_and_its_recomputation(runs: dict[str, Path], tmp_path: Path) -> None:
+    """`format`: 36 variants with their levels, shares per variant summing to 1, the variance
+    split adding to 1 over group, each factor and the rest, verdicts for every group; `probe
+    analyze` on a copy of the run writes the same block."""
+    block = _json(runs["factorial"] / "metrics.json")["format"]
+    assert block["factors"] == ["labels", "cue", "instruction"] and len(block["variants"]) == 36
+    assert block["condition"] == "C0"
+    for shares in block["shares"].values():
+        assert abs(sum(shares.values()) - 1) < 1e-9
+    split = block["split"]
+    assert abs(split["group"] + sum(split["interactions"].values()) + split["rest"] - 1) < 1e-9
+    assert sum(block["verdict_counts"].values()) == len(block["groups"]) == len(block["across"])
+    cost = block["cost"]  # the trie shares what variants share: within 1% of its limit, far below 36 × one
+    assert cost["tokens_computed"] <= 1.01 * cost["trie_limit"] and cost["per_variant_vs_protocol"] < 0.5
+    copy = shutil.copytree(runs["factorial"], tmp_path / "copy")
+    (copy / "metrics.json").unlink()
+    analyze_run(copy)
+    assert _json(copy / "metrics.json")["format"] == block
+
+
+def _levels_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "levels.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(("overrides", "bench", "message"), [
+    (("factors=[labels,colour]",), "demo", "unknown factor 'colour'"),
+    (("factors=[{labels: roman}]",), "demo", "factor 'labels' has no level 'roman'"),
+    (("factors=[labels]",), "ccd", "factor 'labels' is not admitted by this bench's protocol"),
+    (("factors=[labels,cue,instruction,layout,system]", "max_variants=100"), "demo", "144 variants"),
+    (("factors=[cue]", "backend.mode=generate"), "demo", "need letter scoring"),
+])
+def test_bad_designs_stop_before_anything_runs(overrides: tuple[str, ...], bench: str, message: str,
+                                               tmp_path: Path) -> None:
+    with pytest.raises(ProbeInputError, match=message):
+        _run(tmp_path / "out", *overrides, bench=bench)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_levels_file_level_without_its_placeholder_is_refused(tmp_path: Path) -> None:
+    path = _levels_file(tmp_path, "instruction:\n  terse: Answer with one label only.\n")
+    with pytest.raises(FactorError, match=r"lacks the placeholder \{labels\}"):
+        _run(tmp_path / "out", "factors=[instruction]", f"factor_levels={path}")
+    assert not (tmp_path / "out").exists()
+
+
+def test_labels_that_are_not_one_token_stop_before_scoring(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A label set from a levels file whose labels are several tokens in context stops the run
+    before scoring, naming the variant, the label and the tokens seen; no file is written."""
+    path = _levels_file(tmp_path, "labels:\n  odd: [Qz7x, Wv8y, Jx5q, Pk4z]\n")
+    out = tmp_path / "out"
+    with pytest.raises(ProbeInputError, match=r"variant 3 \(labels=odd\).*letter 'Qz7x' is not one stable token.*"
+                                              r"tokens seen"):
+        _run(out, "factors=[labels]", f"factor_levels={path}")
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
+    """The report opens its section with the plain sentence, warns when the wording explains more
+    variance than the group (this random tiny model: it does), shows the variance-share table and
+    the figure; the end-of-run summary prints the group share and the verdict counts; a run without
+    factors has none of it."""
+    from probe.report.stored_run import StoredRun
+    from probe.report.summary import run_summary
+
+    out = runs["factorial"]
+    report = (out / "report.md").read_text()
+    section = report[report.index("## Does it survive a change of wording? (36 prompt variants"):]
+    block = _json(out / "metrics.json")["format"]
+    top = max(block["across"], key=lambda g: block["across"][g]["mean"])
+    n_over = block["across"][top]["n_over"]
+    assert section.split("\n")[2].startswith(f"{top} is over-selected in {n_over} of 36 wordings")
+    assert block["split"]["group"] < 0.5 and "**Warning: the wording explains more of the variance" in section
+    assert "| all |" in section and "| culture | labels | cue | instruction | rest |" in section
+    assert (out / "figures" / "format_shares.png").is_file()
+    summary = run_summary(StoredRun.open(out).task, _json(out / "metrics.json"))
+    assert "format: 36 variants; group share of the variance" in summary and "robust " in summary
+    assert "wording" not in (runs["plain"] / "report.md").read_text()
