@@ -25,7 +25,8 @@ from probe.benches.ccd.data import CLUSTERS
 from probe.benches.ccd.metrics import compute as ccd_compute
 from probe.benches.disco.data import DiscoSpec, build_prompts
 from probe.benches.disco.metrics import DiscoAnalysis, compute
-from probe.benches.forced import ROTATION_DESIGN, letter_blocks, letter_metrics, letter_report
+from probe.benches.forced import ROTATION_DESIGN, letter_metrics, letter_report
+from probe.benches.forced_metrics import letter_blocks
 from probe.benches.registry import get_task
 from probe.commands.compare import main as compare_main
 from probe.errors import ProbeInputError

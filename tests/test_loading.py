@@ -191,7 +191,7 @@ def test_prefix_cache_counters_are_the_vllm_engines_capability() -> None:
     from probe.backends.batching import BackendStats
     from probe.backends.hf import HFScorer
     from probe.backends.vllm import VLLMEngine
-    from probe.pipeline.execute import _prefix_cache
+    from probe.pipeline.answer_passes import prefix_cache as _prefix_cache
 
     engine = VLLMEngine.__new__(VLLMEngine)  # the attributes __init__ sets, without vLLM
     engine.stats, engine.cacheable_tokens, engine.block_size = BackendStats(prompt_tokens=10), 5, 16

@@ -10,22 +10,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
-from tqdm import tqdm
 
-from probe.backends.base import Backend, Generator, PrefixCacheCounters, Scorer
 from probe.backends.factory import make_backend
 from probe.backends.roofline import predict_chunks
 from probe.backends.specs import backend_record
 from probe.backends.trie import unique_tokens
 from probe.backends.units import score_chunks, work_units
-from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError, os_errors
 from probe.files import make_dirs, write_text
 from probe.models import (
@@ -37,15 +34,9 @@ from probe.models import (
 )
 from probe.models.memory import BYTES, memory_estimate
 from probe.pipeline.analysis import analyze_run
+from probe.pipeline.answer_passes import d_model, generate_pass, n_layers, prefix_cache, score_pass
 from probe.pipeline.claim import Claim, check_ours, claim
-from probe.pipeline.factor_run import Variants, render_variants_of
-from probe.pipeline.judging import (
-    VerdictCache,
-    build_judge,
-    check_error_rate,
-    run_jobs,
-    verdict_config,
-)
+from probe.pipeline.factor_run import render_variants_of
 from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import provenance, run_key
 from probe.pipeline.shard_plan import check_outputs, output_checksums, shard_prompts
@@ -55,22 +46,15 @@ from probe.prompts.control import check_data_text
 from probe.prompts.prefix import shared_prefix_lengths
 from probe.prompts.render import render_prompts
 from probe.prompts.variants import VARIANT
-from probe.prompts.tokenizer import Tokenizer
 from probe.report.summary import run_summary
-from probe.results.generations import write_generations, write_judgements
 from probe.results import layout
 from probe.results.manifest import ShardRecord, new_manifest, pass_quantiles, read_manifest, write_manifest
 from probe.results.records import InterventionRecord, record_or_none
-from probe.results.mech import ActivationWriter
-from probe.results.parts import PartStore
 from probe.results.run import checked_manifest
 from probe.results.io import read_json_object
-from probe.results.scores import ScoreWriter, write_prompts
-from probe.types import LetterIds, LetterScore, RenderedPrompt
+from probe.results.scores import write_prompts
+from probe.types import LetterIds, RenderedPrompt
 from probe.viz.markdown import terminal_line
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +99,8 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     if cfg.dry_run:
         return _dry_run(cfg, loaded, rendered, own, letter_ids, reading)
     prepared = prepare_intervention(cfg.intervention, rendered, shared_prefix_lengths(rendered),
-                                    {**asdict(cfg.model), **loaded.info}, _n_layers(loaded.model),
-                                    _d_model(loaded.model), ref.task.design)
+                                    {**asdict(cfg.model), **loaded.info}, n_layers(loaded.model),
+                                    d_model(loaded.model), ref.task.design)
     key = run_key(cfg, loaded, settings, letter_ids, bench, prepared.record)
     if variants is not None:  # a run without factors keeps the key it always had
         key["variants"] = variants.record
@@ -139,11 +123,11 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     notes: dict[str, Any] = {}  # what the judging leaves in the manifest
     text_work: dict[str, Any] = {}  # the text reading's counters (none without one)
     if generate:
-        notes = _generate(cfg, bench, backend, rendered, own, loaded)
+        notes = generate_pass(cfg, bench, backend, rendered, own, loaded)
     else:
         assert letter_ids is not None
         if cfg.backend.mode != "text":
-            resumed = _score(cfg, bench, backend, rendered, own, letter_ids, loaded, variants)
+            resumed = score_pass(cfg, bench, backend, rendered, own, letter_ids, loaded, variants)
         if reading is not None:
             scorer, t1 = backend.texts(), time.perf_counter()
             text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
@@ -160,7 +144,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
             "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
             "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
             "resumed_prompts": resumed, **text_work,
-            **_prefix_cache(backend)}
+            **prefix_cache(backend)}
     timings = {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
                "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
                **patching}
@@ -322,122 +306,3 @@ def _readable(path: Path) -> bool:
     except ProbeInputError:
         return False
     return True
-
-
-def _generate(cfg: RunConfig, bench: PreparedBench, generator: Generator, rendered: Sequence[RenderedPrompt],
-              own: Sequence[RenderedPrompt], loaded: LoadedModel) -> dict[str, Any]:
-    """Decode the run's own prompts (planned with all of them), parse each text as the task says,
-    store; then let the judge read them. Returns what the manifest notes about the judging
-    (`verdict_cache_rejected`: cached verdicts not used, by reason; only when there were any)."""
-    task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
-    store = PartStore(cfg.out_dir / layout.GENERATION_PARTS, task.tables.generations_schema)
-    others = set(by_id) - {r.prompt.prompt_id for r in own}
-    with tqdm(total=len(own), unit="prompt", desc="generating", disable=not cfg.progress) as bar:
-        bar.update(len(store.done))
-        for batch in generator.generate(rendered, set(store.done) | others):
-            rows = [{"prompt_id": g.prompt_id, "text": g.text,
-                     **task.tables.parse_generation(by_id[g.prompt_id], g.text, bench)} for g in batch]
-            store.append(pa.Table.from_pylist(rows, schema=task.tables.generations_schema))  # one part per batch
-            bar.update(len(batch))
-    rows = store.read().to_pylist()
-    write_generations(cfg.out_dir, rows, task.tables.generations_schema)
-    jobs = task.judging.jobs(bench, rows)
-    if cfg.judged and not jobs:  # nothing to ask (all rationales empty, an empty shard): an empty table
-        write_judgements(cfg.out_dir, [], task.judging.schema)
-    elif jobs and cfg.judged:
-        shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
-        local = VerdictCache(cfg.out_dir / layout.JUDGEMENT_PARTS, verdict_config(cfg))
-        verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)
-        write_judgements(cfg.out_dir, verdicts, task.judging.schema)
-        check_error_rate(verdicts, cfg.judge.max_error_rate)
-        rejected = shared.rejected + local.rejected
-        if rejected:
-            return {"verdict_cache_rejected": dict(sorted(rejected.items()))}
-    return {}
-
-
-@dataclass
-class Writers:
-    """Where a scoring pass streams its outputs."""
-
-    scores: ScoreWriter
-    activations: ActivationWriter | None = None
-
-    def add(self, batch: Sequence[LetterScore]) -> None:
-        # Activations first: once a prompt's scores are in a part, its row is already written.
-        for s in batch:
-            if self.activations is not None:
-                assert s.activations is not None
-                self.activations.add(s.prompt_id, s.activations)
-        self.scores.add(batch)
-
-    def close(self) -> None:
-        self.scores.close()
-        if self.activations is not None:
-            self.activations.close()
-
-
-def _prefix_cache(backend: Backend) -> dict[str, float | None]:
-    """vLLM: the share of prompt tokens its prefix cache served, and the most whole shared
-    blocks could serve (the trie's unique tokens bound it further; see the manifest)."""
-    if not isinstance(backend, PrefixCacheCounters):
-        return {"prefix_cache_hit_rate": None, "prefix_cache_limit": None}
-    total = backend.stats.prompt_tokens
-    return {"prefix_cache_hit_rate": backend.prefix_cache_hit_rate(),
-            "prefix_cache_limit": backend.cacheable_tokens / total if total else None,
-            "prefix_cache_block": backend.block_size}
-
-
-def _score(cfg: RunConfig, bench: PreparedBench, backend: Scorer, rendered: Sequence[RenderedPrompt],
-           own: Sequence[RenderedPrompt], letter_ids: LetterIds, loaded: LoadedModel,
-           variants: Variants | None = None) -> int:
-    """Stream the scores (and lens / activations) of the run's own prompts to disk, planned with
-    all of them; returns how many prompts an interrupted earlier run had already scored. With
-    `variants`, every variant's label tokens are read and each prompt keeps its own labels'."""
-    mech = cfg.analysis.mech
-    expected = sorted(int(r.prompt.prompt_id) for r in own)
-    decode = _token_text(loaded.tokenizer)
-    writers = Writers(_score_writer(cfg, bench, decode))
-    if mech.capture_layers:
-        writers.activations = ActivationWriter(cfg.out_dir, expected, backend.capture,
-                                               _d_model(loaded.model), mech.capture_dtype, writers.scores.done)
-        if writers.scores.done and not writers.activations.resumed:  # rows lost: score those prompts again
-            writers.scores.store.remove()
-            writers.scores = _score_writer(cfg, bench, decode)
-    done = set(writers.scores.done)
-    others = {int(r.prompt.prompt_id) for r in rendered} - set(expected)
-    seen: set[int] = set(done)
-    with tqdm(total=len(own), unit="prompt", desc="scoring", disable=not cfg.progress,
-              dynamic_ncols=True) as bar:
-        bar.update(len(done))
-        batches = backend.score(rendered, letter_ids if variants is None else variants.union, done | others)
-        for batch in batches if variants is None else variants.columns.stream(batches):
-            writers.add(batch)
-            new = [s.prompt_id for s in batch if s.prompt_id not in seen]
-            seen.update(new)
-            bar.update(len(new))
-    assert seen == set(expected), "backend must score every prompt it owns, and only those"
-    writers.close()
-    return len(done)
-
-
-def _score_writer(cfg: RunConfig, bench: PreparedBench, decode: Callable[[int], str]) -> ScoreWriter:
-    return ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=cfg.analysis.mech.logit_lens,
-                       part_seconds=cfg.part_seconds, decode=decode)
-
-
-def _token_text(tokenizer: Tokenizer) -> Callable[[int], str]:
-    """Token id → the text it decodes to alone (`argmax_token`: what the model wanted to say)."""
-    return lambda token_id: str(tokenizer.decode([token_id]))
-
-
-def _text_config(model: PreTrainedModel) -> Any:
-    return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-
-
-def _n_layers(model: PreTrainedModel | None) -> int:
-    return 0 if model is None else int(_text_config(model).num_hidden_layers)  # None: vLLM, no weights here
-
-
-def _d_model(model: PreTrainedModel | None) -> int:
-    return 0 if model is None else int(_text_config(model).hidden_size)
