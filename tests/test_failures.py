@@ -119,3 +119,21 @@ def test_the_model_check_reads_the_hub_cache_only(tmp_path: Path, monkeypatch: p
         check_available(ModelSpec(name="m", kind="auto", hub_id="org/absent"), weights=True)
     with pytest.raises(ProbeInputError, match=r"^judge.model 'j': ./nowhere is not a directory; model.hub_id=<directory>"):
         check_available(ModelSpec(name="j", kind="auto", hub_id="./nowhere"), weights=False, key="judge.model")
+
+
+def test_a_model_about_to_be_downloaded_is_named_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """With the hub reachable, a model not in the cache passes the check, and the log says what is
+    fetched (a dry run: the config and tokenizer only) before the download starts."""
+    import logging
+
+    from huggingface_hub import constants
+
+    import probe.models.availability as availability
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(availability, "hub_reachable", lambda: True)
+    with caplog.at_level(logging.INFO, logger="probe.models.availability"):
+        check_available(ModelSpec(name="g", kind="auto", hub_id="org/absent"), weights=False)
+    assert caplog.messages == [f"model 'g': downloading org/absent's config and tokenizer (a dry run loads no weights) "
+                               f"from the hub into {tmp_path}"]

@@ -10,10 +10,13 @@ what is missing and how to point at a local copy instead.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from probe.errors import ProbeInputError
 from probe.models.load import ModelSpec, hub_reachable
+
+log = logging.getLogger(__name__)
 
 LOCAL_COPY = "model.hub_id=<directory>"
 """How a run points at a local checkpoint (spelled the same in `--help`, errors and the docs)."""
@@ -37,11 +40,14 @@ def check_available(spec: ModelSpec, weights: bool, key: str = "model") -> None:
     if ref.startswith(PATH_PREFIXES) or spec.source == "path":
         raise ProbeInputError(f"{key} {spec.name!r}: {ref} is not a directory; {LOCAL_COPY} must name a checkpoint "
                               "directory (its config, tokenizer and weights files, as save_pretrained writes them)")
-    if (spec.source == "auto" and spec.gguf is not None) or _cached(ref, spec.revision) or hub_reachable():
+    if (spec.source == "auto" and spec.gguf is not None) or _cached(ref, spec.revision):
         return
     from huggingface_hub import constants  # light: constants only
 
     needs = "config, tokenizer and weights" if weights else "config and tokenizer (a dry run loads no weights)"
+    if hub_reachable():  # say what is fetched before fetching it: a large download is not a hang
+        log.info("%s %r: downloading %s's %s from the hub into %s", key, spec.name, ref, needs, constants.HF_HUB_CACHE)
+        return
     why = "HF_HUB_OFFLINE=1" if constants.HF_HUB_OFFLINE else "no answer within 3 s"
     raise ProbeInputError(
         f"{key} {spec.name!r} needs {ref}'s {needs}, which are not in the hub cache {constants.HF_HUB_CACHE}, "
