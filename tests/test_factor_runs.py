@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import ccd_items, write_json_file
+from test_globalopinion_data import row, write
 from test_text_runs import _config
 
 from probe.errors import ProbeInputError
@@ -30,16 +32,34 @@ SOLO = ("factors=[{labels: digits, cue: bare, instruction: which}, {labels: lowe
         " {layout: paren, system: neutral}]")
 
 
+REWORDED = "factors=[{labels: lower, instruction: pick}, {layout: paren}]"
+
+
 def _run(out: Path, *overrides: str, bench: str = "demo") -> Path:
     return run(run_config(_config(*(BASE if bench == "demo" else BASE[:1]), *overrides, bench=bench), out))
+
+
+def _opinions(tmp: Path) -> Path:
+    """Two questions: 2 options, and 11 (the widest: labels 1 … 11 under `digits`)."""
+    eleven = [f"Choice {i}" for i in range(11)]
+    shares = DD_SHARES.format([round(1 / 11, 6)] * 10 + [round(1 - 10 * round(1 / 11, 6), 6)])
+    return write(tmp, [row(), row("Which one?", shares, repr(eleven))])
+
+
+DD_SHARES = "defaultdict(<class 'list'>, {{'France': {0}}})"
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("factor_runs")
     os.environ["PROBE_CACHE"] = str(tmp / "cache")
+    ccd = f"bench.path={write_json_file(tmp / 'CCD-Bench.json', ccd_items(1))}"
+    opinions = f"bench.path={_opinions(tmp)}"
     return {"plain": _run(tmp / "plain"), "factorial": _run(tmp / "factorial", FACTORIAL),
-            "solo": _run(tmp / "solo", SOLO)}
+            "solo": _run(tmp / "solo", SOLO), "ccd": _run(tmp / "ccd", ccd, REWORDED, bench="ccd"),
+            "opinions": _run(tmp / "opinions", opinions, "bench.conditions=[default]", REWORDED,
+                             bench="globalopinion"),
+            "ccd_data": tmp / "CCD-Bench.json", "opinions_data": tmp / "global_opinions.csv"}
 
 
 def _json(path: Path) -> Any:
@@ -147,7 +167,6 @@ def _levels_file(tmp_path: Path, text: str) -> str:
 @pytest.mark.parametrize(("overrides", "bench", "message"), [
     (("factors=[labels,colour]",), "demo", "unknown factor 'colour'"),
     (("factors=[{labels: roman}]",), "demo", "factor 'labels' has no level 'roman'"),
-    (("factors=[labels]",), "ccd", "factor 'labels' is not admitted by this bench's protocol"),
     (("factors=[labels,cue,instruction,layout,system]", "max_variants=100"), "demo", "144 variants"),
     (("factors=[cue]", "backend.mode=generate"), "demo", "need letter scoring"),
 ])
@@ -197,3 +216,46 @@ def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
     summary = run_summary(StoredRun.open(out).task, _json(out / "metrics.json"))
     assert "format: 36 variants; group share of the variance" in summary and "robust " in summary
     assert "wording" not in (runs["plain"] / "report.md").read_text()
+
+
+def _texts(out: Path) -> dict[int, list[str]]:
+    """`{variant: its prompts' user messages}` (the rendered text, chat template included)."""
+    prompts = pq.read_table(out / "prompts.parquet").to_pydict()
+    texts: dict[int, list[str]] = {}
+    for v, t in zip(prompts["variant"], prompts["text"]):
+        texts.setdefault(v, []).append(t)
+    return texts
+
+
+def test_ccd_and_globalopinion_reword_labels_instruction_and_layout(runs: dict[str, Path]) -> None:
+    """CCD-Bench: lower-case labels at the options and the pick instruction in the JSON format
+    line's place; the paren layout keeps the format line. GlobalOpinionQA: the labels at its
+    options, the instruction after them, each prompt listing only the labels it shows (2 or 11);
+    variant 0 keeps each protocol's text."""
+    ccd = _texts(runs["ccd"])
+    assert [len(ccd[v]) for v in (0, 1, 2)] == [10, 10, 10]
+    fmt = "(where X is one of A, B, C, D, E, F, G, H, I, J)."
+    assert "\nA. " in ccd[0][0] and fmt in ccd[0][0]
+    assert "\na. " in ccd[1][0] and "\nj. " in ccd[1][0] and "Return ONLY valid JSON" not in ccd[1][0]
+    assert "answer with its label only, one of a, b, c, d, e, f, g, h, i, j, without" in ccd[1][0]
+    assert "\n(A) " in ccd[2][0] and "\nA. " not in ccd[2][0] and fmt in ccd[2][0]
+    opinions = _texts(runs["opinions"])
+    two, eleven = opinions[1][0], opinions[1][-1]  # the 2-option question's first rotation, the 11's last
+    assert "\n(a) Yes" in two and "one of a, b, without" in two and "(A) " not in two
+    assert "\n(k) " in eleven and "one of a, b, c, d, e, f, g, h, i, j, k, without" in eleven
+    assert "\n(A) Yes" in opinions[0][0] and "Pick one" not in opinions[0][0]
+    assert opinions[2] == opinions[0]  # the paren layout is GlobalOpinionQA's own option line
+    records = _json(runs["opinions"] / "manifest.json")["variants"]
+    assert [r["labels"] for r in records] == [list("ABCDEFGHIJK"), list("abcdefghijk"), list("ABCDEFGHIJK")]
+    assert "format" in _json(runs["opinions"] / "metrics.json")
+
+
+@pytest.mark.parametrize("bench", ["ccd", "globalopinion"])
+def test_digit_labels_past_nine_are_refused_naming_the_label(runs: dict[str, Path], bench: str,
+                                                             tmp_path: Path) -> None:
+    """Ten or more options under `digits`: this tokenizer splits `10`, so the run stops before
+    scoring, naming the variant and the label."""
+    data = runs["ccd_data" if bench == "ccd" else "opinions_data"]
+    with pytest.raises(ProbeInputError, match=r"variant 1 \(labels=digits\).*letter '10' is not one stable token"):
+        _run(tmp_path / "out", f"bench.path={data}", "factors=[{labels: digits}]", bench=bench)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
