@@ -259,3 +259,23 @@ def test_digit_labels_past_nine_are_refused_naming_the_label(runs: dict[str, Pat
     with pytest.raises(ProbeInputError, match=r"variant 1 \(labels=digits\).*letter '10' is not one stable token"):
         _run(tmp_path / "out", f"bench.path={data}", "factors=[{labels: digits}]", bench=bench)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_sweep_tables_show_the_group_share_and_verdicts_of_factor_runs(runs: dict[str, Path]) -> None:
+    """A sweep's table gains the group share (with its interval) and the verdict counts of its
+    factor runs, read from `metrics.json["format"]`; a run without factors there shows `–` with
+    why, and a table of runs without factors has neither column."""
+    from probe.report.stored_run import StoredRun
+    from probe.report.sweep import bench_table
+
+    plain, factorial = StoredRun.open(runs["plain"]), StoredRun.open(runs["factorial"])
+    block = _json(runs["factorial"] / "metrics.json")["format"]
+    lo, hi = (b["group"] for b in block["split_ci95"])
+    share = f"{block['split']['group']:.3f} [{lo:.3f}, {hi:.3f}]"
+    verdicts = ", ".join(f"{k} {v}" for k, v in block["verdict_counts"].items())
+    table = bench_table([plain, factorial], factorial.task)
+    assert "format: group share" in table and "format: verdicts" in table
+    row = next(line for line in table.splitlines() if share in line)
+    assert verdicts in row and "format-dependent 4" in verdicts
+    assert "not a factor run (no `factors`)" in table
+    assert "format:" not in bench_table([plain], plain.task)
