@@ -279,3 +279,25 @@ def test_sweep_tables_show_the_group_share_and_verdicts_of_factor_runs(runs: dic
     assert verdicts in row and "format-dependent 4" in verdicts
     assert "not a factor run (no `factors`)" in table
     assert "format:" not in bench_table([plain], plain.task)
+
+
+def test_compare_two_factor_runs_variant_by_variant(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """`probe compare` of two factor runs with the same variants: each variant's headline (its
+    prompts alone) in both, paired over the items — a run against itself gives Δ = 0 [0, 0], and A
+    is the variant's stored headline; runs whose variant sets differ are refused in one line."""
+    from probe.commands.compare import compare_variants, main
+
+    block = _json(runs["factorial"] / "metrics.json")["format"]
+    per_variant = compare_variants(runs["factorial"], runs["factorial"], ["C0.KL", "C0.Gini"], n_boot=20)
+    assert [name for name, _ in per_variant] == [v["name"] for v in block["variants"]]
+    for (_, c), stored in zip(per_variant, block["variants"]):
+        kl = c.differences[0]
+        assert kl.a == pytest.approx(stored["expected"]["C0"]["KL"], abs=1e-9) and kl.delta == 0
+        assert kl.ci95 == (0.0, 0.0) or list(kl.ci95) == [0.0, 0.0]
+    assert len({round(c.differences[0].a, 9) for _, c in per_variant}) > 1  # the variants differ
+    assert main([str(runs["factorial"]), str(runs["factorial"]), "analysis.n_boot=10"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("### Variant ") == 36 and "### Variant labels=digits,cue=bare,instruction=which" in out
+    with pytest.raises(ProbeInputError, match=r"^the factor runs score different variants: only in .*solo: "
+                                              r"layout=paren,system=neutral; only in .*factorial: .*cue=answer"):
+        compare_variants(runs["solo"], runs["factorial"])
