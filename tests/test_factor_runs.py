@@ -301,3 +301,23 @@ def test_compare_two_factor_runs_variant_by_variant(runs: dict[str, Path], capsy
     with pytest.raises(ProbeInputError, match=r"^the factor runs score different variants: only in .*solo: "
                                               r"layout=paren,system=neutral; only in .*factorial: .*cue=answer"):
         compare_variants(runs["solo"], runs["factorial"])
+
+
+def test_a_base_model_text_holding_the_message_is_reworded_with_it() -> None:
+    """GlobalOpinionQA's `Human: … Assistant:` base text holds the message: a reworded variant
+    swaps the message inside it; a base text worded apart from its message is refused."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from probe.prompts.factors import BUILTIN_FACTORS, expand
+    from probe.prompts.variants import variant_prompts
+    from probe.types import Prompt
+
+    p = Prompt(prompt_id=0, item_id="q", order=(0, 1), groups=("x", "y"), message="Q?\n(A) yes\n(B) no",
+               prefix_key="q", base_text="Human: Q?\n(A) yes\n(B) no\n\nAssistant:")
+    variants = expand([{"labels": "lower"}], BUILTIN_FACTORS, admitted=["labels"])
+    out = variant_prompts([p], [SimpleNamespace(item_id="q")], variants, lambda i, q, w: "Q?\n(a) yes\n(b) no", "AB")
+    assert [q.base_text for q in out] == [p.base_text, "Human: Q?\n(a) yes\n(b) no\n\nAssistant:"]
+    with pytest.raises(FactorError, match="base-model text, which this bench does not reword"):
+        variant_prompts([replace(p, base_text="Human: other\n\nAssistant:")], [SimpleNamespace(item_id="q")],
+                        variants, lambda i, q, w: "x", "AB")
