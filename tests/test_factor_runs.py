@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from conftest import ccd_items, write_json_file
+from test_globalopinion_data import row, write
 from test_text_runs import _config
 
 from probe.errors import ProbeInputError
@@ -30,16 +32,34 @@ SOLO = ("factors=[{labels: digits, cue: bare, instruction: which}, {labels: lowe
         " {layout: paren, system: neutral}]")
 
 
+REWORDED = "factors=[{labels: lower, instruction: pick}, {layout: paren}]"
+
+
 def _run(out: Path, *overrides: str, bench: str = "demo") -> Path:
     return run(run_config(_config(*(BASE if bench == "demo" else BASE[:1]), *overrides, bench=bench), out))
+
+
+def _opinions(tmp: Path) -> Path:
+    """Two questions: 2 options, and 11 (the widest: labels 1 … 11 under `digits`)."""
+    eleven = [f"Choice {i}" for i in range(11)]
+    shares = DD_SHARES.format([round(1 / 11, 6)] * 10 + [round(1 - 10 * round(1 / 11, 6), 6)])
+    return write(tmp, [row(), row("Which one?", shares, repr(eleven))])
+
+
+DD_SHARES = "defaultdict(<class 'list'>, {{'France': {0}}})"
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("factor_runs")
     os.environ["PROBE_CACHE"] = str(tmp / "cache")
+    ccd = f"bench.path={write_json_file(tmp / 'CCD-Bench.json', ccd_items(1))}"
+    opinions = f"bench.path={_opinions(tmp)}"
     return {"plain": _run(tmp / "plain"), "factorial": _run(tmp / "factorial", FACTORIAL),
-            "solo": _run(tmp / "solo", SOLO)}
+            "solo": _run(tmp / "solo", SOLO), "ccd": _run(tmp / "ccd", ccd, REWORDED, bench="ccd"),
+            "opinions": _run(tmp / "opinions", opinions, "bench.conditions=[default]", REWORDED,
+                             bench="globalopinion"),
+            "ccd_data": tmp / "CCD-Bench.json", "opinions_data": tmp / "global_opinions.csv"}
 
 
 def _json(path: Path) -> Any:
@@ -147,7 +167,6 @@ def _levels_file(tmp_path: Path, text: str) -> str:
 @pytest.mark.parametrize(("overrides", "bench", "message"), [
     (("factors=[labels,colour]",), "demo", "unknown factor 'colour'"),
     (("factors=[{labels: roman}]",), "demo", "factor 'labels' has no level 'roman'"),
-    (("factors=[labels]",), "ccd", "factor 'labels' is not admitted by this bench's protocol"),
     (("factors=[labels,cue,instruction,layout,system]", "max_variants=100"), "demo", "144 variants"),
     (("factors=[cue]", "backend.mode=generate"), "demo", "need letter scoring"),
 ])
@@ -197,3 +216,108 @@ def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
     summary = run_summary(StoredRun.open(out).task, _json(out / "metrics.json"))
     assert "format: 36 variants; group share of the variance" in summary and "robust " in summary
     assert "wording" not in (runs["plain"] / "report.md").read_text()
+
+
+def _texts(out: Path) -> dict[int, list[str]]:
+    """`{variant: its prompts' user messages}` (the rendered text, chat template included)."""
+    prompts = pq.read_table(out / "prompts.parquet").to_pydict()
+    texts: dict[int, list[str]] = {}
+    for v, t in zip(prompts["variant"], prompts["text"]):
+        texts.setdefault(v, []).append(t)
+    return texts
+
+
+def test_ccd_and_globalopinion_reword_labels_instruction_and_layout(runs: dict[str, Path]) -> None:
+    """CCD-Bench: lower-case labels at the options and the pick instruction in the JSON format
+    line's place; the paren layout keeps the format line. GlobalOpinionQA: the labels at its
+    options, the instruction after them, each prompt listing only the labels it shows (2 or 11);
+    variant 0 keeps each protocol's text."""
+    ccd = _texts(runs["ccd"])
+    assert [len(ccd[v]) for v in (0, 1, 2)] == [10, 10, 10]
+    fmt = "(where X is one of A, B, C, D, E, F, G, H, I, J)."
+    assert "\nA. " in ccd[0][0] and fmt in ccd[0][0]
+    assert "\na. " in ccd[1][0] and "\nj. " in ccd[1][0] and "Return ONLY valid JSON" not in ccd[1][0]
+    assert "answer with its label only, one of a, b, c, d, e, f, g, h, i, j, without" in ccd[1][0]
+    assert "\n(A) " in ccd[2][0] and "\nA. " not in ccd[2][0] and fmt in ccd[2][0]
+    opinions = _texts(runs["opinions"])
+    two, eleven = opinions[1][0], opinions[1][-1]  # the 2-option question's first rotation, the 11's last
+    assert "\n(a) Yes" in two and "one of a, b, without" in two and "(A) " not in two
+    assert "\n(k) " in eleven and "one of a, b, c, d, e, f, g, h, i, j, k, without" in eleven
+    assert "\n(A) Yes" in opinions[0][0] and "Pick one" not in opinions[0][0]
+    assert opinions[2] == opinions[0]  # the paren layout is GlobalOpinionQA's own option line
+    records = _json(runs["opinions"] / "manifest.json")["variants"]
+    assert [r["labels"] for r in records] == [list("ABCDEFGHIJK"), list("abcdefghijk"), list("ABCDEFGHIJK")]
+    assert "format" in _json(runs["opinions"] / "metrics.json")
+
+
+@pytest.mark.parametrize("bench", ["ccd", "globalopinion"])
+def test_digit_labels_past_nine_are_refused_naming_the_label(runs: dict[str, Path], bench: str,
+                                                             tmp_path: Path) -> None:
+    """Ten or more options under `digits`: this tokenizer splits `10`, so the run stops before
+    scoring, naming the variant and the label."""
+    data = runs["ccd_data" if bench == "ccd" else "opinions_data"]
+    with pytest.raises(ProbeInputError, match=r"variant 1 \(labels=digits\).*letter '10' is not one stable token"):
+        _run(tmp_path / "out", f"bench.path={data}", "factors=[{labels: digits}]", bench=bench)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_sweep_tables_show_the_group_share_and_verdicts_of_factor_runs(runs: dict[str, Path]) -> None:
+    """A sweep's table gains the group share (with its interval) and the verdict counts of its
+    factor runs, read from `metrics.json["format"]`; a run without factors there shows `–` with
+    why, and a table of runs without factors has neither column."""
+    from probe.report.stored_run import StoredRun
+    from probe.report.sweep import bench_table
+
+    plain, factorial = StoredRun.open(runs["plain"]), StoredRun.open(runs["factorial"])
+    block = _json(runs["factorial"] / "metrics.json")["format"]
+    lo, hi = (b["group"] for b in block["split_ci95"])
+    share = f"{block['split']['group']:.3f} [{lo:.3f}, {hi:.3f}]"
+    verdicts = ", ".join(f"{k} {v}" for k, v in block["verdict_counts"].items())
+    table = bench_table([plain, factorial], factorial.task)
+    assert "format: group share" in table and "format: verdicts" in table
+    row = next(line for line in table.splitlines() if share in line)
+    assert verdicts in row and "format-dependent 4" in verdicts
+    assert "not a factor run (no `factors`)" in table
+    assert "format:" not in bench_table([plain], plain.task)
+
+
+def test_compare_two_factor_runs_variant_by_variant(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """`probe compare` of two factor runs with the same variants: each variant's headline (its
+    prompts alone) in both, paired over the items — a run against itself gives Δ = 0 [0, 0], and A
+    is the variant's stored headline; runs whose variant sets differ are refused in one line."""
+    from probe.commands.compare import compare_variants, main
+
+    block = _json(runs["factorial"] / "metrics.json")["format"]
+    per_variant = compare_variants(runs["factorial"], runs["factorial"], ["C0.KL", "C0.Gini"], n_boot=20)
+    assert [name for name, _ in per_variant] == [v["name"] for v in block["variants"]]
+    for (_, c), stored in zip(per_variant, block["variants"]):
+        kl = c.differences[0]
+        assert kl.a == pytest.approx(stored["expected"]["C0"]["KL"], abs=1e-9) and kl.delta == 0
+        assert kl.ci95 == (0.0, 0.0) or list(kl.ci95) == [0.0, 0.0]
+    assert len({round(c.differences[0].a, 9) for _, c in per_variant}) > 1  # the variants differ
+    assert main([str(runs["factorial"]), str(runs["factorial"]), "analysis.n_boot=10"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("### Variant ") == 36 and "### Variant labels=digits,cue=bare,instruction=which" in out
+    with pytest.raises(ProbeInputError, match=r"^the factor runs score different variants: only in .*solo: "
+                                              r"layout=paren,system=neutral; only in .*factorial: .*cue=answer"):
+        compare_variants(runs["solo"], runs["factorial"])
+
+
+def test_a_base_model_text_holding_the_message_is_reworded_with_it() -> None:
+    """GlobalOpinionQA's `Human: … Assistant:` base text holds the message: a reworded variant
+    swaps the message inside it; a base text worded apart from its message is refused."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from probe.prompts.factors import BUILTIN_FACTORS, expand
+    from probe.prompts.variants import variant_prompts
+    from probe.types import Prompt
+
+    p = Prompt(prompt_id=0, item_id="q", order=(0, 1), groups=("x", "y"), message="Q?\n(A) yes\n(B) no",
+               prefix_key="q", base_text="Human: Q?\n(A) yes\n(B) no\n\nAssistant:")
+    variants = expand([{"labels": "lower"}], BUILTIN_FACTORS, admitted=["labels"])
+    out = variant_prompts([p], [SimpleNamespace(item_id="q")], variants, lambda i, q, w: "Q?\n(a) yes\n(b) no", "AB")
+    assert [q.base_text for q in out] == [p.base_text, "Human: Q?\n(a) yes\n(b) no\n\nAssistant:"]
+    with pytest.raises(FactorError, match="base-model text, which this bench does not reword"):
+        variant_prompts([replace(p, base_text="Human: other\n\nAssistant:")], [SimpleNamespace(item_id="q")],
+                        variants, lambda i, q, w: "x", "AB")

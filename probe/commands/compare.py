@@ -10,6 +10,8 @@ construction in the block, such as DiSCo's PPR in `debiased`, are left out; belo
 p-values are not printed, the intervals and a warning are) (markdown on stdout;
 `compare.json` in DIR with `--out`). The two runs must be of one benchmark with the same items
 (LocQA: templates) and design; both are resampled identically (see `probe.metrics.paired`).
+Two factor runs (`factors=…`) with the same variants are compared variant by variant (one table
+per variant, `compare.json` keyed by variant name); variant sets that differ are refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from probe.commands import cmdline
 from probe.benches.forced import (
@@ -25,15 +28,16 @@ from probe.benches.forced import (
     is_generation_run,
     is_text_only_run,
 )
+from probe.benches.task import Task
 from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
 from probe.metrics.paired import Comparison, Difference
-from probe.report.paired_runs import comparable_units, compare, headline_block
+from probe.report.paired_runs import comparable_units, compare, headline_block, shared_variants
 from probe.report.stored_run import StoredRun
 from probe.results.layout import AGREEMENT, COMPARISON, claim_output_dir
 
-__all__ = ["Comparison", "Difference", "compare_runs", "paired_difference"]
+__all__ = ["Comparison", "Difference", "compare_runs", "compare_variants", "paired_difference"]
 
 COMMAND = "probe compare"
 """Whose output an `--out` directory holds (`probe.results.layout.claim_output_dir`)."""
@@ -53,16 +57,42 @@ def paired_difference(run_a: str | Path, run_b: str | Path, metric: str, flavour
 def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None = None, flavour: str | None = None,
                  n_boot: int | None = None, seed: int | None = None, temperature: float | None = None) -> Comparison:
     """Paired differences for `metrics` (default: the bench's headline sweep columns that run A
-    reports, less those constant by construction in the block, `Column.constant_in`)."""
+    reports, less those constant by construction in the block, `Column.constant_in`); of a factor
+    run, its protocol variant's."""
     a, b = StoredRun.open(run_a), StoredRun.open(run_b)
     task, _ = comparable_units(a, b)
-    overrides = {k: v for k, v in (("n_boot", n_boot), ("seed", seed), ("temperature", temperature)) if v is not None}
-    if metrics is None:  # the headline columns this run has (a DiSCo run may skip conditions)
-        tree = task.headline(a.metrics)[0]
-        block = flavour or headline_block(task, a.metrics)
-        metrics = [c.path for c in task.presentation.sweep_columns
-                   if c.cell is None and block not in c.constant_in and isinstance(get_path(tree, c.path), (int, float))]
-    return compare(a, b, metrics, a.options(overrides), flavour)
+    return compare(a, b, _headline_paths(a, task, metrics, flavour), a.options(_overrides(n_boot, seed, temperature)),
+                   flavour)
+
+
+def compare_variants(run_a: str | Path, run_b: str | Path, metrics: list[str] | None = None,
+                     flavour: str | None = None, n_boot: int | None = None, seed: int | None = None,
+                     temperature: float | None = None) -> list[tuple[str, Comparison]]:
+    """Of two factor runs with the same variants: `(variant name, paired differences)` per
+    variant, in A's variant order, each variant's prompts alone in both runs, resampled on the
+    same items (Holm over each variant's table); empty when not both are factor runs. Runs whose
+    variant sets differ are refused, naming the difference."""
+    a, b = StoredRun.open(run_a), StoredRun.open(run_b)
+    task, _ = comparable_units(a, b)
+    pairs = shared_variants(a, b)
+    if not pairs:
+        return []
+    paths, opts = _headline_paths(a, task, metrics, flavour), a.options(_overrides(n_boot, seed, temperature))
+    return [(name, compare(a, b, paths, opts, flavour, variants=(ia, ib))) for name, ia, ib in pairs]
+
+
+def _overrides(n_boot: int | None, seed: int | None, temperature: float | None) -> dict[str, Any]:
+    return {k: v for k, v in (("n_boot", n_boot), ("seed", seed), ("temperature", temperature)) if v is not None}
+
+
+def _headline_paths(a: StoredRun, task: Task, metrics: list[str] | None, flavour: str | None) -> list[str]:
+    """`metrics`, or the headline columns run A has (a DiSCo run may skip conditions)."""
+    if metrics is not None:
+        return metrics
+    tree = task.headline(a.metrics)[0]
+    block = flavour or headline_block(task, a.metrics)
+    return [c.path for c in task.presentation.sweep_columns
+            if c.cell is None and block not in c.constant_in and isinstance(get_path(tree, c.path), (int, float))]
 
 
 def _p(p: float, n_boot: int) -> str:
@@ -109,11 +139,18 @@ def _body(argv: list[str]) -> int:
     if command.overrides.get("agreement") is True:
         return _choice_agreement(command.paths[0], command.paths[1], opts, command.overrides.get("out"))
     block = command.overrides.get("block")
-    result = compare_runs(*command.paths, flavour=None if block is None else str(block), **opts)
-    print(comparison_markdown(result), end="")
+    flavour = None if block is None else str(block)
+    per_variant = compare_variants(*command.paths, flavour=flavour, **opts)
+    if per_variant:  # two factor runs: every variant's headline, variant by variant
+        print("\n".join(f"### Variant {name}\n\n{comparison_markdown(c)}" for name, c in per_variant), end="")
+        record: dict[str, Any] = {"variants": {name: asdict(c) for name, c in per_variant}}
+    else:
+        result = compare_runs(*command.paths, flavour=flavour, **opts)
+        print(comparison_markdown(result), end="")
+        record = asdict(result)
     if "out" in command.overrides:
         out = claim_output_dir(Path(str(command.overrides["out"])), COMMAND)
-        write_json(out / COMPARISON, asdict(result))
+        write_json(out / COMPARISON, record)
         print(f"probe compare: wrote {out / COMPARISON}", file=sys.stderr)
     return 0
 

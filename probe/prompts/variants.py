@@ -86,20 +86,24 @@ def variant_prompts(prompts: Sequence[Prompt], items: Iterable[Any], variants: S
                     reword: Reword, letters: Sequence[str]) -> list[Prompt]:
     """Every prompt of every variant, variant-major (`v · N + i`), each design gaining `variant`.
 
-    A variant that changes the message needs the bench's `reword`; a prompt with a base-model
-    text or example turns is not reworded (they would still show the protocol's wording)."""
+    A variant that changes the message needs the bench's `reword`. A base-model text that holds the
+    message verbatim gets the reworded message in its place; a prompt with example turns, or whose
+    base-model text is worded apart from its message, is not reworded (it would still show the
+    protocol's wording). A prompt shows as many options as its `order` has entries ≥ 0 (a bench
+    pads a prompt with fewer options than the run's widest with negative entries)."""
     by_id = {str(getattr(item, "item_id", "")): item for item in items}
     n, out = len(prompts), []
     for v in variants:
         for p in prompts:
-            said = wording(v, len(p.order), letters)
-            message = p.message
+            said = wording(v, sum(o >= 0 for o in p.order), letters)
+            message, base = p.message, p.base_text
             if not said.is_protocol:
-                if p.base_text is not None or p.shots:
+                if (base is not None and p.message not in base) or p.shots:
                     raise FactorError(f"factors: variant {v.name!r}: prompt {p.prompt_id} ({p.describe()}) has "
                                       "example turns or a base-model text, which this bench does not reword")
                 message = reword(by_id[str(p.item_id)], p, said)
-            out.append(replace(p, prompt_id=v.index * n + p.prompt_id, message=message,
+                base = None if base is None else base.replace(p.message, message)
+            out.append(replace(p, prompt_id=v.index * n + p.prompt_id, message=message, base_text=base,
                                prefix_key=p.prefix_key if v.index == 0 else f"{p.prefix_key}|v{v.index}",
                                design=(*p.design, (VARIANT, v.index))))
     return out

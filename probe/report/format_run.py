@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from probe.backends.trie import unique_token_count
-from probe.benches.task import Task
+from probe.benches.task import Column, Task
 from probe.metrics.core import AnalysisOptions
 from probe.metrics.factorial_shares import FactorialError
 from probe.metrics.format_robustness import FormatRobustness, analyse
@@ -30,6 +30,7 @@ from probe.metrics.variant_shares import (
     share_cube,
 )
 from probe.results.run import Run
+from probe.viz.markdown import value_ci
 
 
 def variant_records(run: Run) -> list[dict[str, Any]]:
@@ -123,3 +124,28 @@ def summary_line(block: Mapping[str, Any]) -> str:
 def _num(x: Any) -> str:
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{float(x):.2f}"
 
+
+
+NOT_A_FACTOR_RUN = "not a factor run (no `factors`), or no group share (its report says why)"
+
+
+def _group_share(m: Mapping[str, Any]) -> str:
+    """The group's share of the share variance across wordings, with its 95% interval."""
+    block = m.get("format") or {}
+    bounds = block.get("split_ci95") or ()
+    interval = [b.get("group") for b in bounds] if len(bounds) == 2 else None
+    return value_ci((block.get("split") or {}).get("group"), interval)
+
+
+def _verdicts(m: Mapping[str, Any]) -> str:
+    """The verdict counts over the groups (`robust 1, format-dependent 3, none 0`)."""
+    counts = (m.get("format") or {}).get("verdict_counts")
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) if counts else "–"
+
+
+FORMAT_COLUMNS = (
+    Column("format: group share", "format.split.group", cell=_group_share, undefined=NOT_A_FACTOR_RUN, optional=True),
+    Column("format: verdicts", "format.verdict_counts", cell=_verdicts, undefined=NOT_A_FACTOR_RUN, optional=True),
+)
+"""Sweep columns of every bench's factor runs, read from `metrics.json["format"]`: shown only when
+some run of the table is a factor run, so other sweeps' tables stay as they were."""

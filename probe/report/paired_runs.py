@@ -15,6 +15,7 @@ from probe.benches.task import Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import SMALL_N, AnalysisOptions, replicates_of
 from probe.metrics.paired import Comparison, Difference, difference, holm
+from probe.report.format_run import variant_mask, variant_records
 from probe.report.stored_run import StoredRun
 from probe.results.layout import is_finished
 
@@ -71,9 +72,24 @@ def _reading(run: StoredRun) -> str:
     return f"backend.mode={run.manifest.backend.mode}" + ("" if form is None else f" bench.text_form={form}")
 
 
-def _with_replicates(run: StoredRun, opts: AnalysisOptions) -> tuple[dict[str, Any], dict[str, Any]]:
-    metrics = run.measure(opts)
+def _with_replicates(run: StoredRun, opts: AnalysisOptions,
+                     variant: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    metrics = run.measure(opts, None if variant is None else variant_mask(run.run, variant))
     return metrics, replicates_of(metrics)
+
+
+def shared_variants(run_a: StoredRun, run_b: StoredRun) -> list[tuple[str, int, int]]:
+    """`(name, index in A, index in B)` of every variant of two factor runs, in A's order (empty:
+    not both factor runs); refused in one line naming the variants only one run has."""
+    a = {str(r["name"]): int(r["index"]) for r in variant_records(run_a.run)}
+    b = {str(r["name"]): int(r["index"]) for r in variant_records(run_b.run)}
+    if not a or not b:
+        return []
+    if set(a) != set(b):
+        only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+        raise ProbeInputError(f"the factor runs score different variants: only in {run_a.path}: "
+                              f"{', '.join(only_a) or 'none'}; only in {run_b.path}: {', '.join(only_b) or 'none'}")
+    return [(name, i, b[name]) for name, i in a.items()]
 
 
 def headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
@@ -83,15 +99,17 @@ def headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
 
 
 def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: AnalysisOptions, block: str | None = None,
-            paired: bool = True) -> Comparison:
+            paired: bool = True, variants: tuple[int, int] | None = None) -> Comparison:
     """`a − b` for each metric path (in the task's headline block unless `block` is given),
     from one bootstrap over the common units; `paired=False` resamples `b` independently
-    (seed + 1), the unpaired reference."""
+    (seed + 1), the unpaired reference. `variants`: of two factor runs, the variant of each
+    compared (its prompts alone; default: a factor run's protocol variant)."""
     task, units = comparable_units(run_a, run_b)
     if opts.n_boot < 1:
         raise ProbeInputError("a paired comparison needs analysis.n_boot ≥ 1")
-    ma, ra = _with_replicates(run_a, opts)
-    mb, rb = _with_replicates(run_b, opts if paired else replace(opts, seed=opts.seed + 1))
+    va, vb = variants or (None, None)
+    ma, ra = _with_replicates(run_a, opts, va)
+    mb, rb = _with_replicates(run_b, opts if paired else replace(opts, seed=opts.seed + 1), vb)
     for run in (run_a, run_b):  # forced choice: the bootstrap resamples the items its table holds
         if task.answers == "letters":
             scored = len({str(u) for u in run.run.table().item_id})

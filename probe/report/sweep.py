@@ -29,6 +29,7 @@ from probe.report.entries import (
     unfinished_reason,
     value,
 )
+from probe.report.format_run import FORMAT_COLUMNS
 from probe.report.paired_runs import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
 from probe.report.steering import steering_figures, steering_table
 from probe.report.stored_run import StoredRun
@@ -71,7 +72,7 @@ def bench_table(entries: Sequence[StoredRun], task: Task) -> str:
     rows = [e for e in entries if e.task.kind == task.kind]
     differ = differing_overrides(rows)
     notes, body = Footnotes(), []
-    columns = [c for c in task.presentation.sweep_columns
+    columns = [c for c in (*task.presentation.sweep_columns, *FORMAT_COLUMNS)
                if not c.optional or any(cell(e, c) != "–" for e in rows)]
     for e in rows:
         label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
@@ -230,7 +231,8 @@ def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (
     lines = []
     for task in _present_tasks(entries):
         mine = [e for e in entries if e.task.kind == task.kind]
-        columns = [c for c in task.presentation.sweep_columns if any(cell(e, c) != "–" for e in mine)]
+        columns = [c for c in (*task.presentation.sweep_columns, *FORMAT_COLUMNS)
+                   if any(cell(e, c) != "–" for e in mine)]
         head = ["run", "bench"] + [c.label for c in columns]
         rows = [[f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]
                 + [cell(e, c) for c in columns] for e in mine]

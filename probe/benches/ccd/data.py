@@ -21,6 +21,7 @@ from probe.config import Ge, Seed
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
 from probe.prompts.text_forms import TEXT_FORMAT_LINE
+from probe.prompts.variants import Wording
 from probe.types import LETTERS, Item, Option, Prompt
 
 CLUSTERS: tuple[str, ...] = (
@@ -145,13 +146,28 @@ def build_prompts(items: Sequence[Item], spec: CCDSpec, generate: bool = False) 
     return prompts
 
 
-def render_message(item: Item, order: Sequence[int], generate: bool) -> str:
+def render_message(item: Item, order: Sequence[int], generate: bool, wording: Wording = Wording()) -> str:
     """The dilemma, options A–J, then the JSON format line (or, when generating, the
-    SELECTED OPTION / RATIONALE format whose rationales feed the pluralism metric)."""
+    SELECTED OPTION / RATIONALE format whose rationales feed the pluralism metric). `wording` (a
+    prompt factor's variant) changes the labels — at the options and in the format line's list —,
+    the option lines, or puts its instruction line in the format line's place."""
+    labels = wording.labels or LETTERS[:K]
     lines = [f"Question: {item.question}", "Options:"]
-    lines += [f"{LETTERS[i]}. {item.options[o].text}" for i, o in enumerate(order)]
-    lines.append(RATIONALE_LINES if generate else FORMAT_LINE)
+    lines += [wording.option_line(labels[i], item.options[o].text, f"{labels[i]}. {item.options[o].text}")
+              for i, o in enumerate(order)]
+    if generate:
+        lines.append(RATIONALE_LINES)
+    elif wording.instruction is not None:
+        lines.append(wording.instruction)
+    else:
+        # the format line names the labels the prompt shows
+        lines.append(FORMAT_LINE if wording.labels is None else FORMAT_LINE.replace(LETTER_LIST, ", ".join(labels)))
     return "\n".join(lines)
+
+
+def reword(item: Item, prompt: Prompt, wording: Wording) -> str:
+    """A letter prompt's message under another wording (`probe.prompts.variants.Reword`)."""
+    return render_message(item, prompt.order, False, wording)
 
 
 def text_message(item: Item, prompt: Prompt, form: str) -> str:

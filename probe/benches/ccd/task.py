@@ -17,6 +17,7 @@ from probe.benches.ccd.data import (
     build_prompts,
     load_items,
     resolve_source,
+    reword,
     text_message,
 )
 from probe.benches.ccd.judging import DIMENSIONS, JUDGEMENT_COLUMNS, KeywordJudge
@@ -26,6 +27,7 @@ from probe.benches.task import Column, JudgeJob, Judging, PreparedBench, Present
 from probe.files import sha256_file
 from probe.judges.base import JudgeRequest
 from probe.metrics.core import AnalysisOptions, get_path
+from probe.prompts.factors import BUILTIN_FACTORS
 from probe.prompts.render import ANSWER_CUE
 from probe.results.generations import read_judgements
 from probe.results.run import Run
@@ -84,7 +86,7 @@ _HEADLINE = (Column("entropy (bits)", "entropy_bits"), Column("Gini", "gini"), C
 TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="ccd", title="CCD-Bench", spec_type=CCDSpec, prepare=prepare, compute=_compute,
                         report=report.report, figures=figures.run_figures, extra_metrics=pluralism_metrics,
-                        text_message=text_message),
+                        text_message=text_message, factors=tuple(BUILTIN_FACTORS), reword=reword),
     Presentation(
         sweep_columns=(Column("top clusters", "shares", cell=_top_clusters), *_HEADLINE,
                        Column("top clusters, debiased", "shares", cell=lambda m: _top_clusters(m, "debiased"),

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from probe.benches.globalopinion.data import Question
 from probe.prompts.text_forms import TEXT_FORMAT_LINE
+from probe.prompts.variants import Wording
 from probe.types import LETTERS, Item, Prompt
 
 PREFILL = "If had to select one of the options, my answer would be ("
@@ -36,10 +37,24 @@ CONDITION, TARGET, ROTATION = "condition", "target", "rotation"
 """The design fields of a prompt: its condition, the country its cue names, its option rotation."""
 
 
-def render_message(question: str, options: Sequence[str], country: str | None = None) -> str:
-    """The user turn: optional country cue, the question, a blank line, the lettered options."""
+def render_message(question: str, options: Sequence[str], country: str | None = None,
+                   wording: Wording = Wording()) -> str:
+    """The user turn: optional country cue, the question, a blank line, the lettered options.
+    `wording` (a prompt factor's variant) changes the labels or the option lines, or adds its
+    instruction line after the options (the protocol has none: its pre-filled answer asks)."""
     head = question if country is None else f"{CROSS_NATIONAL.format(country=country)}\n{question}"
-    return "\n".join([head, "", "Here are the options:", *(f"({LETTERS[i]}) {o}" for i, o in enumerate(options))])
+    labels = wording.labels or LETTERS
+    lines = [wording.option_line(labels[i], o, f"({labels[i]}) {o}") for i, o in enumerate(options)]
+    instruction = [] if wording.instruction is None else [wording.instruction]
+    return "\n".join([head, "", "Here are the options:", *lines, *instruction])
+
+
+def reword(item: Item, prompt: Prompt, wording: Wording) -> str:
+    """A letter prompt's message under another wording (`probe.prompts.variants.Reword`): the
+    options it shows (its `order` up to the padding), its country cue."""
+    country = prompt.value(TARGET)
+    shown = [item.options[o].text for o in prompt.order if o != NOT_SHOWN]
+    return render_message(item.question, shown, None if country is None else str(country), wording)
 
 
 def base_text(message: str) -> str:

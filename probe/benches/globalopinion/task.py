@@ -37,6 +37,7 @@ from probe.benches.globalopinion.prompts import (
     ROTATION,
     TARGET,
     build_prompts,
+    reword,
     text_message,
 )
 from probe.benches.task import Column, PreparedBench, Presentation
@@ -44,6 +45,7 @@ from probe.errors import ProbeInputError
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions, get_path
 from probe.metrics.tree import MetricsTree
+from probe.prompts.factors import BUILTIN_FACTORS
 from probe.results.run import Run
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS, Contrast, Design, GroupNoun
@@ -121,7 +123,8 @@ def _mean(path: str) -> Column:
 _TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="globalopinion", title="GlobalOpinionQA", spec_type=GlobalOpinionSpec, prepare=prepare,
                         compute=_unused_compute, report=report.report, figures=figures.run_figures,
-                        design_columns=DESIGN_COLUMNS, design=DESIGN, text_message=text_message),
+                        design_columns=DESIGN_COLUMNS, design=DESIGN, text_message=text_message,
+                        factors=tuple(BUILTIN_FACTORS), reword=reword),
     Presentation(
         sweep_columns=(Column("closest countries", "default.similarity", cell=_top),
                        Column("furthest countries", "default.similarity", cell=lambda m: _top(m, furthest=True)),
