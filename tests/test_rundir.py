@@ -45,7 +45,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.mark.parametrize("override, message", [
     ("backend.batch_tokens=abc", "backend.batch_tokens: expected an integer ≥ 1, got 'abc'"),
     ("backend.max_batch_size=0", "backend.max_batch_size: 0 is out of range; expected a value ≥ 1"),
-    ("analysis.n_boot=-5", "analysis.n_boot: -5 is out of range; expected a value ≥ 0"),
+    ("analysis.n_boot=-5", "analysis.n_boot: -5 is out of range; expected a value 0 or ≥ 10"),
     ("analysis.temperature=0", "analysis.temperature: 0 is out of range; expected a value > 0"),
     ("bench.conditions=[C0,C4]", "bench.conditions[1]: 'C4' is not one of ['C0', 'C1', 'C2', 'C3']"),
     ("+foo=1", "config: unknown top-level key(s) ['foo']"),

@@ -23,7 +23,7 @@ from typing import IO, Any, Literal
 from probe.errors import ProbeInputError
 from probe.files import open_nofollow, refuse_link, refuse_links_inside
 from probe.results.layout import LOCK, METRICS, RUN_KEY, is_finished
-from probe.results.run_key import as_stored, changed_inputs, read_run_key, write_run_key
+from probe.results.run_key import as_stored, changed_inputs, read_run_key, without_digests, write_run_key
 
 State = Literal["new", "resume", "done"]
 
@@ -106,18 +106,26 @@ def _state(out: Path, key: dict[str, Any]) -> State:
     stored = read_run_key(out)
     if stored is not None:
         if stored != key:
-            changed = changed_inputs(stored, key)
-            if changed:
-                raise ProbeInputError(f"{out}: {changed} changed since this run started (stored vs "
-                                      "now); its stored scores belong to the old inputs, so it is not resumed: "
-                                      "restore them, or choose another output directory")
-            if "data_sha256" not in stored.get("bench", {}) and "data_sha256" in key.get("bench", {}):
-                raise ProbeInputError(f"{out}: this run was started by an older probe, whose run key holds no digest "
-                                      "of the bench data (bench.data_sha256), so its stored scores cannot be tied to "
-                                      "today's data and it is not resumed: choose another output directory")
+            _refuse_changed_inputs(out, stored, key)
             diff = sorted(k for k in set(stored) | set(key) if stored.get(k) != key.get(k))
             raise ProbeInputError(f"{out} holds a run with a different configuration (differs in {diff}); "
                                   "choose another output directory")
         return "done" if is_finished(out) else "resume"
     write_run_key(out, key)
     return "new"
+
+
+def _refuse_changed_inputs(out: Path, stored: dict[str, Any], key: dict[str, Any]) -> None:
+    """Where the configuration is the same but the inputs read are not, say which: the data or the
+    weights changed since the run started, or its key predates the data digest (an older probe)."""
+    if without_digests(stored) != without_digests(key):
+        return  # another configuration: the caller names what differs
+    changed = changed_inputs(stored, key)
+    if changed:
+        raise ProbeInputError(f"{out}: {changed} changed since this run started (stored vs now); its stored scores "
+                              "belong to the old inputs, so it is not resumed: restore them, or choose another "
+                              "output directory")
+    if "data_sha256" not in stored.get("bench", {}) and "data_sha256" in key.get("bench", {}):
+        raise ProbeInputError(f"{out}: this run was started by an older probe, whose run key holds no digest of the "
+                              "bench data (bench.data_sha256), so its stored scores cannot be tied to today's data "
+                              "and it is not resumed: choose another output directory")

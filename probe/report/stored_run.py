@@ -54,8 +54,9 @@ class BenchRun(Run):
         return cls(path=run.path, manifest=run.manifest, metrics=run.metrics, task=task)
 
     def _debiased(self, temperature: float) -> np.ndarray:
-        if self.task is None:
-            return super()._debiased(temperature)
+        if self.task is None:  # built without `of`: as a plain run, no bench to ask
+            raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
+                                  "probe.load_run")
         key = f"debiased:{temperature}"
         if key not in self._cache:
             self._cache[key] = self.task.debiased(self, temperature)

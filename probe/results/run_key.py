@@ -43,6 +43,19 @@ def changed_inputs(stored: dict[str, Any], key: dict[str, Any]) -> str | None:
     return " and ".join(changes) or None
 
 
+DIGESTS = (("bench", "data_sha256"), ("model", "weights_sha256"))
+"""The key's digests of the inputs read (`changed_inputs` names which changed)."""
+
+
+def without_digests(key: dict[str, Any]) -> dict[str, Any]:
+    """`key` without its input digests: what the configuration alone says."""
+    out = copy.deepcopy(key)
+    for block, name in DIGESTS:
+        if isinstance(out.get(block), dict):
+            out[block].pop(name, None)
+    return out
+
+
 def key_shard(key: dict[str, Any]) -> str | None:
     """The shard (`i/n`) a key's bench config names (None: a whole run)."""
     shard = key["bench"]["config"].get("shard")
