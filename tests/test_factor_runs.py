@@ -281,6 +281,26 @@ def test_sweep_tables_show_the_group_share_and_verdicts_of_factor_runs(runs: dic
     assert "format:" not in bench_table([plain], plain.task)
 
 
+def test_the_sweep_summary_table_holds_the_format_numbers(runs: dict[str, Path]) -> None:
+    """`summary.parquet`'s long rows gain flavour `format` for a factor run: the variance split with
+    its interval, Kendall's W, the verdict counts — the values of `metrics.json["format"]`."""
+    from probe.report.entries import summary_rows
+    from probe.report.stored_run import StoredRun
+
+    block = _json(runs["factorial"] / "metrics.json")["format"]
+    rows = {r["metric"]: r for r in summary_rows([StoredRun.open(runs["factorial"])]) if r["flavour"] == "format"}
+    assert rows["split.group"]["value"] == block["split"]["group"]
+    assert (rows["split.group"]["lo"], rows["split.group"]["hi"]) == tuple(b["group"] for b in block["split_ci95"])
+    for factor, share in block["split"]["interactions"].items():
+        assert rows[f"split.interactions.{factor}"]["value"] == share
+    parts = [rows["split.group"]["value"], rows["split.rest"]["value"],
+             *(rows[f"split.interactions.{f}"]["value"] for f in block["split"]["interactions"])]
+    assert sum(parts) == pytest.approx(1.0, abs=1e-9)
+    assert {k: r["value"] for k, r in rows.items() if k.startswith("verdict_counts.")} == {
+        f"verdict_counts.{k}": v for k, v in block["verdict_counts"].items()}
+    assert not [r for r in summary_rows([StoredRun.open(runs["plain"])]) if r["flavour"] == "format"]
+
+
 def test_compare_two_factor_runs_variant_by_variant(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     """`probe compare` of two factor runs with the same variants: each variant's headline (its
     prompts alone) in both, paired over the items — a run against itself gives Δ = 0 [0, 0], and A

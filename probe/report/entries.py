@@ -15,6 +15,7 @@ from probe.benches.registry import task_of
 from probe.benches.task import Column, Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import get_path
+from probe.report.format_run import summary_leaves
 from probe.report.stored_run import StoredRun
 from probe.results.layout import HYDRA_OVERRIDES, MANIFEST, METRICS, RUN_KEY, is_finished, is_run_dir
 from probe.results.manifest import read_manifest
@@ -211,7 +212,8 @@ SUMMARY_SCHEMA = pa.schema([
 
 def summary_rows(entries: Sequence[StoredRun]) -> list[dict[str, Any]]:
     """Every numeric metric of every run in long format, with its 95% interval where stored.
-    Forced-choice runs give their `expected`, `greedy` and `debiased` blocks; other runs their headline block."""
+    Forced-choice runs give their `expected`, `greedy` and `debiased` blocks; other runs their
+    headline block; factor runs also the `format` block's split, Kendall's W and verdict counts."""
     rows = []
     for e in entries:
         cis = e.metrics.get("ci95") or {}
@@ -231,7 +233,16 @@ def summary_rows(entries: Sequence[StoredRun]) -> list[dict[str, Any]]:
                              "metric": path, "flavour": flavour, "value": float(v),
                              "lo": None if lo is None else float(lo), "hi": None if hi is None else float(hi),
                              "intervention": e.intervention_label})
+        if isinstance(e.metrics.get("format"), dict):  # a factor run: the wording analysis too
+            rows += [{"run": str(e.path), "model": e.model, "revision": e.revision, "bench": e.bench, "metric": path,
+                      "flavour": "format", "value": float(v), "lo": _float(lo), "hi": _float(hi),
+                      "intervention": e.intervention_label}
+                     for path, v, lo, hi in summary_leaves(e.metrics["format"]) if is_number(v)]
     return rows
+
+
+def _float(x: Any) -> float | None:
+    return float(x) if is_number(x) else None
 
 
 def _leaves(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:

@@ -125,6 +125,24 @@ def _num(x: Any) -> str:
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{float(x):.2f}"
 
 
+def summary_leaves(block: Mapping[str, Any]) -> list[tuple[str, Any, Any, Any]]:
+    """`(metric, value, lo, hi)` of a format block for the sweep's long summary table: the variance
+    split (group, each interaction, rest) and Kendall's W with their 95% intervals, the verdict
+    counts (no interval)."""
+    split, bounds = block.get("split") or {}, block.get("split_ci95") or ()
+
+    def parts(s: Mapping[str, Any] | None) -> dict[str, Any]:
+        s = s or {}
+        return {"group": s.get("group"), **{f"interactions.{k}": v for k, v in (s.get("interactions") or {}).items()},
+                "rest": s.get("rest")}
+
+    lows, highs = (parts(bounds[0]), parts(bounds[1])) if len(bounds) == 2 else ({}, {})
+    out = [(f"split.{k}", v, lows.get(k), highs.get(k)) for k, v in parts(split).items()]
+    w_ci = block.get("kendall_w_ci95") or (None, None)
+    out.append(("kendall_w", block.get("kendall_w"), w_ci[0], w_ci[1]))
+    out += [(f"verdict_counts.{k}", v, None, None) for k, v in (block.get("verdict_counts") or {}).items()]
+    return out
+
 
 NOT_A_FACTOR_RUN = "not a factor run (no `factors`), or no group share (its report says why)"
 
