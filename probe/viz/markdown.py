@@ -32,6 +32,13 @@ OPENING_TERMS = "**Terms:**"
 """Opens the paragraph that defines the report's abbreviations, right after the conclusion."""
 
 
+def opening_paragraphs(parts: Sequence[str], terms: Sequence[tuple[str, str]]) -> list[str]:
+    """A report's first two paragraphs: the conclusion's sentences (empty ones left out) and the
+    abbreviations they use, each `name = meaning`."""
+    defined = "; ".join(f"{name} = {meaning}" for name, meaning in terms)
+    return [f"{OPENING_CONCLUSION} {' '.join(p for p in parts if p)}", "", f"{OPENING_TERMS} {defined}.", ""]
+
+
 def split_opening(markdown: str) -> tuple[str, str]:
     """A report's title line with the conclusion and terms paragraphs that follow it (those that
     start with `OPENING_CONCLUSION` or `OPENING_TERMS`), and the rest: a report's header and

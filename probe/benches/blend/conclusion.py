@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probe.metrics.core import get_path
-from probe.viz.markdown import OPENING_CONCLUSION, OPENING_TERMS, side, undefined, value_ci
+from probe.viz.markdown import opening_paragraphs, side, undefined, value_ci
 
 ONE_READING = "Answers are generated and judged; there is no letter reading."
 
@@ -35,8 +35,7 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     """The conclusion paragraph and the terms paragraph that open the report."""
     M, cis = get_path(m, "metrics", "all") or {}, get_path(m, "ci95", "all") or {}
     parts = [ONE_READING, _scores(M, cis), _countries(M), _resource(M, cis)]
-    terms = "; ".join(f"{name} = {meaning}" for name, meaning in TERMS)
-    return [f"{OPENING_CONCLUSION} {' '.join(p for p in parts if p)}", "", f"{OPENING_TERMS} {terms}.", ""]
+    return opening_paragraphs(parts, TERMS)
 
 
 def _scores(M: Mapping[str, Any], cis: Mapping[str, Any]) -> str:

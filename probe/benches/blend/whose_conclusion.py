@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probe.metrics.core import get_path
-from probe.viz.markdown import OPENING_CONCLUSION, OPENING_TERMS, side, undefined, value_ci
+from probe.viz.markdown import opening_paragraphs, side, undefined, value_ci
 
 EVEN = ((0.01, "nearly evenly"), (0.1, "somewhat unevenly"), (float("inf"), "very unevenly"))
 """How the conclusion words KL(neutral shares ‖ uniform) in nats (the scale the DiSCo report uses)."""
@@ -37,8 +37,7 @@ def opening(m: Mapping[str, Any]) -> list[str]:
              "Read from the letter scores over the 16 options; this mode computes no debiased reading, so the letter "
              "prior is still in these numbers.")
     parts = [first, _neutral(e, ci), _compliance(e, ci)]
-    terms = "; ".join(f"{name} = {meaning}" for name, meaning in TERMS)
-    return [f"{OPENING_CONCLUSION} {' '.join(p for p in parts if p)}", "", f"{OPENING_TERMS} {terms}.", ""]
+    return opening_paragraphs(parts, TERMS)
 
 
 def _neutral(e: Mapping[str, Any], ci: Mapping[str, Any]) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probe.metrics.core import get_path
-from probe.viz.markdown import OPENING_CONCLUSION, OPENING_TERMS, undefined
+from probe.viz.markdown import opening_paragraphs, undefined
 
 EVEN = ((0.01, "nearly evenly"), (0.1, "somewhat unevenly"), (float("inf"), "very unevenly"))
 """How the report words KL(CSD ‖ uniform) in nats: below 0.01 the largest share is within about
@@ -50,8 +50,7 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     if m.get("letter_warnings"):
         parts.append("The letter drives the answers (warning below): the debiased reading is the one that speaks "
                      "about culture.")
-    terms = "; ".join(f"{name} = {meaning}" for name, meaning in TERMS)
-    return [f"{OPENING_CONCLUSION} {' '.join(p for p in parts if p)}", "", f"{OPENING_TERMS} {terms}.", ""]
+    return opening_paragraphs(parts, TERMS)
 
 
 def _reading(m: Mapping[str, Any], block: str, long: bool) -> str:

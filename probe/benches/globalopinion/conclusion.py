@@ -10,7 +10,7 @@ from typing import Any
 
 from probe.metrics.core import get_path
 from probe.viz.letters import no_debiased
-from probe.viz.markdown import OPENING_CONCLUSION, OPENING_TERMS, fmt, undefined, value_ci
+from probe.viz.markdown import fmt, opening_paragraphs, undefined, value_ci
 
 TERMS = (
     ("similarity", "1 − Jensen–Shannon distance (base 2) between the model's distribution over a question's "
@@ -65,8 +65,7 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     if m.get("letter_warnings"):
         parts.append("The letter drives the answers (warning below): the debiased reading is the one that speaks "
                      "about the countries.")
-    terms = "; ".join(f"{name} = {meaning}" for name, meaning in TERMS)
-    return [f"{OPENING_CONCLUSION} {' '.join(p for p in parts if p)}", "", f"{OPENING_TERMS} {terms}.", ""]
+    return opening_paragraphs(parts, TERMS)
 
 
 def _reading(m: Mapping[str, Any], block: str) -> str:

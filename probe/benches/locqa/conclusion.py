@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probe.metrics.core import get_path
-from probe.viz.markdown import OPENING_CONCLUSION, OPENING_TERMS, side, undefined, value_ci
+from probe.viz.markdown import opening_paragraphs, side, undefined, value_ci
 
 ONE_READING = "Answers are generated and judged; there is no letter reading."
 
@@ -43,8 +43,7 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     """The conclusion paragraph and the terms paragraph that open the report."""
     M, cis = m.get("metrics") or {}, m.get("ci95") or {}
     parts = [ONE_READING, *(_explicit(M, cis) if M.get("explicit") else _implicit(M, cis))]
-    terms = "; ".join(f"{name} = {meaning}" for name, meaning in TERMS)
-    return [f"{OPENING_CONCLUSION} {' '.join(p for p in parts if p)}", "", f"{OPENING_TERMS} {terms}.", ""]
+    return opening_paragraphs(parts, TERMS)
 
 
 def _implicit(M: Mapping[str, Any], cis: Mapping[str, Any]) -> list[str]:
