@@ -6,7 +6,7 @@ from typing import Any
 
 from probe.metrics.core import get_path
 from probe.viz.letters import GREEDY_MARK, GREEDY_NOTE, flagged_conditions, no_debiased
-from probe.viz.markdown import OPENING_CONCLUSION, OPENING_TERMS, Footnotes, fmt, n_boot_of, table
+from probe.viz.markdown import Footnotes, fmt, n_boot_of, opening_paragraphs, table
 
 
 UNDEFINED = "undefined for these items (no prompt shows what it counts)"
@@ -61,11 +61,14 @@ def opening(m: dict[str, Any]) -> list[str]:
     if m.get("letter_warnings"):
         parts.append("The letter drives the answers (warning below): the debiased reading is the one that speaks "
                      "about culture.")
-    return [f"{OPENING_CONCLUSION} {' '.join(p for p in parts if p)}", "",
-            f"{OPENING_TERMS} GLOBE = the ten cultural clusters of the GLOBE study; V = Cramér's V of cluster by "
-            "letter position (0 = no position bias); χ² = Pearson's chi-squared statistic; CI = 95% confidence "
-            "interval, a bootstrap over items; π = the letter prior, the model's preference for a letter whatever "
-            "it shows.", ""]
+    return opening_paragraphs(parts, TERMS)
+
+
+TERMS = (("GLOBE", "the ten cultural clusters of the GLOBE study"),
+         ("V", "Cramér's V of cluster by letter position (0 = no position bias)"),
+         ("χ²", "Pearson's chi-squared statistic"), ("CI", "95% confidence interval, a bootstrap over items"),
+         ("π", "the letter prior, the model's preference for a letter whatever it shows"))
+"""The abbreviations CCD-Bench's report uses, defined in its opening."""
 
 
 def _reading(m: dict[str, Any], block: str, head: str) -> str:
