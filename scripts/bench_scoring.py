@@ -89,7 +89,8 @@ def worker(args: argparse.Namespace) -> None:
     if args.worker in PROBES:  # the compute limit: the trie's unique tokens at this machine's GEMM peak
         ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
         extra = {"unique_flops": perf.forward_flops(loaded.model.config, timing.unique_tokens, ctx, len(rendered)),
-                 "peak_flops": perf.gemm_peak_flops(), "peak_flops_cpu": perf.gemm_peak_flops(clock=time.process_time)}
+                 "peak_flops": perf.gemm_peak_flops(), "peak_flops_cpu": perf.gemm_peak_flops(clock=time.process_time),
+                 "shape_flops": perf.model_gemm_flops(loaded.model.config)}
     print("RESULT " + json.dumps({**asdict(timing), "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
@@ -286,6 +287,11 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
               f"(unique tokens only) at {r['peak_flops'] / 1e9:.0f} GFLOP/s (fp32 GEMM peak, {args.threads or 'default'} "
               f"threads); {engine} reaches {r['prompts_per_s'] / limit:.0%} of it, padding "
               f"{r['padded_tokens'] / r['tokens_computed'] - 1:.1%} over the unique tokens")
+        if "shape_flops" in r:  # the same FLOPs at the rate of the model's own products, 4,096 rows wide
+            shaped = r["n_prompts"] * r["shape_flops"] / r["unique_flops"]
+            print(f"model-shape limit: {shaped:.2f} prompts/s at {r['shape_flops'] / 1e9:.0f} GFLOP/s (one layer's "
+                  f"products at the model's shapes, 4,096 rows); {engine} reaches {r['prompts_per_s'] / shaped:.0%} "
+                  "of it")
         if base:
             need = 3 * base["prompts_per_s"]
             print(f"3× lm-eval = {need:.2f} prompts/s = {need / limit:.0%} of the compute limit")

@@ -158,6 +158,53 @@ def test_format_block_and_its_recomputation(runs: dict[str, Path], tmp_path: Pat
     assert _json(copy / "metrics.json")["format"] == block
 
 
+def test_each_variants_letter_prior(runs: dict[str, Path]) -> None:
+    """Every variant of `format` carries its letter prior and letter split: the protocol's is the
+    run's own (the top-level blocks, read from the same prompts), another variant's is the same
+    variant's in a standalone run (within what the log-prob parity allows); the report tabulates
+    them at the analysed condition, one row per variant with its labels."""
+    metrics = _json(runs["factorial"] / "metrics.json")
+    variants = metrics["format"]["variants"]
+    assert variants[0]["letter_prior"] == metrics["letter_prior"]
+    assert variants[0]["letter_split"] == metrics["letter_split"]
+    solo = {v["name"]: v for v in _json(runs["solo"] / "metrics.json")["format"]["variants"]}
+    compared = 0
+    for v in variants:
+        if v["name"] in solo:
+            mine, theirs = v["letter_prior"]["C0"], solo[v["name"]]["letter_prior"]["C0"]
+            assert mine.keys() == theirs.keys() and all(abs(mine[k] - theirs[k]) < 1e-4 for k in mine)
+            assert abs(sum(mine.values()) - 1) < 1e-9
+            compared += 1
+    assert compared >= 2
+    report = (runs["factorial"] / "report.md").read_text()
+    table = report[report.index("Letter prior per wording in condition `C0`"):].split("\n")
+    assert table[2] == "| variant | labels | P(label 1) | P(label 2) | P(label 3) | P(label 4) | letter share |"
+    rows = [line for line in table[4:40] if line.startswith("| ")]
+    assert len(rows) == 36
+    digits = next(v for v in variants if v["levels"]["labels"] == "digits")
+    prior = digits["letter_prior"]["C0"]
+    assert f"| {digits['name']} | 1 2 3 4 | " + " | ".join(f"{x:.3f}" for x in prior.values()) in report
+
+
+def test_shards_of_a_factor_run_merge_into_the_unsharded_run(runs: dict[str, Path], tmp_path: Path) -> None:
+    """`bench.shard=i/n` of a factor run: each shard holds every variant of its items, and the
+    merge holds the unsharded run's prompts (the `variant` column), scores bit for bit, its
+    variants and its `format` block."""
+    from probe.pipeline.shard_merge import merge_shards
+
+    shards = [_run(tmp_path / f"s{i}", FACTORIAL, f"bench.shard={i}/2") for i in range(2)]
+    for shard in shards:  # whole items: all 36 variants of one item each
+        prompts = pq.read_table(shard / "prompts.parquet").to_pydict()
+        assert len(set(prompts["item_id"])) == 1 and len(set(prompts["variant"])) == 36
+    merged = merge_shards(shards, tmp_path / "merged")
+    whole = runs["factorial"]
+    for name in ("prompts.parquet", "scores.parquet"):
+        assert pq.read_table(merged / name).equals(pq.read_table(whole / name)), name
+    assert _json(merged / "manifest.json")["variants"] == _json(whole / "manifest.json")["variants"]
+    assert _json(merged / "metrics.json")["format"] == {
+        **_json(whole / "metrics.json")["format"], "cost": _json(merged / "metrics.json")["format"]["cost"]}
+
+
 def _levels_file(tmp_path: Path, text: str) -> str:
     path = tmp_path / "levels.yaml"
     path.write_text(text)
@@ -169,6 +216,7 @@ def _levels_file(tmp_path: Path, text: str) -> str:
     (("factors=[{labels: roman}]",), "demo", "factor 'labels' has no level 'roman'"),
     (("factors=[labels,cue,instruction,layout,system]", "max_variants=100"), "demo", "144 variants"),
     (("factors=[cue]", "backend.mode=generate"), "demo", "need letter scoring"),
+    (("factors=[cue]", "intervention=steer", "intervention.group=China"), "demo", "without an intervention"),
 ])
 def test_bad_designs_stop_before_anything_runs(overrides: tuple[str, ...], bench: str, message: str,
                                                tmp_path: Path) -> None:

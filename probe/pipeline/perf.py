@@ -229,6 +229,34 @@ def gemm_peak_flops(seconds: float = 2.0, size: int = 2048, clock: Any = time.pe
     return 2 * size**3 * reps / (clock() - t0)
 
 
+def model_gemm_flops(config: Any, rows: int = 4096, seconds: float = 2.0, clock: Any = time.perf_counter) -> float:
+    """Float32 FLOP/s of one decoder layer's matrix products at the model's own shapes (Q, K, V,
+    O, gate, up, down) on `rows` token rows, this process's threads: the rate a forward pass of
+    this model can reach when every pass is `rows` tokens wide. The 2048² peak of
+    `gemm_peak_flops` overstates it for a small model, whose products have an inner dimension
+    of a few hundred; `rows` is ours to choose, the other two dimensions are the model's."""
+    import torch
+
+    h = config.hidden_size
+    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
+    q, kv, ffn = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim, config.intermediate_size
+    shapes = [(h, q), (h, kv), (h, kv), (q, h), (h, ffn), (h, ffn), (ffn, h)]
+    inputs = {k: torch.randn(rows, k) for k in {k for k, _ in shapes}}
+    weights = [torch.randn(k, n) for k, n in shapes]
+    flops = sum(2 * rows * k * n for k, n in shapes)
+
+    def layer() -> None:
+        for (k, _), w in zip(shapes, weights):
+            inputs[k] @ w
+
+    layer()
+    reps, t0 = 0, clock()
+    while clock() - t0 < seconds:
+        layer()
+        reps += 1
+    return flops * reps / (clock() - t0)
+
+
 def gemma3_12b_text_config() -> Any:
     """The Gemma 3 12B text decoder's architecture (published config), for random-weight runs."""
     layers = 48

@@ -196,15 +196,15 @@ def _text_reading(cfg: RunConfig) -> None:
 
 def _variants(cfg: RunConfig) -> tuple[Variant, ...]:
     """The prompt variants of `factors` (with the levels file's levels), checked against what the
-    bench admits and the cap; empty without factors. Factors need letter scoring of one whole run."""
+    bench admits and the cap; empty without factors. Factors need letter scoring without an
+    intervention; a factor run may be sharded (a shard holds every variant of its items)."""
     factors = BUILTIN_FACTORS if cfg.factor_levels is None else load_levels(cfg.factor_levels)
     if not cfg.factors:
         return ()
-    if cfg.generates or cfg.backend.mode != "letters" or cfg.bench.shard is not None \
-            or cfg.intervention.name != "none":
-        raise FactorError("factors: prompt factors need letter scoring of one unsharded run without an intervention "
-                          f"(backend.mode=letters, no bench.shard, intervention=none); got backend.mode="
-                          f"{cfg.backend.mode}, {cfg.bench.task.answers} answers")
+    if cfg.generates or cfg.backend.mode != "letters" or cfg.intervention.name != "none":
+        raise FactorError("factors: prompt factors need letter scoring without an intervention "
+                          f"(backend.mode=letters, intervention=none); got backend.mode={cfg.backend.mode}, "
+                          f"intervention={cfg.intervention.name}, {cfg.bench.task.answers} answers")
     return expand(list(cfg.factors), factors, cfg.bench.task.factors, cfg.max_variants)
 
 

@@ -4,7 +4,8 @@ bench's own metrics per variant, and the format-robustness analysis of its group
 A factor run stores every variant's prompts (`prompts.parquet` column `variant`) and each
 variant's levels (the manifest's `variants`). Its top-level metrics are the protocol's variant's
 (variant 0), equal to a run without factors; `format` (in `metrics.json`) holds, per variant,
-the bench's headline (`expected`, `debiased`) on that variant's prompts, and the analysis of
+the bench's headline (`expected`, `debiased`) and its letter prior (`letter_prior`, `letter_split`:
+the same decomposition as the run's own, on that variant's prompts and labels), and the analysis of
 `probe.metrics.format_robustness` on the per item × variant × group shares
 (`probe.metrics.variant_shares`). A full factorial splits the variance by factor; explicit
 variants that are not one (`design: one-way`) split it by the wording as a whole (one factor,
@@ -52,9 +53,10 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
         tree = task.metrics(run, variant_mask(run, int(rec["index"])), opts)
         per_variant.append({"index": rec["index"], "name": rec["name"], "levels": rec["levels"],
                             "labels": rec["labels"], "expected": tree.get("expected"),
-                            "debiased": tree.get("debiased"),
+                            "debiased": tree.get("debiased"), "letter_prior": tree.get("letter_prior"),
+                            "letter_split": tree.get("letter_split"),
                             "ci95": {k: v for k, v in (tree.get("ci95") or {}).items()
-                                     if k in ("expected", "debiased")}})
+                                     if k in ("expected", "debiased", "letter_prior", "letter_split")}})
     names = [str(rec["name"]) for rec in records]
     table = run.table()
     try:

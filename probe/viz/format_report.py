@@ -82,7 +82,41 @@ def format_section(block: Mapping[str, Any], groups: GroupNoun = GroupNoun()) ->
               + ". Verdicts: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none (no bootstrap)") + ".",
               "", *table([groups.one, "mean", "min", "max", "over 1/G", "over (CI)", "under (CI)", "verdict",
                           "moves most with"], _group_rows(block, n))]
+    lines += letter_prior_lines(block)
     return "\n".join(lines) + "\n"
+
+
+def letter_prior_lines(block: Mapping[str, Any]) -> list[str]:
+    """Each variant's letter prior at the analysed condition: the probability of the label at each
+    position whatever it shows, and the letter's share of the log-prob variance (`letter_split`),
+    so a reader sees whether a wording moves the shares through its labels' prior. Empty when no
+    variant has a prior there (an older run's block, or a design that cannot separate letter and
+    content)."""
+    condition = block.get("condition")
+    found = []
+    for v in block.get("variants") or []:
+        prior = _at(v.get("letter_prior"), condition)
+        if prior:
+            found.append((v, list(prior.values()), (_at(v.get("letter_split"), condition) or {}).get("letter")))
+    if not found:
+        return []
+    width = max(len(prior) for _, prior, _ in found)
+    rows = [[v["name"], " ".join(v.get("labels") or []), *(_f(p) for p in prior), *["–"] * (width - len(prior)),
+             _f(letter)] for v, prior, letter in found]
+    where = f" in condition `{condition}`" if condition else ""
+    return ["", f"Letter prior per wording{where}: the probability each answer position gets whatever option "
+                "it shows (1/K: none), and the letter's share of the letter log-prob variance. A wording whose "
+                "labels carry a strong prior moves the raw shares; `debiased` removes it.", "",
+            *table(["variant", "labels", *(f"P(label {k + 1})" for k in range(width)), "letter share"], rows)]
+
+
+def _at(tree: Any, condition: str | None) -> Mapping[str, Any] | None:
+    """`tree[condition]` (the first entry when the bench has no condition field)."""
+    if not isinstance(tree, Mapping) or not tree:
+        return None
+    if condition is None:
+        return next(iter(tree.values()))
+    return tree.get(condition)
 
 
 def _split_rows(block: Mapping[str, Any]) -> list[list[Any]]:
