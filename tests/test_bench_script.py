@@ -77,3 +77,23 @@ def test_mixes_differ_in_length() -> None:
     assert len(shares) == 3
     for one, total, tokens, seconds in shares:
         assert 0 < int(one) < int(total) and 0 < float(tokens) < 100 and 0 < float(seconds) < 100
+
+
+def test_factor_benchmark_on_the_tiny_model() -> None:
+    """`scripts/bench_factors.py` on the tiny model: the factorial's tokens computed stay within
+    1% of its trie limit and below the protocol's per variant, and each variant run alone has
+    the letters it has inside the factorial within 1e-5 nats."""
+    script = SCRIPT.parent / "bench_factors.py"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(SCRIPT.parent.parent)}
+    proc = subprocess.run([sys.executable, str(script), "--model", "tiny", "--items", "1", "--conditions", "[C0]",
+                           "--parity", "2"], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = dict(re.findall(r"^\| (protocol|factors=\S+) \| \d+ \| \d+ \| \d+ \| \d+ \| \d+ \| ([\d.]+) \|",
+                           proc.stdout, re.M))
+    assert set(rows) == {"protocol", "factors=[labels,cue,instruction]"}
+    assert float(rows["factors=[labels,cue,instruction]"]) <= 1.01
+    per_variant = float(re.search(r"tokens computed per variant: \d+ vs \d+ for the protocol alone \(([\d.]+)×\)",
+                                  proc.stdout).group(1))
+    assert per_variant < 0.5
+    gaps = [float(g) for g in re.findall(r"^\| [^|]+ \| 4 \| ([\d.e+-]+) \|$", proc.stdout, re.M)]
+    assert len(gaps) == 3 and max(gaps) <= 1e-5, gaps
