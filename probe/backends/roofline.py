@@ -73,18 +73,18 @@ def measure_cpu(seconds: float = 1.0, clock: Clock = time.perf_counter) -> Devic
     import torch.nn.functional as F
 
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    flops = _rate(lambda: a @ b, 2.0 * 2048**3, seconds, clock)
+    flops = rate(lambda: a @ b, 2.0 * 2048**3, seconds, clock)
     q, k, v = torch.randn(16, 9, 40, 64), torch.randn(16, 9, 400, 64), torch.randn(16, 9, 400, 64)
     mask = torch.ones(16, 1, 40, 400, dtype=torch.bool).tril(360)
-    attention = _rate(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), 4.0 * 16 * 9 * 40 * 400 * 64,
+    attention = rate(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask), 4.0 * 16 * 9 * 40 * 400 * 64,
                       seconds, clock)
     src = torch.empty(64 << 20, dtype=torch.float32).fill_(1.0)
     dst = torch.empty_like(src)
-    bandwidth = _rate(lambda: dst.copy_(src), 2.0 * src.numel() * 4, seconds, clock)
+    bandwidth = rate(lambda: dst.copy_(src), 2.0 * src.numel() * 4, seconds, clock)
     return Device("cpu (measured)", flops, flops, attention, bandwidth, False)
 
 
-def _rate(work: Callable[[], object], amount: float, seconds: float, clock: Clock) -> float:
+def rate(work: Callable[[], object], amount: float, seconds: float, clock: Clock) -> float:
     """`amount` per second of `work()`, over repetitions filling `seconds` (after one warm-up)."""
     work()
     reps, t0 = 0, clock()

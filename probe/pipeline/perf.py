@@ -16,6 +16,7 @@ from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextRequest
 from probe.backends.fastpass import FastSteps
 from probe.backends.hf import HFScorer
+from probe.backends.roofline import rate
 from probe.backends.specs import HFBackendSpec
 from probe.backends.treekv import KVStore
 from probe.backends.units import score_chunks
@@ -232,9 +233,9 @@ def gemm_peak_flops(seconds: float = 2.0, size: int = 2048, clock: Any = time.pe
 def model_gemm_flops(config: Any, rows: int = 4096, seconds: float = 2.0, clock: Any = time.perf_counter) -> float:
     """Float32 FLOP/s of one decoder layer's matrix products at the model's own shapes (Q, K, V,
     O, gate, up, down) on `rows` token rows, this process's threads: the rate a forward pass of
-    this model can reach when every pass is `rows` tokens wide. The 2048² peak of
-    `gemm_peak_flops` overstates it for a small model, whose products have an inner dimension
-    of a few hundred; `rows` is ours to choose, the other two dimensions are the model's."""
+    this model can reach when every pass is `rows` tokens wide. It can differ from the 2048²
+    rate of `gemm_peak_flops` for a small model, whose products have an inner dimension of a few
+    hundred; `rows` is ours to choose, the other two dimensions are the model's."""
     import torch
 
     h = config.hidden_size
@@ -249,12 +250,7 @@ def model_gemm_flops(config: Any, rows: int = 4096, seconds: float = 2.0, clock:
         for (k, _), w in zip(shapes, weights):
             inputs[k] @ w
 
-    layer()
-    reps, t0 = 0, clock()
-    while clock() - t0 < seconds:
-        layer()
-        reps += 1
-    return flops * reps / (clock() - t0)
+    return rate(layer, flops, seconds, clock)
 
 
 def gemma3_12b_text_config() -> Any:
