@@ -62,8 +62,10 @@ def run_once(out: Path, model: str, items: int, conditions: str | None, factors:
     with initialize_config_dir(config_dir=str(package_conf_dir()), version_base="1.3"):
         values = OmegaConf.to_container(compose(config_name="config", overrides=overrides), resolve=True)
     assert isinstance(values, dict)
+    from probe.results.run import load_run
+
     run(run_config(values, out))
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = load_run(out).manifest.raw
     work, timings = manifest["backend"], manifest["timings"]
     return {"variants": len(manifest.get("variants") or [None]), "prompts": manifest["bench"]["n_prompts"],
             "prompt_tokens": work["prompt_tokens"], "unique_tokens": work["unique_tokens"],
@@ -74,11 +76,12 @@ def run_once(out: Path, model: str, items: int, conditions: str | None, factors:
 def stored_requests(run_dir: Path) -> tuple[list[dict[str, Any]], np.ndarray]:
     """Each stored prompt's exact text and its variant's labels, and the letter log-probs the run
     stored `[prompt, letter]` (prompt-id order)."""
-    import pyarrow.parquet as pq
+    from probe.results.run import load_run
 
-    prompts = pq.read_table(run_dir / "prompts.parquet").to_pylist()
-    scores = {r["prompt_id"]: r["letter_logprobs"] for r in pq.read_table(run_dir / "scores.parquet").to_pylist()}
-    manifest = json.loads((run_dir / "manifest.json").read_text())
+    run = load_run(run_dir)
+    prompts = run.prompts.to_pylist()
+    scores = dict(zip(*run.scores.select(["prompt_id", "letter_logprobs"]).to_pydict().values()))
+    manifest = run.manifest.raw
     labels = {int(v["index"]): list(v["labels"]) for v in manifest.get("variants") or []}
     requests = [{"text": p["text"], "labels": labels.get(int(p.get("variant") or 0), list(manifest["letters"]))}
                 for p in prompts]
@@ -135,13 +138,12 @@ def with_lm_eval(python: str, run_dir: Path, row: dict[str, Any]) -> None:
 def variant_letters(run_dir: Path) -> dict[str, np.ndarray]:
     """`{variant name: [prompt, letter] stored log-probs}` in prompt order (a run without
     factors: its prompts under the name `protocol`)."""
-    import pyarrow.parquet as pq
+    from probe.results.run import load_run
 
-    prompts = pq.read_table(run_dir / "prompts.parquet").to_pydict()
-    scores = dict(zip(*pq.read_table(run_dir / "scores.parquet", columns=["prompt_id", "letter_logprobs"])
-                      .to_pydict().values()))
-    names = {int(v["index"]): v["name"] for v in json.loads((run_dir / "manifest.json").read_text()).get("variants")
-             or [{"index": 0, "name": "protocol"}]}
+    run = load_run(run_dir)
+    prompts = run.prompts.to_pydict()
+    scores = dict(zip(*run.scores.select(["prompt_id", "letter_logprobs"]).to_pydict().values()))
+    names = {int(v["index"]): v["name"] for v in run.manifest.raw.get("variants") or [{"index": 0, "name": "protocol"}]}
     out: dict[str, list[Any]] = {}
     for pid, v in zip(prompts["prompt_id"], prompts.get("variant") or [0] * len(prompts["prompt_id"])):
         out.setdefault(names[int(v)], []).append(scores[pid])
@@ -152,7 +154,9 @@ def parity(root: Path, args: argparse.Namespace) -> list[tuple[str, int, float]]
     """`(variant, prompts, max |Δ log p|)`: the protocol run against the factorial's variant 0, then
     `args.parity` variants spread over the factorial, each run alone."""
     factorial = variant_letters(root / "factorial")
-    records = json.loads((root / "factorial" / "manifest.json").read_text())["variants"]
+    from probe.results.run import load_run
+
+    records = load_run(root / "factorial").manifest.raw["variants"]
     first = next(iter(factorial.values()))
     out = [("protocol (the run without factors)", len(first),
             float(np.abs(variant_letters(root / "protocol")["protocol"] - first).max()))]
@@ -172,15 +176,16 @@ def plan_parity(run_dir: Path, variants: list[str], dtype: str) -> list[tuple[st
     every variant read. In float64 the decoder's float32 rounding is out of the gap (the scorer's
     head stays float32, so its rounding stays in): what is left is how much a variant's scores
     depend on the rest of the plan."""
-    import pyarrow.parquet as pq
     import torch
     from bench_scoring import load_smollm2
 
     from probe.pipeline.perf import score_with_probe
+    from probe.results.run import load_run
     from probe.types import LetterIds, Prompt, RenderedPrompt
 
-    prompts = pq.read_table(run_dir / "prompts.parquet").to_pydict()
-    records = json.loads((run_dir / "manifest.json").read_text())["variants"]
+    run = load_run(run_dir)
+    prompts = run.prompts.to_pydict()
+    records = run.manifest.raw["variants"]
     names = {int(v["index"]): v["name"] for v in records}
     ids = sorted({int(t) for v in records for t in v["label_token_ids"]})
     letters = LetterIds(tuple(str(t) for t in ids), tuple(ids))
