@@ -1,5 +1,5 @@
 """`backend.fast_path`: fused projections, the last layer only where read, grouped-query attention
-without copies — within 1e-5 nats of the eager path on letters and texts (demo format, CCD's
+without copies, products on packed weights — within 1e-5 nats of the eager path on letters and texts (demo format, CCD's
 10 options, Llama and Gemma 3 with sliding windows), checked against the model's own forward,
 and off by default."""
 
@@ -63,6 +63,7 @@ def test_letters_within_1e5_of_the_eager_path_on_the_demo(tiny: LoadedModel) -> 
     eager, _ = _letters(tiny, rendered, letters)
     fast, scorer = _letters(tiny, rendered, letters, fast_path=True)
     assert scorer._fast is not None  # the fast path ran, not a fallback
+    assert scorer._fast.packed == torch.backends.mkldnn.is_available()  # oneDNN's products on CPU
     assert _gap(fast, eager) <= EXACT
     assert all(fast[k].argmax_token_id == eager[k].argmax_token_id for k in eager)
     assert scorer.stats.head_check["max_letter_gap"] <= EXACT  # checked against model(input_ids)
@@ -133,3 +134,21 @@ def test_the_benchmark_times_every_step(tiny: LoadedModel) -> None:
     rendered, letters = _demo(tiny, 1)
     rounds = step_seconds(tiny.model, rendered[:12], letters, 2)
     assert len(rounds) == 2 and all(list(r) == list(FAST_STEPS) and min(r.values()) > 0 for r in rounds)
+
+
+def test_packed_products_and_epilogues_equal_the_plain_products(tiny: LoadedModel) -> None:
+    """Each step alone: the packed (oneDNN) products with and without the MLP's post-ops (SiLU
+    for Llama; Gemma 3's GELU runs as its module) against the plain fused ones and the eager path."""
+    from probe.backends.fastpass import FastSteps
+
+    rendered, letters = _demo(tiny, 1)
+    eager, _ = _letters(tiny, rendered, letters)
+    by_step = {}
+    for packed, epilogues in ((False, False), (True, False), (True, True)):
+        scorer = HFScorer(tiny.model, HFBackendSpec(device="cpu", fast_path=True),
+                          fast_steps=FastSteps(packed_products=packed, mlp_epilogues=epilogues))
+        assert scorer._fast is not None and scorer._fast.packed == (packed and torch.backends.mkldnn.is_available())
+        by_step[packed, epilogues] = {s.prompt_id: s for batch in scorer.score(rendered, letters) for s in batch}
+    plain = by_step[False, False]
+    assert max(_gap(by_step[k], plain) for k in by_step) <= EXACT
+    assert max(_gap(by_step[k], eager) for k in by_step) <= EXACT

@@ -15,6 +15,11 @@ cache — stays the model's):
 - **grouped-query attention without copies** on CPU (SDPA's `enable_gqa`), where the eager path
   repeats each key/value head for its query heads; on CUDA a masked `enable_gqa` falls back to
   the slowest kernel, so there the heads are repeated as before.
+- **packed products** on CPU (float32): every projection goes through oneDNN's matrix product
+  with its weight packed once, at fusing, into the layout oneDNN's kernels read, instead of the
+  default BLAS on the plain weight, and the MLP's activation (SiLU) and gate × up product ride
+  in the gate and up products as oneDNN post-ops. That costs one more copy of the decoder's
+  projection weights in memory; where torch has no oneDNN, the plain products run.
 
 The results differ from the eager path's in the last bits only (a fused product sums in another
 order on some shapes): within 1e-5 nats on letters and texts, tested. The head check compares
@@ -53,6 +58,23 @@ class FastSteps:
     """Grouped-query attention without repeating K/V (on CPU; CUDA repeats them anyway)."""
     last_layer_reads: bool = True
     """The last layer's output projection and MLP only at the positions read."""
+    packed_products: bool = True
+    """On CPU in float32, the products through oneDNN with weights packed once."""
+    mlp_epilogues: bool = True
+    """With packed products, the MLP's activation and its gate × up product run inside the gate
+    and up products (oneDNN post-ops) instead of as separate passes over their outputs."""
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """One layer's projection weights in oneDNN's layout (`pack`); gate and up apart, so that
+    each product can carry its own post-op."""
+
+    qkv: torch.Tensor
+    o: torch.Tensor
+    gate: torch.Tensor
+    up: torch.Tensor
+    down: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -62,6 +84,7 @@ class _Layer:
     qkv: torch.Tensor
     qkv_bias: torch.Tensor | None
     gate_up: torch.Tensor
+    packed: _Packed | None = None
 
 
 class FastLayers:
@@ -80,9 +103,15 @@ class FastLayers:
         if reason:
             log.info("backend.fast_path: %s; the eager path runs", reason)
             return None
-        layers = [_fuse(layer) for layer in decoder.layers]
-        device = decoder.get_input_embeddings().weight.device
-        return cls(layers, gqa_copies=device.type != "cpu" or not steps.shared_kv_heads, steps=steps)
+        weight = decoder.get_input_embeddings().weight
+        packed = steps.packed_products and packed_products_available(weight)
+        layers = [_fuse(layer, packed) for layer in decoder.layers]
+        return cls(layers, gqa_copies=weight.device.type != "cpu" or not steps.shared_kv_heads, steps=steps)
+
+    @property
+    def packed(self) -> bool:
+        """Whether the products run on packed weights (`FastSteps.packed_products`, where it applies)."""
+        return self._layers[0].packed is not None
 
     @contextmanager
     def active(self, reads: Reads | None) -> Iterator[None]:
@@ -93,7 +122,7 @@ class FastLayers:
             for k, layer in enumerate(self._layers):
                 at = reads if k == last and self.steps.last_layer_reads else None
                 layer.attn.forward = types.MethodType(_attention(layer, self._gqa_copies, at), layer.attn)
-                layer.mlp.forward = types.MethodType(_mlp(layer, at), layer.mlp)
+                layer.mlp.forward = types.MethodType(_mlp(layer, at, self.steps.mlp_epilogues), layer.mlp)
             yield
         finally:
             for layer in self._layers:
@@ -122,15 +151,42 @@ def _unsupported(decoder: Any) -> str | None:
     return None
 
 
-def _fuse(layer: Any) -> _Layer:
-    """One layer's fused Q/K/V and gate/up weights; the modules' weights become their row views."""
+def packed_products_available(weight: torch.Tensor) -> bool:
+    """Whether the packed (oneDNN) products apply to a model whose weights are like `weight`: on
+    CPU, in float32 (what CPU runs use; other dtypes are not measured), with a torch built with
+    oneDNN. On the CPUs measured (docs/performance.md) oneDNN's kernels on a packed weight beat
+    the default BLAS at a small model's shapes, most on passes of few rows."""
+    return (weight.device.type == "cpu" and weight.dtype == torch.float32
+            and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` (`[out, in]`, as `F.linear` takes it) in oneDNN's layout, for `product`."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight, None)
+
+
+def product(x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None,
+            bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear(x, weight, bias)`, through oneDNN on `packed` (`pack(weight)`) when given."""
+    if packed is None:
+        return F.linear(x, weight, bias)
+    out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), packed, bias, "none", [], "")
+    return out.view(*x.shape[:-1], out.shape[-1])
+
+
+def _fuse(layer: Any, packed: bool) -> _Layer:
+    """One layer's fused Q/K/V and gate/up weights (the modules' weights become their row
+    views), and with `packed` all four projections' weights packed for oneDNN."""
     attn, mlp = layer.self_attn, layer.mlp
     qkv = _fused_rows([attn.q_proj, attn.k_proj, attn.v_proj])
     bias = None
     if attn.q_proj.bias is not None:
         bias = torch.cat([attn.q_proj.bias.data, attn.k_proj.bias.data, attn.v_proj.bias.data])
         _rebind(bias, [attn.q_proj, attn.k_proj, attn.v_proj], "bias")
-    return _Layer(attn, mlp, qkv, bias, _fused_rows([mlp.gate_proj, mlp.up_proj]))
+    gate_up = _fused_rows([mlp.gate_proj, mlp.up_proj])
+    weights = (qkv, attn.o_proj.weight.data, mlp.gate_proj.weight.data, mlp.up_proj.weight.data,
+               mlp.down_proj.weight.data)
+    return _Layer(attn, mlp, qkv, bias, gate_up, _Packed(*map(pack, weights)) if packed else None)
 
 
 def _fused_rows(linears: list[Any]) -> torch.Tensor:
@@ -155,13 +211,15 @@ def _attention(layer: _Layer, gqa_copies: bool, reads: Reads | None) -> Any:
     attn = layer.attn
     n_q = attn.q_proj.weight.shape[0]
     n_kv = attn.k_proj.weight.shape[0]
+    o = attn.o_proj
+    packed_qkv, packed_o = (layer.packed.qkv, layer.packed.o) if layer.packed else (None, None)
 
     def forward(self: Any, hidden_states: torch.Tensor, position_embeddings: Any = None,
                 attention_mask: torch.Tensor | None = None, cache: Any = None, past_key_values: Any = None,
                 **kwargs: Any) -> tuple[torch.Tensor, None]:
         cache = cache if cache is not None else past_key_values
         shape = hidden_states.shape[:-1]
-        qkv = F.linear(hidden_states, layer.qkv, layer.qkv_bias)
+        qkv = product(hidden_states, layer.qkv, packed_qkv, layer.qkv_bias)
         q, k, v = (t.view(*shape, -1, self.head_dim).transpose(1, 2) for t in qkv.split([n_q, n_kv, n_kv], dim=-1))
         if hasattr(self, "q_norm"):
             q, k = self.q_norm(q), self.k_norm(k)
@@ -172,10 +230,10 @@ def _attention(layer: _Layer, gqa_copies: bool, reads: Reads | None) -> Any:
         out = _sdpa(q, k, v, attention_mask, self.scaling, self.num_key_value_groups, gqa_copies)
         out = out.transpose(1, 2).reshape(*shape, -1)
         if reads is None:
-            return self.o_proj(out), None
+            return product(out, o.weight, packed_o, o.bias), None
         at = _on(reads, out.device)
-        full = torch.zeros(*shape, self.o_proj.weight.shape[0], dtype=out.dtype, device=out.device)
-        full[at] = self.o_proj(out[at])
+        full = torch.zeros(*shape, o.weight.shape[0], dtype=out.dtype, device=out.device)
+        full[at] = product(out[at], o.weight, packed_o, o.bias)
         return full, None
 
     return forward
@@ -202,14 +260,31 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa)
 
 
-def _mlp(layer: _Layer, reads: Reads | None) -> Any:
+SWISH: frozenset[str] = frozenset({"SiLU", "SiLUActivation"})
+"""Activation modules that are oneDNN's `swish` post-op (x·sigmoid(x)); others run as modules."""
+
+
+def _mlp(layer: _Layer, reads: Reads | None, epilogues: bool) -> Any:
     """The fused gated MLP forward of one layer (only at `reads` when given)."""
     n = layer.mlp.gate_proj.weight.shape[0]
+    down, packed = layer.mlp.down_proj, layer.packed
+    packed_down = packed.down if packed else None
+    swish = epilogues and type(layer.mlp.act_fn).__name__ in SWISH
+
+    def hidden(self: Any, x: torch.Tensor) -> torch.Tensor:
+        if packed is None:
+            gate, up = F.linear(x, layer.gate_up).split([n, n], dim=-1)
+            return self.act_fn(gate) * up
+        if not epilogues:
+            return self.act_fn(product(x, self.gate_proj.weight, packed.gate)) * product(x, self.up_proj.weight, packed.up)
+        flat = x.reshape(-1, x.shape[-1])
+        gate = (torch.ops.mkldnn._linear_pointwise(flat, packed.gate, None, "swish", [], "") if swish
+                else self.act_fn(product(flat, self.gate_proj.weight, packed.gate)))
+        return torch.ops.mkldnn._linear_pointwise.binary(flat, gate, packed.up, None, "mul").view(*x.shape[:-1], n)
 
     def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
         at = None if reads is None else _on(reads, x.device)
-        gate, up = F.linear(x if at is None else x[at], layer.gate_up).split([n, n], dim=-1)
-        out = self.down_proj(self.act_fn(gate) * up)
+        out = product(hidden(self, x if at is None else x[at]), down.weight, packed_down, down.bias)
         if at is None:
             return out
         full = torch.zeros_like(x)

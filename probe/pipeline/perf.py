@@ -14,7 +14,7 @@ from transformers import Gemma3TextConfig
 
 from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextRequest
-from probe.backends.fastpass import FastSteps
+from probe.backends.fastpass import FastSteps, pack, packed_products_available, product
 from probe.backends.hf import HFScorer
 from probe.backends.roofline import rate
 from probe.backends.specs import HFBackendSpec
@@ -179,9 +179,11 @@ def score_texts_with_probe(
 
 FAST_STEPS: dict[str, FastSteps | None] = {
     "eager": None,
-    "fused projections": FastSteps(shared_kv_heads=False, last_layer_reads=False),
-    "+ shared KV heads": FastSteps(last_layer_reads=False),
-    "+ last layer where read": FastSteps(),
+    "fused projections": FastSteps(shared_kv_heads=False, last_layer_reads=False, packed_products=False),
+    "+ shared KV heads": FastSteps(last_layer_reads=False, packed_products=False),
+    "+ last layer where read": FastSteps(packed_products=False),
+    "+ packed products": FastSteps(mlp_epilogues=False),
+    "+ MLP epilogues": FastSteps(),
 }
 """The fast path's steps, each on top of the ones before (None: the eager path)."""
 
@@ -213,29 +215,32 @@ def step_seconds(model: Any, rendered: list[RenderedPrompt], letters: LetterIds,
     return out
 
 
-def gemm_peak_flops(seconds: float = 2.0, size: int = 2048, clock: Any = time.perf_counter) -> float:
+def gemm_peak_flops(seconds: float = 2.0, size: int = 2048, clock: Any = time.perf_counter,
+                    packed: bool = False) -> float:
     """Float32 FLOP/s of a large matrix product on this process's threads: the practical peak
     a dense forward pass can approach on a CPU (vendor peaks assume clocks and units that a
     shared 2-core machine does not sustain). `clock=time.process_time` measures it in this
-    process's CPU time (one thread: what other jobs on a shared machine leave it)."""
+    process's CPU time (one thread: what other jobs on a shared machine leave it). `packed`:
+    oneDNN's product on a packed weight (the fast path's products), not torch's default BLAS;
+    NaN where torch has no oneDNN."""
     import torch
 
     a, b = torch.randn(size, size), torch.randn(size, size)
-    for _ in range(2):
-        a @ b
-    reps, t0 = 0, clock()
-    while clock() - t0 < seconds:
-        a @ b
-        reps += 1
-    return 2 * size**3 * reps / (clock() - t0)
+    if packed and not packed_products_available(b):
+        return float("nan")
+    weight = pack(b) if packed else None
+    flops = 2 * size**3
+    return rate(lambda: product(a, b, weight), flops, seconds, clock)
 
 
-def model_gemm_flops(config: Any, rows: int = 4096, seconds: float = 2.0, clock: Any = time.perf_counter) -> float:
+def model_gemm_flops(config: Any, rows: int = 4096, seconds: float = 2.0, clock: Any = time.perf_counter,
+                     packed: bool = False) -> float:
     """Float32 FLOP/s of one decoder layer's matrix products at the model's own shapes (Q, K, V,
     O, gate, up, down) on `rows` token rows, this process's threads: the rate a forward pass of
     this model can reach when every pass is `rows` tokens wide. It can differ from the 2048²
     rate of `gemm_peak_flops` for a small model, whose products have an inner dimension of a few
-    hundred; `rows` is ours to choose, the other two dimensions are the model's."""
+    hundred; `rows` is ours to choose, the other two dimensions are the model's. `packed`: as in
+    `gemm_peak_flops`."""
     import torch
 
     h = config.hidden_size
@@ -243,12 +248,15 @@ def model_gemm_flops(config: Any, rows: int = 4096, seconds: float = 2.0, clock:
     q, kv, ffn = config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim, config.intermediate_size
     shapes = [(h, q), (h, kv), (h, kv), (q, h), (h, ffn), (h, ffn), (ffn, h)]
     inputs = {k: torch.randn(rows, k) for k in {k for k, _ in shapes}}
-    weights = [torch.randn(k, n) for k, n in shapes]
+    weights = [torch.randn(n, k) for k, n in shapes]
+    if packed and not packed_products_available(weights[0]):
+        return float("nan")
+    packs = [pack(w) if packed else None for w in weights]
     flops = sum(2 * rows * k * n for k, n in shapes)
 
     def layer() -> None:
-        for (k, _), w in zip(shapes, weights):
-            inputs[k] @ w
+        for (k, _), w, p in zip(shapes, weights, packs):
+            product(inputs[k], w, p)
 
     return rate(layer, flops, seconds, clock)
 
