@@ -17,9 +17,8 @@ cache — stays the model's):
   the slowest kernel, so there the heads are repeated as before.
 - **packed products** on CPU (float32): every projection goes through oneDNN's matrix product
   with its weight packed once, at fusing, into the layout oneDNN's kernels read, instead of the
-  default BLAS on the plain weight, and the MLP's activation (SiLU) and gate × up product ride
-  in the gate and up products as oneDNN post-ops. That costs one more copy of the decoder's
-  projection weights in memory; where torch has no oneDNN, the plain products run.
+  default BLAS on the plain weight. That costs one more copy of the decoder's projection
+  weights in memory; where torch has no oneDNN, the plain products run.
 
 The results differ from the eager path's in the last bits only (a fused product sums in another
 order on some shapes): within 1e-5 nats on letters and texts, tested. The head check compares
@@ -60,20 +59,15 @@ class FastSteps:
     """The last layer's output projection and MLP only at the positions read."""
     packed_products: bool = True
     """On CPU in float32, the products through oneDNN with weights packed once."""
-    mlp_epilogues: bool = True
-    """With packed products, the MLP's activation and its gate × up product run inside the gate
-    and up products (oneDNN post-ops) instead of as separate passes over their outputs."""
 
 
 @dataclass(frozen=True)
 class _Packed:
-    """One layer's projection weights in oneDNN's layout (`pack`); gate and up apart, so that
-    each product can carry its own post-op."""
+    """One layer's projection weights, fused as in `_Layer`, in oneDNN's layout (`pack`)."""
 
     qkv: torch.Tensor
     o: torch.Tensor
-    gate: torch.Tensor
-    up: torch.Tensor
+    gate_up: torch.Tensor
     down: torch.Tensor
 
 
@@ -122,7 +116,7 @@ class FastLayers:
             for k, layer in enumerate(self._layers):
                 at = reads if k == last and self.steps.last_layer_reads else None
                 layer.attn.forward = types.MethodType(_attention(layer, self._gqa_copies, at), layer.attn)
-                layer.mlp.forward = types.MethodType(_mlp(layer, at, self.steps.mlp_epilogues), layer.mlp)
+                layer.mlp.forward = types.MethodType(_mlp(layer, at), layer.mlp)
             yield
         finally:
             for layer in self._layers:
@@ -184,8 +178,7 @@ def _fuse(layer: Any, packed: bool) -> _Layer:
         bias = torch.cat([attn.q_proj.bias.data, attn.k_proj.bias.data, attn.v_proj.bias.data])
         _rebind(bias, [attn.q_proj, attn.k_proj, attn.v_proj], "bias")
     gate_up = _fused_rows([mlp.gate_proj, mlp.up_proj])
-    weights = (qkv, attn.o_proj.weight.data, mlp.gate_proj.weight.data, mlp.up_proj.weight.data,
-               mlp.down_proj.weight.data)
+    weights = (qkv, attn.o_proj.weight.data, gate_up, mlp.down_proj.weight.data)
     return _Layer(attn, mlp, qkv, bias, gate_up, _Packed(*map(pack, weights)) if packed else None)
 
 
@@ -260,31 +253,16 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor 
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=scale, enable_gqa=gqa)
 
 
-SWISH: frozenset[str] = frozenset({"SiLU", "SiLUActivation"})
-"""Activation modules that are oneDNN's `swish` post-op (x·sigmoid(x)); others run as modules."""
-
-
-def _mlp(layer: _Layer, reads: Reads | None, epilogues: bool) -> Any:
+def _mlp(layer: _Layer, reads: Reads | None) -> Any:
     """The fused gated MLP forward of one layer (only at `reads` when given)."""
     n = layer.mlp.gate_proj.weight.shape[0]
-    down, packed = layer.mlp.down_proj, layer.packed
-    packed_down = packed.down if packed else None
-    swish = epilogues and type(layer.mlp.act_fn).__name__ in SWISH
-
-    def hidden(self: Any, x: torch.Tensor) -> torch.Tensor:
-        if packed is None:
-            gate, up = F.linear(x, layer.gate_up).split([n, n], dim=-1)
-            return self.act_fn(gate) * up
-        if not epilogues:
-            return self.act_fn(product(x, self.gate_proj.weight, packed.gate)) * product(x, self.up_proj.weight, packed.up)
-        flat = x.reshape(-1, x.shape[-1])
-        gate = (torch.ops.mkldnn._linear_pointwise(flat, packed.gate, None, "swish", [], "") if swish
-                else self.act_fn(product(flat, self.gate_proj.weight, packed.gate)))
-        return torch.ops.mkldnn._linear_pointwise.binary(flat, gate, packed.up, None, "mul").view(*x.shape[:-1], n)
+    down = layer.mlp.down_proj
+    packed_gate_up, packed_down = (layer.packed.gate_up, layer.packed.down) if layer.packed else (None, None)
 
     def forward(self: Any, x: torch.Tensor) -> torch.Tensor:
         at = None if reads is None else _on(reads, x.device)
-        out = product(hidden(self, x if at is None else x[at]), down.weight, packed_down, down.bias)
+        gate, up = product(x if at is None else x[at], layer.gate_up, packed_gate_up).split([n, n], dim=-1)
+        out = product(self.act_fn(gate) * up, down.weight, packed_down, down.bias)
         if at is None:
             return out
         full = torch.zeros_like(x)

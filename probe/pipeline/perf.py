@@ -182,8 +182,7 @@ FAST_STEPS: dict[str, FastSteps | None] = {
     "fused projections": FastSteps(shared_kv_heads=False, last_layer_reads=False, packed_products=False),
     "+ shared KV heads": FastSteps(last_layer_reads=False, packed_products=False),
     "+ last layer where read": FastSteps(packed_products=False),
-    "+ packed products": FastSteps(mlp_epilogues=False),
-    "+ MLP epilogues": FastSteps(),
+    "+ packed products": FastSteps(),
 }
 """The fast path's steps, each on top of the ones before (None: the eager path)."""
 
