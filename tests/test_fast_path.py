@@ -75,6 +75,21 @@ def test_letters_within_1e5_of_the_eager_path_on_the_demo(tiny: LoadedModel) -> 
     assert all(again[k].letter_logprobs == eager[k].letter_logprobs for k in eager)
 
 
+@pytest.mark.parametrize("mix", ["short", "long", "short177"])
+def test_letters_within_1e5_of_the_eager_path_on_every_item_mix(tiny: LoadedModel, mix: str) -> None:
+    """The benchmark's item mixes (`probe.pipeline.perf.BENCH_MIXES`; the demo is above): one
+    item each, all 52 prompts."""
+    from probe.pipeline.perf import demo_prompts
+
+    every = demo_prompts(1, 1, mix)  # short177 has 12 items whatever is asked
+    prompts = [p for p in every if p.item_id == every[0].item_id]
+    rendered, letters = render_prompts(tiny.tokenizer, prompts, LETTERS, loaded_settings(tiny), "tiny")
+    assert len(rendered) == 52
+    eager, _ = _letters(tiny, rendered, letters)
+    fast, _ = _letters(tiny, rendered, letters, fast_path=True)
+    assert _gap(fast, eager) <= EXACT
+
+
 def test_ccd_ten_options(tiny: LoadedModel, tmp_path: Path) -> None:
     path = write_json_file(tmp_path / "ccd.json", ccd_items(3))
     bench = prepare({"kind": "ccd", "path": str(path)}, False)
@@ -150,3 +165,25 @@ def test_packed_products_equal_the_plain_products(tiny: LoadedModel) -> None:
         by_step[packed] = {s.prompt_id: s for batch in scorer.score(rendered, letters) for s in batch}
     assert _gap(by_step[True], by_step[False]) <= EXACT
     assert max(_gap(by_step[p], eager) for p in by_step) <= EXACT
+
+
+def test_a_packed_product_is_the_linear_product() -> None:
+    from probe.backends.fastpass import pack, packed_products_available, product
+
+    w, x, b = torch.randn(96, 64), torch.randn(3, 7, 64), torch.randn(96)
+    assert not packed_products_available(w.double())  # float32 only
+    if not packed_products_available(w):
+        pytest.skip("torch without oneDNN")
+    got = product(x, w, pack(w), b)
+    assert got.shape == (3, 7, 96)
+    torch.testing.assert_close(got, torch.nn.functional.linear(x, w, b), rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_rates_of_both_products() -> None:
+    """The GEMM rates behind the benchmark's limits: torch's default product, and oneDNN's on a
+    packed weight (NaN without oneDNN)."""
+    from probe.pipeline.perf import gemm_peak_flops
+
+    assert gemm_peak_flops(seconds=0.02, size=128) > 0
+    packed = gemm_peak_flops(seconds=0.02, size=128, packed=True)
+    assert packed > 0 if torch.backends.mkldnn.is_available() else np.isnan(packed)

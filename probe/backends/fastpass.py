@@ -145,18 +145,25 @@ def _unsupported(decoder: Any) -> str | None:
     return None
 
 
+PACK_OP, PRODUCT_OP = (getattr(torch.ops.mkldnn, name, None)
+                       for name in ("_reorder_linear_weight", "_linear_pointwise"))
+"""oneDNN's packed-weight matrix product: torch ops with no public API (torch's compiler,
+inductor, emits them for CPU linear layers), looked up by name so that a torch built without
+them runs the plain products."""
+
+
 def packed_products_available(weight: torch.Tensor) -> bool:
     """Whether the packed (oneDNN) products apply to a model whose weights are like `weight`: on
     CPU, in float32 (what CPU runs use; other dtypes are not measured), with a torch built with
     oneDNN. On the CPUs measured (docs/performance.md) oneDNN's kernels on a packed weight beat
     the default BLAS at a small model's shapes, most on passes of few rows."""
     return (weight.device.type == "cpu" and weight.dtype == torch.float32
-            and torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+            and torch.backends.mkldnn.is_available() and PACK_OP is not None and PRODUCT_OP is not None)
 
 
 def pack(weight: torch.Tensor) -> torch.Tensor:
     """`weight` (`[out, in]`, as `F.linear` takes it) in oneDNN's layout, for `product`."""
-    return torch.ops.mkldnn._reorder_linear_weight(weight, None)
+    return PACK_OP(weight, None)
 
 
 def product(x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None,
@@ -164,7 +171,7 @@ def product(x: torch.Tensor, weight: torch.Tensor, packed: torch.Tensor | None,
     """`F.linear(x, weight, bias)`, through oneDNN on `packed` (`pack(weight)`) when given."""
     if packed is None:
         return F.linear(x, weight, bias)
-    out = torch.ops.mkldnn._linear_pointwise(x.reshape(-1, x.shape[-1]), packed, bias, "none", [], "")
+    out = PRODUCT_OP(x.reshape(-1, x.shape[-1]), packed, bias, "none", [], "")
     return out.view(*x.shape[:-1], out.shape[-1])
 
 
