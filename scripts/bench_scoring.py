@@ -60,7 +60,8 @@ def gemm_rates(seconds: float) -> dict[str, float]:
     default BLAS in wall and in CPU time, and oneDNN on a packed weight (the fast path's products)."""
     from probe.pipeline import perf
 
-    return {"peak_flops": perf.gemm_peak_flops(seconds), "peak_flops_cpu": perf.gemm_peak_flops(seconds, clock=time.process_time),
+    return {"peak_flops": perf.gemm_peak_flops(seconds),
+            "peak_flops_cpu": perf.gemm_peak_flops(seconds, clock=time.process_time),
             "peak_flops_onednn": perf.gemm_peak_flops(seconds, packed=True)}
 
 

@@ -20,8 +20,8 @@ cache — stays the model's):
   default BLAS on the plain weight. That costs one more copy of the decoder's projection
   weights in memory; where torch has no oneDNN, the plain products run.
 
-The results differ from the eager path's in the last bits only (a fused product sums in another
-order on some shapes): within 1e-5 nats on letters and texts, tested. The head check compares
+The results differ from the eager path's in the last bits only (a fused or oneDNN product sums
+in another order): within 1e-5 nats on letters and texts, tested. The head check compares
 this path with the model's own forward, so a wrong fast path stops a run. Architectures not
 listed in `SUPPORTED` keep the eager path.
 """
