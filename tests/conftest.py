@@ -30,6 +30,22 @@ def pytest_configure(config: pytest.Config) -> None:
     torch.set_num_threads(1)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker per core, at most 8 (each imports torch: ~0.5 GB)."""
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """With $PROBE_REQUIRE_SHARED=1 (CI), a test that skips for want of the reference folder fails
+    instead: a green run then means those tests ran. Every such skip names $PROBE_SHARED_DIR."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("PROBE_REQUIRE_SHARED") == "1" and "PROBE_SHARED_DIR" in str(report.longrepr):
+        report.outcome = "failed"
+        report.longrepr = f"$PROBE_REQUIRE_SHARED=1 but the reference folder is missing: {report.longrepr}"
+
+
 def disco_rows(n: int) -> list[dict[str, str]]:
     """n valid DiSCo rows; item i shows cultures i, i+1, i+2, i+3 (mod 12) at A..D."""
     rows = []
@@ -82,10 +98,8 @@ def blend_cli(out: Path, *args: str, model: str = "tiny", ok: bool = True) -> "s
     # the tiny model gets a cache of its own; SmolLM2 keeps the user's, where its GGUF is converted once
     cache = {"PROBE_CACHE": str(out.parent / "cache")} if model == "tiny" else {}
     env = {**os.environ, **cache, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", f"model={model}", "bench=blend", f"bench.path={blend_dir()}",
-                           f"hydra.run.dir={out}", "analysis.n_boot=100", "progress=false", *args],
-                          cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
-                          timeout=900)
+    proc = run_probe([f"model={model}", "bench=blend", f"bench.path={blend_dir()}", f"hydra.run.dir={out}",
+                      "analysis.n_boot=100", "progress=false", *args], cwd=TESTS.parent, env=env)
     assert (proc.returncode == 0) == ok, proc.stderr[-3000:]
     return proc
 
@@ -104,6 +118,74 @@ def ccd_items(n: int) -> list[dict[str, str]]:
 def write_json_file(path: Path, obj: object) -> Path:
     path.write_text(json.dumps(obj), encoding="utf-8")
     return path
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def run_probe(args: list[str], *, cwd: str | Path | None = None, env: dict[str, str] | None = None,
+              **_subprocess_kwargs: object) -> "subprocess.CompletedProcess[str]":
+    """`python -m probe *args` run in this process, as `subprocess.run(..., capture_output=True,
+    text=True)` would report it: exit status, stdout, stderr (an uncaught exception: its traceback
+    and status 1). A new interpreter costs seconds of imports per call; the command's behaviour is
+    the same. `env` replaces the environment and `cwd` the working directory for the call only.
+    Left to real subprocesses: signals, kill -9, the installed console script, concurrent writers.
+
+    `env`'s PYTHONPATH goes first on `sys.path` for the call. Benches registered by a plugin module
+    from the test tree are forgotten afterwards, as they would be with the process (the registry
+    is process-global)."""
+    import contextlib
+    import io
+    import logging
+    import traceback
+
+    from probe import __main__ as entry
+    from probe.benches import registry
+
+    tasks, modules = dict(registry._TASKS), set(sys.modules)
+    saved_env, saved_argv, saved_cwd, saved_path = dict(os.environ), sys.argv, os.getcwd(), list(sys.path)
+    out, err = io.StringIO(), io.StringIO()
+    code: int = 0
+    # a new interpreter's logging is unconfigured: the command's own set-up (basicConfig, Hydra's
+    # job logging) must take effect and write to this call's streams, not to pytest's handlers
+    root = logging.getLogger()
+    saved_logging = (list(root.handlers), root.level)
+    root.handlers.clear()
+    try:
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+            # what PYTHONPATH would have put first on a new interpreter's path (a plugin's folder)
+            sys.path[:0] = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.argv = ["probe", *[str(a) for a in args]]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                entry.main()
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                if isinstance(e.code, str):
+                    print(e.code, file=sys.stderr)
+            except KeyboardInterrupt:
+                code = 130
+            except Exception:  # a traceback, as the interpreter would print it, and its status
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.argv = saved_argv
+        sys.path[:] = saved_path
+        root.handlers[:] = saved_logging[0]
+        root.setLevel(saved_logging[1])
+        registry._TASKS.clear()
+        registry._TASKS.update(tasks)
+        for name in set(sys.modules) - modules:
+            if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(TESTS)):
+                del sys.modules[name]
+    return subprocess.CompletedProcess(["probe", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def probe_env(cache: Path) -> dict[str, str]:

@@ -50,7 +50,7 @@ from probe.results.scores import ScoreTable
 from probe.types import Item, Option
 from probe.viz.text_agreement import agreement_section
 
-from conftest import design_columns
+from conftest import design_columns, run_probe
 
 L = np.log
 
@@ -396,7 +396,7 @@ def scored_and_generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path
     valid answer of B by construction."""
     root = tmp_path_factory.mktemp("choices")
     env = {**os.environ, "PROBE_CACHE": str(root / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.conditions=[C0]",
+    proc = run_probe(["model=tiny", "bench=demo", "bench.conditions=[C0]",
                            f"hydra.run.dir={root / 'a'}", "analysis.n_boot=100", "progress=false"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # model runs as new processes (signals, timings, scripts)
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_scoring.py"
 QUICK_GEMM = ("--gemm-seconds", "0.2")  # the GEMM rates behind the limits: printed, never asserted
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import CCD_CLUSTERS, ccd_items, prepare, write_json_file
+from conftest import CCD_CLUSTERS, ccd_items, prepare, run_probe, write_json_file
 
 from probe.benches.ccd import data as ccd
 from probe.errors import ProbeInputError
@@ -130,7 +130,7 @@ def test_source_url_downloaded_once_and_checksummed(tmp_path: Path, monkeypatch:
 def _cli(tmp: Path, *args: str) -> Path:
     out = tmp / "run"
     env = {**os.environ, "PROBE_CACHE": str(tmp.parent / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=ccd", f"hydra.run.dir={out}",
+    proc = run_probe(["model=tiny", "bench=ccd", f"hydra.run.dir={out}",
                            "analysis.n_boot=100", "progress=false", *args],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

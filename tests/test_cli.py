@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import disco_rows, write_csv
+from conftest import disco_rows, run_probe, write_csv
 
 from probe.pipeline.analysis import analyze_run
 
@@ -23,7 +23,7 @@ N_ITEMS = 3
 
 def run_cli(args: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PROBE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "probe", *args], cwd=REPO_ROOT, env=env,
+    return run_probe([*args], cwd=REPO_ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
 
 
@@ -185,7 +185,7 @@ def test_analyze_recomputes_identical_metrics(run_dir: Path, tmp_path: Path) -> 
     assert json.loads((copy / "metrics.json").read_text()) == json.loads((run_dir / "metrics.json").read_text())
     assert (copy / "report.md").read_text() == (run_dir / "report.md").read_text()
     # a temperature re-analysis goes beside the original, from the same stored log-probs
-    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(copy), "analysis.temperature=0.5"],
+    proc = run_probe(["analyze", str(copy), "analysis.temperature=0.5"],
                           capture_output=True, text=True, cwd=REPO_ROOT)
     assert proc.returncode == 0, proc.stderr
     hot = json.loads((copy / "metrics-temperature=0.5.json").read_text())
@@ -202,7 +202,7 @@ def test_analyze_at_another_temperature_prints_its_headline_and_writes_html(run_
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
     own_html = (copy / "report.html").read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(copy), "analysis.temperature=0.7"],
+    proc = run_probe(["analyze", str(copy), "analysis.temperature=0.7"],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     task = task_of(read_manifest(copy))

@@ -16,6 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import run_probe
+
 from probe.commands.compare import compare_runs, main, paired_difference
 from probe.errors import ProbeInputError
 from probe.metrics.core import SMALL_N
@@ -35,7 +37,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     3× likelier in every C0 prompt, so B differs from A by a known shift in that culture."""
     root = tmp_path_factory.mktemp("compare")
     env = {**os.environ, "PROBE_CACHE": str(root / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.conditions=[C0,C1]",
+    proc = run_probe(["model=tiny", "bench=demo", "bench.conditions=[C0,C1]",
                            f"hydra.run.dir={root / 'a'}", "analysis.n_boot=400", "progress=false"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -105,7 +105,7 @@ def test_the_checker_bounds_any_spec() -> None:
 @pytest.mark.parametrize("override", ["analysis.temperature=inf", "bench.conditions=[]"])
 def test_the_command_line_refuses_with_one_line_and_writes_nothing(override: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", override,
+    proc = run_probe(["model=tiny", "bench=demo", override,
                            f"hydra.run.dir={out}"], cwd=REPO_ROOT, env=probe_env(tmp_path / "cache"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]

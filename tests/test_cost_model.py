@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import disco_rows, prepare, probe_env, shared_dir, write_csv
+from conftest import disco_rows, prepare, probe_env, run_probe, shared_dir, write_csv
 
 from probe.backends.cost import Arch, PassShape, pass_cost, plan_passes, useful_flops
 from probe.backends.hf import HFScorer
@@ -108,7 +108,7 @@ def test_gemma3_12b_on_an_h200_spends_most_flops_in_the_linear_layers() -> None:
 
 def _dry_run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     out = tmp_path / "run"
-    return subprocess.run([sys.executable, "-m", "probe", "dry_run=true", f"hydra.run.dir={out}", *args],
+    return run_probe(["dry_run=true", f"hydra.run.dir={out}", *args],
                           cwd=REPO_ROOT, env=probe_env(tmp_path / "cache"), capture_output=True, text=True,
                           timeout=600)
 
@@ -173,6 +173,7 @@ def test_the_script_predicts_disco_on_gemma3_for_each_gpu_and_pass_size(capsys: 
         assert n_big < n_small and 0 < s_big <= s_small and 0 < mfu <= 100
 
 
+@pytest.mark.slow
 def test_the_script_measures_host_dispatch() -> None:
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "bench_costmodel.py"), "--overhead"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import COLUMNS, disco_rows, write_csv
+from conftest import COLUMNS, disco_rows, run_probe, write_csv
 
 from probe.benches.disco.data import DEFAULT_INSTRUCTIONS, build_prompts, load_items
 from probe.errors import ProbeInputError
@@ -230,12 +230,8 @@ def test_cli_exits_2_on_bad_input(tmp_path: Path, case: str) -> None:
     _, build, expected = CLI_CASES[case]
     path = build(tmp_path / "bad.csv")
     run_dir = tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={path}",
-         f"hydra.run.dir={run_dir}", "progress=false"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PROBE_CACHE": str(tmp_path / "cache")},
-    )
+    result = run_probe(["model=tiny", "bench=disco", f"bench.path={path}", f"hydra.run.dir={run_dir}", "progress=false"],
+                       cwd=REPO_ROOT, env={**os.environ, "PROBE_CACHE": str(tmp_path / "cache")})
     assert result.returncode == 2, result.stderr
     assert "probe: error:" in result.stderr and "Traceback" not in result.stderr
     assert str(path) in result.stderr

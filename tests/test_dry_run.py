@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 
 from probe.models.memory import memory_estimate
 from probe.pipeline.perf import gemma3_12b_text_config
@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def test_dry_run_writes_prompts_and_loads_no_weights(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "dry_run=true",
+    proc = run_probe(["model=tiny", "bench=demo", "dry_run=true",
                            f"hydra.run.dir={out}"], cwd=REPO_ROOT, env=probe_env(tmp_path / "cache"),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

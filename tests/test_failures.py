@@ -23,6 +23,8 @@ from probe.models import ModelSpec
 from probe.models.availability import LOCAL_COPY, check_available
 from probe.pipeline.spec import run_config
 
+pytestmark = pytest.mark.slow  # model runs as new processes (signals, timings, scripts)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 OFFLINE_LIMIT_S = 10.0
 """How long a hub model the run cannot get may take to be refused (imports included)."""

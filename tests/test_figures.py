@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ccd_items, disco_rows, write_csv, write_json_file
+from conftest import ccd_items, disco_rows, run_probe, write_csv, write_json_file
 
 from probe.api import load_run
 from probe.benches.ccd.figures import CAPTIONS as CCD_CAPTIONS
@@ -51,7 +51,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for model in ("tiny", "tiny-gemma3"):
         for bench, path in (("disco", disco), ("ccd", ccd)):
             out[f"{bench}-{model}"] = tmp / f"{bench}-{model}"
-            proc = subprocess.run([sys.executable, "-m", "probe", f"model={model}", f"bench={bench}",
+            proc = run_probe([f"model={model}", f"bench={bench}",
                                    f"bench.path={path}", f"hydra.run.dir={out[f'{bench}-{model}']}",
                                    "analysis.n_boot=50", "progress=false"],
                                   cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -205,6 +205,7 @@ def test_html_self_contained(report: tuple[Path, list[Figure]]) -> None:
     assert not re.search(r"""(src|href)=["'](?!data:)""", text)  # no external resources
 
 
+@pytest.mark.slow
 def test_html_renders_in_chromium(report: tuple[Path, list[Figure]], tmp_path: Path) -> None:
     chromium = shutil.which("chromium")
     if chromium is None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import probe_env, shared_dir
+from conftest import probe_env, run_probe, shared_dir
 from scipy.spatial.distance import jensenshannon
 from test_globalopinion_data import subset
 
@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(out: Path, *args: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=globalopinion", f"bench.path={subset()}",
+    proc = run_probe(["model=tiny", "bench=globalopinion", f"bench.path={subset()}",
                            f"hydra.run.dir={out}", "analysis.n_boot=50", "progress=false", *args],
                           cwd=REPO, env=probe_env(out.parent / "cache"), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -80,7 +80,7 @@ def test_tiny_run_matches_an_independent_recomputation(tmp_path: Path) -> None:
     assert "closest to **" in (out / "report.md").read_text()
     assert (out / "figures" / "country_similarity.png").is_file()
     # re-analysis from the stored tables gives the same numbers
-    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(out)], cwd=REPO,
+    proc = run_probe(["analyze", str(out)], cwd=REPO,
                           env=probe_env(tmp_path / "cache"), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     again = json.loads((out / "metrics.json").read_text())
@@ -112,7 +112,7 @@ def test_eighteen_letters_pass_the_preflight_of_shared_tokenizers(family: str, k
 
 
 @pytest.mark.real
-@pytest.mark.skipif(not os.environ.get("PROBE_SHARED_DIR"), reason="needs the shared subset")
+@pytest.mark.skipif(not os.environ.get("PROBE_SHARED_DIR"), reason="needs the shared subset ($PROBE_SHARED_DIR)")
 def test_eighteen_letters_pass_the_preflight_of_smollm2() -> None:
     import importlib.util
 

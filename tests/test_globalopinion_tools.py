@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 from test_globalopinion_data import subset
 from test_globalopinion_run import recompute
 from test_view import _dom, _listed
@@ -36,7 +36,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """`probe -m model=tiny bench=globalopinion bench.limit=3 backend.mode=letters,text,letters+text`:
     the sweep directory and what the multirun printed."""
     root = tmp_path_factory.mktemp("goqa_sweep")
-    proc = subprocess.run([sys.executable, "-m", "probe", "-m", "model=tiny", "bench=globalopinion",
+    proc = run_probe(["-m", "model=tiny", "bench=globalopinion",
                            f"bench.path={subset()}", "bench.limit=3", "backend.mode=letters,text,letters+text",
                            f"hydra.sweep.dir={root / 'sweep'}", "analysis.n_boot=100", "progress=false"],
                           cwd=REPO, env=probe_env(root / "cache"), capture_output=True, text=True, timeout=900)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_probe
+
 from probe.judges.http import HTTPChat, HTTPChatSpec, JudgeEndpointError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -198,7 +200,7 @@ def test_a_judge_that_cannot_answer_the_bench_is_refused_before_the_model_loads(
     data = tmp_path / "locqa.json"
     data.write_text(json.dumps(LOCQA), encoding="utf-8")
     env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=locqa", f"bench.path={data}",
+    proc = run_probe(["model=tiny", "bench=locqa", f"bench.path={data}",
                            "bench.sha256=null", "judge=keyword", f"hydra.run.dir={tmp_path / 'run'}"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -217,7 +219,7 @@ def test_a_failing_judge_fails_the_run(mode: str, message: str, endpoint: tuple[
     data.write_text(json.dumps(LOCQA), encoding="utf-8")
     out = tmp_path / "run"
     env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=locqa", f"bench.path={data}",
+    proc = run_probe(["model=tiny", "bench=locqa", f"bench.path={data}",
                            "bench.sha256=null", "judge=http", f"judge.base_url={url}", "judge.model=m",
                            "judge.max_http_retries=0", "judge.retries=0", "backend.max_new_tokens=4",
                            f"hydra.run.dir={out}", "progress=false"],

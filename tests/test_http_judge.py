@@ -115,6 +115,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("openai") is None,
                     reason="transformers serve needs transformers[serving] (fastapi, uvicorn, openai)")
 def test_real_local_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

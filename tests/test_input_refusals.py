@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import blend_dir, disco_rows, write_csv
+from conftest import blend_dir, disco_rows, run_probe, write_csv
 
 from probe.errors import ProbeInputError
 
@@ -139,7 +139,7 @@ def test_judge_credentials_never_reach_the_disk_or_the_log(tmp_path: Path) -> No
                     "answers": {"USA": "Right", "UK": "Left"}}}}}), encoding="utf-8")
     out = tmp_path / "run"
     env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=locqa", f"bench.path={data}",
+    proc = run_probe(["model=tiny", "bench=locqa", f"bench.path={data}",
                            "bench.sha256=null", "judge=http", "judge.base_url=http://user:s3cret@127.0.0.1:9/v1",
                            "judge.model=m", "judge.max_http_retries=0", "judge.retries=0", "judge.max_error_rate=1",
                            "backend.max_new_tokens=2", f"hydra.run.dir={out}", "progress=false"],

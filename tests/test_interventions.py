@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import prepare
+from conftest import prepare, run_probe
 
 from probe.backends.hf import HFScorer
 from probe.backends.interventions import Edit, InterventionPlan
@@ -158,6 +158,7 @@ def test_replicated_leaves_keep_the_trie_whole(tiny) -> None:
                    for k, step in enumerate(big.steps) for i in step)
 
 
+@pytest.mark.slow
 def test_run_directories_of_both_modes(tmp_path: Path) -> None:
     """`intervention=patch` and `intervention=steer` (vectors from a capture run) as commands."""
     import json
@@ -170,7 +171,7 @@ def test_run_directories_of_both_modes(tmp_path: Path) -> None:
     base = ["model=tiny", "bench=demo", "bench.limit=2", "analysis.n_boot=50", "progress=false"]
 
     def cli(out: str, *args: str) -> Path:
-        proc = subprocess.run([sys.executable, "-m", "probe", *base, *args, f"hydra.run.dir={tmp_path / out}"],
+        proc = run_probe([*base, *args, f"hydra.run.dir={tmp_path / out}"],
                               cwd=root, env=probe_env(tmp_path / "cache"), capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return tmp_path / out
@@ -208,7 +209,7 @@ def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
     base = ["model=tiny", "bench=demo", "bench.limit=2", "analysis.n_boot=50", "progress=false"]
 
     def probe_cli(*args: str) -> None:
-        proc = subprocess.run([sys.executable, "-m", "probe", *args], cwd=root, env=env, capture_output=True,
+        proc = run_probe([*args], cwd=root, env=env, capture_output=True,
                               text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -217,7 +218,7 @@ def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     probe_cli("-m", *base, "intervention=steer", f"intervention.vectors={plain}", "intervention.layer=1",
               "intervention.group=China,Spain", "intervention.alpha=2,4", f"hydra.sweep.dir={sweep}")
-    proc = subprocess.run([sys.executable, "-m", "probe", "report", str(sweep), str(plain), f"out={tmp_path / 'rep'}"],
+    proc = run_probe(["report", str(sweep), str(plain), f"out={tmp_path / 'rep'}"],
                           cwd=root, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (tmp_path / "rep" / "report.md").read_text()

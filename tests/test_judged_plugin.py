@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import run_probe
 
 TESTS = Path(__file__).resolve().parent
 PLUGINS = TESTS / "plugins"
@@ -58,12 +59,13 @@ def test_its_judge_fills_its_own_verdict_columns(runs: Path) -> None:
 
 
 def test_another_bench_judge_is_refused(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "probe", *ARGS, "judge.name=rules",
+    proc = run_probe([*ARGS, "judge.name=rules",
                            f"hydra.run.dir={tmp_path / 'run'}"], cwd=tmp_path, env=_env(tmp_path / "cache"),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2 and "judge=rules cannot judge Judged toy bench" in proc.stderr, proc.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_reanalysis_report_and_shard_merge(runs: Path) -> None:
     full = runs / "sweep" / "full"
     _module(runs, "probe", "analyze", str(full), "analysis.n_boot=50")

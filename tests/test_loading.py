@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import disco_rows, prepare, write_csv
+from conftest import disco_rows, prepare, run_probe, write_csv
 
 from probe.benches.disco import data as disco
 from probe.benches.registry import BUILTIN, get_task
@@ -128,7 +128,7 @@ def test_a_local_directory_runs_as_model_hub(tmp_path: Path) -> None:
 
     ckpt = tiny_model_dir(TinySpec(), tmp_path / "models")
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=hub", f"model.hub_id={ckpt}", "bench=demo",
+    proc = run_probe(["model=hub", f"model.hub_id={ckpt}", "bench=demo",
                            "bench.limit=1", "bench.conditions=[C0]", "analysis.n_boot=20", "progress=false",
                            f"hydra.run.dir={out}"], cwd=Path(__file__).resolve().parent.parent,
                           env=probe_env(tmp_path / "cache"), capture_output=True, text=True, timeout=600)
@@ -162,6 +162,7 @@ def test_judge_model_takes_config_names_hub_ids_and_directories(tmp_path: Path) 
         _judge_model({"name": "llm", "model": "no-such-config"})
 
 
+@pytest.mark.slow
 def test_a_model_neither_cached_nor_reachable_is_one_line(tmp_path: Path) -> None:
     """It names the checkpoint and what of it is missing, the hub cache and HF_HUB_OFFLINE: the things to fix."""
     import subprocess
@@ -170,6 +171,7 @@ def test_a_model_neither_cached_nor_reachable_is_one_line(tmp_path: Path) -> Non
     from conftest import probe_env
 
     hub_cache = tmp_path / "hub-cache"
+    # a subprocess: the hub cache location is read once per interpreter
     proc = subprocess.run([sys.executable, "-m", "probe", "model=hub", "model.hub_id=org/does-not-exist", "bench=demo",
                            f"hydra.run.dir={tmp_path / 'run'}"], cwd=Path(__file__).resolve().parent.parent,
                           env={**probe_env(tmp_path / "cache"), "HF_HUB_CACHE": str(hub_cache)},

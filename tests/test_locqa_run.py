@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import shared_dir
+from conftest import run_probe, shared_dir
 
 import probe
 from probe.benches.locqa.conclusion import TERMS, opening
@@ -40,7 +40,7 @@ def _data() -> Path:
 
 def _cli(out: Path, *args: str) -> Path:
     env = {**os.environ, "PROBE_CACHE": str(out.parent / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=locqa", f"bench.path={_data()}",
+    proc = run_probe(["model=tiny", "bench=locqa", f"bench.path={_data()}",
                            "judge=rules", "backend.max_new_tokens=8", f"hydra.run.dir={out}", "analysis.n_boot=100",
                            "progress=false", *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                           timeout=900)

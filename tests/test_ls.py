@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import probe_env
+from conftest import probe_env, run_probe
 
 from probe.config import package_conf_dir
 
@@ -19,7 +19,7 @@ CONF = package_conf_dir()
 
 
 def _probe(*args: str, cache: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "probe", *args], cwd=REPO_ROOT, env=env or probe_env(cache),
+    return run_probe([*args], cwd=REPO_ROOT, env=env or probe_env(cache),
                           capture_output=True, text=True, timeout=600)
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 
 from probe.errors import ProbeInputError
 from probe.files import write_json
@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("manifest")
     out = tmp / "run"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.limit=2",
+    proc = run_probe(["model=tiny", "bench=demo", "bench.limit=2",
                            "analysis.n_boot=10", "progress=false", f"hydra.run.dir={out}"], cwd=REPO_ROOT,
                           env=probe_env(tmp / "cache"), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import ccd_items, prepare, write_json_file
+from conftest import ccd_items, prepare, run_probe, write_json_file
 
 import probe
 from probe.backends.hf import HFScorer
@@ -121,7 +121,7 @@ def test_linear_probe_on_synthetic_activations() -> None:
 
 
 def _cli(out: Path, cache: Path, *args: str) -> Path:
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", f"hydra.run.dir={out}",
+    proc = run_probe(["model=tiny", f"hydra.run.dir={out}",
                            "analysis.n_boot=50", "progress=false", *args], cwd=REPO_ROOT, capture_output=True,
                           text=True, env={**os.environ, "PROBE_CACHE": str(cache)}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -161,6 +161,7 @@ def test_run_directory_and_load_run(mech_run: Path) -> None:
     assert layer_table(run, DISCO.design, "C0")["csd"][-1] == pytest.approx(csd)
 
 
+@pytest.mark.slow
 def test_example_followup_script(mech_run: Path) -> None:
     proc = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/example_followup.py"), str(mech_run)],
                           capture_output=True, text=True, timeout=300)

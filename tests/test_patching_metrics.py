@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 from safetensors.numpy import save_file
 
 from probe.errors import ProbeInputError
@@ -153,7 +153,7 @@ def _pairs(run_dir: Path) -> tuple[list[dict], np.ndarray]:
 def patched_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("patching")
     out = tmp / "run"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.conditions=[C0,C1]",
+    proc = run_probe(["model=tiny", "bench=demo", "bench.conditions=[C0,C1]",
                            "bench.limit=6", "analysis.n_boot=50", "progress=false", f"hydra.run.dir={out}"],
                           cwd=REPO_ROOT, env=probe_env(tmp / "cache"), capture_output=True, text=True, timeout=600,
                           check=False)

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_probe
 
 TESTS = Path(__file__).resolve().parent
 PLUGINS = TESTS / "plugins"
@@ -24,7 +25,7 @@ def _env(cache: Path) -> dict[str, str]:
 def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("toy")
     out = tmp / "sweep" / "toy-tiny"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=toy",
+    proc = run_probe(["model=tiny", "bench=toy",
                            f"hydra.searchpath=[file://{PLUGINS / 'conf'}]", f"hydra.run.dir={out}",
                            "analysis.n_boot=100", "progress=false"],
                           cwd=tmp, env=_env(tmp / "cache"), capture_output=True, text=True, timeout=600)
@@ -58,7 +59,7 @@ def test_toy_run_has_the_letter_prior_blocks(toy_run: Path) -> None:
 
 def test_toy_run_in_sweep_report(toy_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "probe", "report", str(toy_run.parent), f"out={out}"],
+    proc = run_probe(["report", str(toy_run.parent), f"out={out}"],
                           env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (out / "report.md").read_text()
@@ -68,7 +69,7 @@ def test_toy_run_in_sweep_report(toy_run: Path, tmp_path: Path) -> None:
 
 
 def test_toy_reanalysis(toy_run: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(toy_run), "analysis.temperature=2"],
+    proc = run_probe(["analyze", str(toy_run), "analysis.temperature=2"],
                           env=_env(toy_run.parent / "cache"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     hot = json.loads((toy_run / "metrics-temperature=2.json").read_text())

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 
 from probe.errors import ProbeInputError
 
@@ -99,7 +99,7 @@ def test_a_run_directory_name_too_long_is_one_line(tmp_path: Path, cache: Path, 
     long = tmp_path / ("x" * 300)
     with pytest.raises(ProbeInputError, match=r"run directory .*x{300}: File name too long; choose a shorter path"):
         _run(long, monkeypatch, disco_csv)
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", f"hydra.run.dir={long}"],
+    proc = run_probe(["model=tiny", "bench=demo", f"hydra.run.dir={long}"],
                           cwd=REPO_ROOT, env=probe_env(cache), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith(f"probe: error: hydra.run.dir={long}: File name too long")

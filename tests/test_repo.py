@@ -12,6 +12,8 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
+from conftest import run_probe
+
 from probe.benches.registry import BUILTIN, get_task
 from probe.commands.confgen import stale
 from probe.config import build, package_conf_dir
@@ -131,7 +133,7 @@ SUBCOMMANDS = ["run", "analyze", "compare", "merge", "report", "view", "ls", "ru
 @pytest.mark.parametrize("command", [[], *([s] for s in SUBCOMMANDS)], ids=lambda c: " ".join(["probe", *c]))
 def test_every_subcommand_answers_its_own_help(command: list[str]) -> None:
     """`probe SUB --help` prints SUB's own usage (not the run's), exit 0."""
-    out = subprocess.run([sys.executable, "-m", "probe", *command, "--help"], capture_output=True, text=True,
+    out = run_probe([*command, "--help"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     name = command[0] if command else "run"
@@ -152,7 +154,7 @@ def test_console_script_is_python_m_probe() -> None:
         pytest.skip("probe is not installed into this environment (pip install -e .)")
     out = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout == subprocess.run([sys.executable, "-m", "probe", "--help"], capture_output=True, text=True,
+    assert out.stdout == run_probe(["--help"], capture_output=True, text=True,
                                         timeout=120).stdout
 
 

@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import run_probe
+
 import probe
 from probe.benches.disco.conclusion import TERMS
 from probe.benches.disco.report import report as disco_report
@@ -35,7 +37,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The tiny model on 8 demo items, all four conditions; the directory and what it printed."""
     root = tmp_path_factory.mktemp("answers")
     out = root / "runs" / "demo-run"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.limit=8",
+    proc = run_probe(["model=tiny", "bench=demo", "bench.limit=8",
                            f"hydra.run.dir={out}", "analysis.n_boot=200", "progress=false"], cwd=REPO_ROOT,
                           env={**os.environ, "PROBE_CACHE": str(root / "cache"), "HF_HUB_OFFLINE": "1"},
                           capture_output=True, text=True, timeout=900)

@@ -109,6 +109,7 @@ def test_sweep_tables_explain_gaps_and_fit_the_page(tmp_path: Path) -> None:
     assert f"‡ fewer than {SMALL_N} items: the bootstrap intervals of this run are too narrow and unreliable" in md
 
 
+@pytest.mark.slow
 def test_sweep_html_tables_fit_a_1280px_window(tmp_path: Path) -> None:
     """Rendered in headless Chromium at 1280 px: no table wider than the page's text column."""
     if shutil.which("chromium") is None:

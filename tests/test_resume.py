@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["model=tiny", "bench=demo", "shard_size=16", "analysis.n_boot=100", "progress=false"]
@@ -23,8 +23,7 @@ def _cmd(out: Path, *extra: str) -> list[str]:
 
 
 def _run(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_cmd(out, *extra), cwd=REPO_ROOT, env=probe_env(cache), capture_output=True, text=True,
-                          timeout=600)
+    return run_probe([*ARGS, f"hydra.run.dir={out}", *extra], cwd=REPO_ROOT, env=probe_env(cache))
 
 
 def _kill_after_parts(out: Path, cache: Path, n_parts: int) -> None:
@@ -58,6 +57,7 @@ def _same_results(a: Path, b: Path) -> None:
     assert (b / "DONE").is_file() and not (b / "scores.parts").exists()
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_is_identical(reference: tuple[Path, Path], tmp_path: Path) -> None:
     ref, cache = reference
     out = tmp_path / "killed"
@@ -69,6 +69,7 @@ def test_sigkill_then_rerun_is_identical(reference: tuple[Path, Path], tmp_path:
     _same_results(ref, out)
 
 
+@pytest.mark.slow
 def test_damaged_and_partial_shards_are_recomputed(reference: tuple[Path, Path], tmp_path: Path) -> None:
     ref, cache = reference
     out = tmp_path / "damaged"
@@ -143,6 +144,7 @@ def test_part_seconds_must_be_positive() -> None:
         run_config(values, Path("unused"))
 
 
+@pytest.mark.slow
 def test_sigint_prints_the_resume_command_and_it_resumes_identically(reference: tuple[Path, Path],
                                                                      tmp_path: Path) -> None:
     """Ctrl-C during scoring: exit 130 and one line with the command that resumes (the run's

@@ -11,12 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 
 from probe.benches.task import JudgeJob
 from probe.judges import JudgeRequest, JudgeResult
 from probe.benches.ccd.judging import GLOBE_DIMENSIONS
 from probe.pipeline.judging import VerdictCache, run_jobs
+
+pytestmark = pytest.mark.slow  # model runs as new processes (signals, timings, scripts)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MECH = ["model=tiny", "bench=demo", "bench.conditions=[C0,C3]", "shard_size=16", "analysis.n_boot=20",
@@ -30,8 +32,7 @@ def _cmd(args: list[str], out: Path) -> list[str]:
 
 
 def _run(args: list[str], out: Path, cache: Path) -> None:
-    proc = subprocess.run(_cmd(args, out), cwd=REPO_ROOT, env=probe_env(cache), capture_output=True, text=True,
-                          timeout=900)
+    proc = run_probe([*args, f"hydra.run.dir={out}"], cwd=REPO_ROOT, env=probe_env(cache))
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 

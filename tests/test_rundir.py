@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import probe_env
+from conftest import probe_env, run_probe
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["model=tiny", "bench=demo", "bench.conditions=[C0]", "analysis.n_boot=50", "progress=false"]
@@ -25,8 +25,7 @@ def _cmd(out: Path, *extra: str) -> list[str]:
 
 
 def _run(out: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(_cmd(out, *extra), cwd=REPO_ROOT, env=probe_env(cache), capture_output=True, text=True,
-                          timeout=600)
+    return run_probe([*ARGS, f"hydra.run.dir={out}", *extra], cwd=REPO_ROOT, env=probe_env(cache))
 
 
 def _snapshot(d: Path) -> dict[str, str]:
@@ -62,7 +61,7 @@ def test_bad_config_stops_before_any_file_is_written(override: str, message: str
 
 
 def test_limit_must_be_positive(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=ccd", "bench.limit=-1",
+    proc = run_probe(["model=tiny", "bench=ccd", "bench.limit=-1",
                            f"hydra.run.dir={tmp_path / 'run'}"], cwd=REPO_ROOT, env=probe_env(tmp_path / "cache"),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "bench.limit: -1 is not an integer ≥ 1 or null" in proc.stderr, proc.stderr
@@ -110,6 +109,7 @@ def test_a_second_writer_is_refused(tmp_path: Path, finished: tuple[Path, Path])
     assert third.returncode == 2 and "different configuration" in third.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [[], ["analysis.capture_layers=[0]"]], ids=["scores", "with-activations"])
 def test_a_kill_during_analysis_rescores_nothing(extra: list[str], tmp_path: Path, finished: tuple[Path, Path]) -> None:
     ref, cache = finished
@@ -178,7 +178,7 @@ def test_probe_analyze_refuses_a_linked_figures_directory(tmp_path: Path, finish
     elsewhere.mkdir()
     (out / "figures").symlink_to(elsewhere, target_is_directory=True)
     metrics = (out / "metrics.json").read_bytes()
-    proc = subprocess.run([sys.executable, "-m", "probe", "analyze", str(out)], cwd=REPO_ROOT, capture_output=True,
+    proc = run_probe(["analyze", str(out)], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 2 and f"{out / 'figures'} is a symbolic link (to {elsewhere})" in proc.stderr
     assert not any(elsewhere.iterdir()) and (out / "metrics.json").read_bytes() == metrics

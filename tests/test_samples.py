@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import disco_rows, write_csv
+from conftest import disco_rows, run_probe, write_csv
 
 from probe.api import load_run
 from probe.benches.ccd.task import TASK as CCD_TASK
@@ -101,7 +101,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("samples")
     csv_path = write_csv(tmp / "disco.csv", disco_rows(2))
     env = {**os.environ, "PROBE_CACHE": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={csv_path}",
+    proc = run_probe(["model=tiny", "bench=disco", f"bench.path={csv_path}",
                            f"hydra.run.dir={tmp / 'run'}", "analysis.n_boot=20", "analysis.temperature=0.5",
                            "progress=false"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

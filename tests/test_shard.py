@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import probe_env, shared_dir
+from conftest import probe_env, run_probe, shared_dir
 
 from probe.errors import ProbeInputError
 from probe.pipeline.shard_merge import merge_shards
@@ -33,14 +33,14 @@ BITWISE = ("scores.safetensors", "lens.safetensors", "activations.safetensors", 
 
 
 def _probe(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "probe", *args], cwd=REPO_ROOT, env=probe_env(cache),
+    proc = run_probe([*args], cwd=REPO_ROOT, env=probe_env(cache),
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     return proc
 
 
 def _merge(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "probe", "merge", *args], cwd=REPO_ROOT, capture_output=True,
+    return run_probe(["merge", *args], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import prepare
+from conftest import prepare, run_probe
 
 import probe
 from probe.api import steering_vectors
@@ -75,7 +75,7 @@ def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) 
     """`python -m probe` with no model/bench arguments = demo bench on SmolLM2 (C0 only to stay quick)."""
     out = tmp_path / "run"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "bench.conditions=[C0]", f"hydra.run.dir={out}",
+    proc = run_probe(["bench.conditions=[C0]", f"hydra.run.dir={out}",
                            "analysis.n_boot=100", "progress=false"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -114,7 +114,7 @@ def test_ccd_runs_on_smollm2(smollm2, tmp_path: Path, args: list[str]) -> None:
 
     data = write_json_file(tmp_path / "CCD-Bench.json", ccd_items(2))
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=smollm2-135m", "bench=ccd", f"bench.path={data}",
+    proc = run_probe(["model=smollm2-135m", "bench=ccd", f"bench.path={data}",
                            f"hydra.run.dir={out}", "analysis.n_boot=50", "progress=false", *args],
                           cwd=REPO_ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True,
                           text=True, timeout=1200)
@@ -192,7 +192,7 @@ def test_judge_config_wiring(smollm2) -> None:
 
 
 def _cli_run(out: Path, *args: str) -> Path:
-    proc = subprocess.run([sys.executable, "-m", "probe", "bench.limit=2", "bench.conditions=[C0,C1]",
+    proc = run_probe(["bench.limit=2", "bench.conditions=[C0,C1]",
                            "analysis.n_boot=100", "progress=false", f"hydra.run.dir={out}", *args],
                           cwd=REPO_ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True,
                           timeout=1200)

@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # model runs as new processes (signals, timings, scripts)
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from conftest import run_probe
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
@@ -27,6 +29,7 @@ def _compose(overrides: list[str]):
         return compose(config_name="config", overrides=overrides, return_hydra_config=True)
 
 
+@pytest.mark.slow
 def test_local_sweep_runs_one_directory_per_model(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
@@ -61,7 +64,7 @@ def _sweep_report_renders(sweep: Path) -> None:
     import re
     import shutil
 
-    proc = subprocess.run([sys.executable, "-m", "probe", "report", str(sweep)], cwd=REPO_ROOT, capture_output=True,
+    proc = run_probe(["report", str(sweep)], cwd=REPO_ROOT, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     md = (sweep / "report" / "report.md").read_text()
@@ -158,10 +161,8 @@ def test_a_sweep_over_long_values_runs_into_short_distinct_directories(tmp_path:
     stopped the sweep with Hydra's traceback; each job's directory now names what it varies."""
     sweep, long = tmp_path / "sweep", "x" * 300
     env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "probe", "-m", "model=tiny", "bench=demo", f"bench.name={long},demo",
-         "analysis.temperature=0.5,2.0", "dry_run=true", f"hydra.sweep.dir={sweep}"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_probe(["-m", "model=tiny", "bench=demo", f"bench.name={long},demo", "analysis.temperature=0.5,2.0",
+                      "dry_run=true", f"hydra.sweep.dir={sweep}"], cwd=REPO_ROOT, env=env)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     names = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert len(names) == 4 and all(len(n.encode()) <= 160 and (sweep / n / "prompts.parquet").is_file() for n in names)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import disco_rows, write_csv
+from conftest import disco_rows, run_probe, write_csv
 
 from probe.commands.view import main
 from probe.types import Design
@@ -76,6 +76,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Path:
         SampleSet("open-run", "beta", "tiny", (), _open_run(), facets=("template", "language"))])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("fragment", "expected"), [
     ("", 6),
     ("bench=alpha", 4), ("bench=beta", 2),
@@ -97,6 +98,7 @@ def test_every_filter_lists_the_hand_counted_prompts(page: Path, tmp_path: Path,
     assert _listed(dom) == (expected, expected)
 
 
+@pytest.mark.slow
 def test_a_prompt_is_shown_beside_its_probabilities_answer_and_verdicts(page: Path, tmp_path: Path) -> None:
     dom = _dom(page, "sel=0:3", tmp_path)
     detail = dom[dom.index('id="detail"'):]
@@ -111,6 +113,7 @@ def test_a_prompt_is_shown_beside_its_probabilities_answer_and_verdicts(page: Pa
     assert "<th>implicit.framing_style</th><td>US_COMPARISON</td>" in detail
 
 
+@pytest.mark.slow
 def test_long_runs_are_listed_a_page_at_a_time(tmp_path: Path) -> None:
     frame = pd.concat([_letter_run()] * 300, ignore_index=True).assign(prompt_id=range(1200))
     page = write_samples_html(tmp_path / "samples.html", "long", [SampleSet("r", "alpha", "tiny", ("A", "B"), frame, design=LETTER_DESIGN)])
@@ -125,19 +128,21 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("viewrun")
     csv_path = write_csv(tmp / "disco.csv", disco_rows(2))
     env = {**os.environ, "PROBE_CACHE": str(tmp / "cache"), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={csv_path}",
+    proc = run_probe(["model=tiny", "bench=disco", f"bench.path={csv_path}",
                            f"hydra.run.dir={tmp / 'sweep' / 'run'}", "analysis.n_boot=20", "progress=false"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return tmp / "sweep" / "run"
 
 
+@pytest.mark.slow
 def test_every_run_writes_its_browser_and_links_it_from_the_report(tiny_run: Path, tmp_path: Path) -> None:
     assert '<a href="samples.html">' in (tiny_run / "report.html").read_text()
     dom = _dom(tiny_run / "samples.html", "condition=C0&group=Algeria", tmp_path)
     assert 'data-rows="104"' in dom and _listed(dom) == (4, 4)  # item 0's four C0 orderings
 
 
+@pytest.mark.slow
 def test_probe_view_over_a_sweep_directory(tiny_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sweep = tiny_run.parent
     (sweep / "unfinished").mkdir(exist_ok=True)
