@@ -47,8 +47,9 @@ BALANCES: dict[str, str] = {
                     "sequence effect (all orderings); a sample balances them only in expectation",
     "williams": "every option equally often at every letter and immediately after every other option (first-order "
                 "carry-over); not longer sequences",
-    "reverse": "the direction of the item's own order (an ordinal scale read top-down and bottom-up); not the letter: "
-               "each option sits at two letters only, so the letter prior falls back to the pooled estimator",
+    "reverse": "the direction of the item's own order (an ordinal scale read top-down and bottom-up); with more than "
+               "two options not the letter: each option sits at two letters only, so the letter prior falls back to "
+               "the pooled estimators",
     "latin_square": "across items, every option equally often at every letter and after every other option, one "
                     "ordering per item; within an item nothing",
 }
