@@ -32,7 +32,8 @@ from probe.benches.orders import (
 )
 from probe.errors import ProbeInputError
 from probe.metrics.carry_over import carry_over
-from probe.metrics.letters import LetterOptions, analyse, position_balanced
+from probe.metrics.balance import position_balanced
+from probe.metrics.letters import LetterOptions, analyse
 from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
 from probe.results.scores import ScoreTable

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from probe.metrics.core import percentile_ci, ratio, to_scalars, wsum
-from probe.metrics.letters import log_choice, members_of, position_balanced
+from probe.metrics.balance import position_balanced
+from probe.metrics.letters import log_choice, members_of
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ prompts that differ only in the option order; `probe.types.Design`). With letter
     L[r, j] = log p_r(j) = μ_r + a_j + c(o[r, j]) + e[r, j]
 
 (μ_r = −log Z_r of ordering r, a_j the letter effect, c the content effect of the option
-shown at letter j). When a group's orderings put every option once at every letter (a Latin
-square: the cyclic rotations of DiSCo and CCD-Bench are one), rotation, letter and content are
-orthogonal, so the least-squares fit is closed-form:
+shown at letter j). When a group's orderings put every option equally often at every letter (a
+Latin square — the cyclic rotations of DiSCo and CCD-Bench are one —, all K! permutations, a
+Williams design: `probe.metrics.balance`), ordering, letter and content are orthogonal, so the
+least-squares fit is closed-form:
 
 - content: `c(o) = mean_r L[r, letter showing o]`, the debiased distribution of the group is
   `q(o) ∝ exp c(o)` (the geometric mean of the option's probabilities over the orderings);
@@ -38,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from probe.metrics.balance import position_balanced
 from probe.metrics.core import bootstrap_weights, percentile_ci, ratio, to_scalars, wsum
 from probe.metrics.ipf import fit_choices
 from probe.metrics.letter_warnings import warnings_of
@@ -125,20 +127,6 @@ def prompt_groups(table: ScoreTable, design: Design) -> PromptGroups:
         for g, members in enumerate(members_of(index, len(keys))):
             complete[g] = position_balanced(order[members], k)
     return PromptGroups(index=index, condition=cond, conditions=conditions, cells=cells, item=item, complete=complete)
-
-
-def position_balanced(rows: np.ndarray, k: int) -> bool:
-    """Whether orderings `rows` `[n, k]` (each a permutation of 0..k-1) show every option equally
-    often at every letter: the K cyclic rotations (once each), all K! permutations, a Williams
-    design ((n / k) times each) — the designs whose letter and content effects are orthogonal."""
-    n = rows.shape[0]
-    if n == 0 or n % k or not (np.sort(rows, axis=1) == np.arange(k)[None, :]).all():
-        return False
-    if n == k:  # the Latin-square case, read as it always was
-        return bool((np.sort(rows, axis=0) == np.arange(k)[:, None]).all())
-    counts = np.zeros((k, k), dtype=np.int64)
-    np.add.at(counts, (rows, np.broadcast_to(np.arange(k), rows.shape)), 1)
-    return bool((counts == n // k).all())
 
 
 def members_of(index: np.ndarray, n: int) -> list[np.ndarray]:
