@@ -63,7 +63,8 @@ def orders_section(metrics: Mapping[str, Any]) -> str:
              f"Options shown under `bench.orders={block['design']}`, "
              f"{', '.join(f'{c}: {n}' for c, n in block['orderings_per_group'].items())} orderings per prompt group. "
              f"It balances {block['balances']}. Every reading above (expected, greedy, debiased) averages over "
-             "these orderings."]
+             "these orderings; the letter prior's `rotations` estimator is the closed form on any group that shows "
+             "every option equally often at every letter, here once per K of its orderings."]
     carry = block.get("carry_over") or {}
     cis = ((metrics.get("ci95") or {}).get("orders") or {}).get("carry_over") or {}
     if carry:
