@@ -4,7 +4,7 @@ carry-over decomposition (calibrated on simulated log-probs), and runs on the ti
 file under `permutations` (24 distinct orderings per item, shares equal to an independent average
 over them, every unique token computed once), `williams`, the refusals (one line, rc 2, nothing
 written), GlobalOpinionQA's `reverse`, CCD-Bench's `bench.design` read as `bench.orders`, and
-`probe compare` across designs."""
+`probe compare` across designs, and the dry run's design line."""
 
 from __future__ import annotations
 
@@ -301,3 +301,19 @@ def test_ccd_reads_design_as_orders(tmp_path: Path) -> None:
         prepare({"kind": "ccd", "path": str(path), "design": "latin_square", "orders": "williams"})
     with pytest.raises(ProbeInputError, match=f"10 options have {math.factorial(10)} orderings"):
         prepare({"kind": "ccd", "path": str(path), "orders": "permutations"})
+
+
+def test_dry_run_prints_the_designs_prompt_count_and_trie_cost(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                               runs: dict[str, Path]) -> None:
+    """Before anything runs: the prompts, the trie's unique tokens and the design's orderings."""
+    import logging
+
+    csv = write_csv(tmp_path / "unseen.csv", disco_rows(3))
+    with caplog.at_level(logging.INFO):
+        _run(tmp_path / "dry", f"bench.path={csv}", "bench.conditions=[C0]", "bench.orders=permutations",
+             "dry_run=true")
+    text = " ".join(caplog.text.split())
+    manifest = json.loads((runs["perm"] / "manifest.json").read_text())
+    assert "dry run: 72 prompts" in text
+    assert f"the prompt trie holds {manifest['backend']['unique_tokens']} unique tokens" in text
+    assert "ordering design permutations: 24 orderings of 4 options per item and condition" in text
