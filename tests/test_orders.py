@@ -93,6 +93,9 @@ def test_permutations_over_the_cap_are_refused_or_sampled_without_replacement() 
     assert list(drawn.orders) == sorted(drawn.orders)  # read in lexicographic order
     assert orderings(10, OrderDesign("permutations", sample=200, seed=7)) == drawn
     assert orderings(10, OrderDesign("permutations", sample=200, seed=8)).orders != drawn.orders
+    with pytest.raises(ProbeInputError, match=r"bench.orders_sample=5 samples orderings of bench.orders=permutations "
+                                              r"only; bench.orders=williams has a fixed set"):
+        orderings(4, OrderDesign("williams", sample=5))
     # below the cap a sample as large as K! is every ordering, not a draw
     assert not orderings(3, OrderDesign("permutations", sample=6)).sampled
 

@@ -90,6 +90,9 @@ def order_design(spec: Any) -> OrderDesign:
 def orderings(k: int, design: OrderDesign) -> Orderings:
     """The orderings of an item with `k` options under `design`; refuses (one line) a design whose
     count exceeds the cap, a sample above the cap, and an unknown design."""
+    if design.sample is not None and design.name != "permutations":
+        raise ProbeInputError(f"bench.orders_sample={design.sample} samples orderings of bench.orders=permutations "
+                              f"only; bench.orders={design.name} has a fixed set (unset bench.orders_sample)")
     if design.name == "rotations":
         out = tuple(tuple((i + r) % k for i in range(k)) for r in range(k))
     elif design.name == "williams":
