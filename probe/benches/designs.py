@@ -12,35 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from probe.benches.orders import williams_square
+
 __all__ = ["williams_square", "latin_square_orders", "balance_score"]
-
-
-def williams_square(n: int) -> np.ndarray:
-    """Balanced (Williams) Latin square of even order ``n``, shape ``[n, n]``, dtype int.
-
-    Row ``r`` is an ordering of the symbols ``0..n-1`` (column = position). Construction:
-    the first row is ``0, 1, n-1, 2, n-2, 3, ...``, i.e. ``s_0 = 0`` and for ``j >= 1``
-    ``s_j = (j + 1) // 2`` if ``j`` is odd else ``n - j // 2``; row ``r`` is
-    ``(s_j + r) mod n``.
-
-    Why it is balanced: rows are cyclic shifts, so each symbol is once per row and column.
-    The successive differences of the first row are ``+1, -2, +3, -4, ..., ±(n-1)`` (mod n),
-    which for even ``n`` are the ``n - 1`` distinct non-zero residues. The adjacent pair
-    ``(a, b)`` has difference ``b - a``; that difference occurs at exactly one column
-    boundary, and exactly one shift ``r`` maps that boundary's pair onto ``(a, b)``. So each
-    ordered pair ``a != b`` is horizontally adjacent exactly once.
-
-    Odd ``n`` raises ValueError: no single ``n x n`` square is balanced for n = 3, 5, 7
-    (the classical fix is a ``2n``-row design, the square plus its row-reversed copy, which
-    does not fit this ``[n, n]`` contract). CCD-Bench uses n = 10.
-    """
-    if n < 2 or n % 2:
-        raise ValueError(f"williams_square needs an even order n >= 2, got n={n}")
-    first = np.empty(n, dtype=np.int64)
-    first[0] = 0
-    for j in range(1, n):
-        first[j] = (j + 1) // 2 if j % 2 else n - j // 2
-    return (first[None, :] + np.arange(n)[:, None]) % n
 
 
 def latin_square_orders(domains: Sequence[str], n_options: int = 10,

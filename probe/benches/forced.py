@@ -26,6 +26,7 @@ from probe.benches.forced_metrics import (
     is_text_only_run,
     letter_metrics,
 )
+from probe.benches.order_report import orders_section
 from probe.benches.task import (
     Column,
     Judging,
@@ -147,7 +148,7 @@ def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping
         head, rest = split_opening(text)
         # the letter warning comes right after the conclusion: it changes how every number below reads
         text = "\n".join([head, "", *warnings_block(metrics), rest.lstrip("\n")])
-        text += letter_section(metrics, LETTER_READING, ESTIMATORS) + agreement_section(metrics)
+        text += letter_section(metrics, LETTER_READING, ESTIMATORS) + orders_section(metrics) + agreement_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
         return text

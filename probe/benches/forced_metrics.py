@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from probe.benches.order_report import order_blocks
 from probe.benches.task import (
     bench_spec,
 )
@@ -86,6 +87,8 @@ def letter_metrics(compute: Compute, spec_type: type, design: Design
         if not len(table.prompt_id):  # every generation invalid: nothing to aggregate, which the report says
             return {**out, "expected": None, "greedy": None, "ci95": {}}
         own = merged(out, compute(table, opts, spec))
+        if not is_generation_run(run) and not is_text_only_run(run):
+            own = merged(own, order_blocks(table, design, opts, spec, own.get("ci95")))
         return merged(own, letter_blocks(compute, table, design, opts, spec, is_generation_run(run),
                                          own.get("ci95"), letters_read=not is_text_only_run(run)))
 

@@ -109,6 +109,9 @@ def comparison_markdown(c: Comparison) -> str:
     lines = [f"A = {c.run_a}  \nB = {c.run_b}  \n{'paired' if c.paired else 'unpaired'} bootstrap over "
              f"{c.n_units} {c.unit}s, {c.n_boot} resamples, seed {c.seed}, temperature {c.temperature:g}; "
              f"block {', '.join(blocks) or '–'};  \np-values two-sided, Holm-adjusted over the table", ""]
+    if c.orders is not None:
+        lines += [f"**Designs differ:** A shows the options under `bench.orders={c.orders[0]}`, B under "
+                  f"`bench.orders={c.orders[1]}`; Δ compares the two designs' readings of the same items.", ""]
     if small:
         lines += [f"**Warning:** only {c.n_units} {c.unit}s (fewer than {SMALL_N}): a bootstrap over so few",
                   "resamples the same handful, so its intervals are too narrow; treat them as descriptive.",

@@ -7,9 +7,10 @@ prompts that differ only in the option order; `probe.types.Design`). With letter
     L[r, j] = log p_r(j) = μ_r + a_j + c(o[r, j]) + e[r, j]
 
 (μ_r = −log Z_r of ordering r, a_j the letter effect, c the content effect of the option
-shown at letter j). When a group's orderings put every option once at every letter (a Latin
-square: the cyclic rotations of DiSCo and CCD-Bench are one), rotation, letter and content are
-orthogonal, so the least-squares fit is closed-form:
+shown at letter j). When a group's orderings put every option equally often at every letter (a
+Latin square — the cyclic rotations of DiSCo and CCD-Bench are one —, all K! permutations, a
+Williams design: `probe.metrics.balance`), ordering, letter and content are orthogonal, so the
+least-squares fit is closed-form:
 
 - content: `c(o) = mean_r L[r, letter showing o]`, the debiased distribution of the group is
   `q(o) ∝ exp c(o)` (the geometric mean of the option's probabilities over the orderings);
@@ -38,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from probe.metrics.balance import position_balanced
 from probe.metrics.core import bootstrap_weights, percentile_ci, ratio, to_scalars, wsum
 from probe.metrics.ipf import fit_choices
 from probe.metrics.letter_warnings import warnings_of
@@ -123,10 +125,7 @@ def prompt_groups(table: ScoreTable, design: Design) -> PromptGroups:
     complete = np.zeros(len(keys), dtype=bool)
     if order is not None:
         for g, members in enumerate(members_of(index, len(keys))):
-            rows = order[members]
-            complete[g] = rows.shape[0] == k and bool(
-                (np.sort(rows, axis=0) == np.arange(k)[:, None]).all() and
-                (np.sort(rows, axis=1) == np.arange(k)[None, :]).all())
+            complete[g] = position_balanced(order[members], k)
     return PromptGroups(index=index, condition=cond, conditions=conditions, cells=cells, item=item, complete=complete)
 
 
@@ -244,7 +243,9 @@ def _logprob_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray
     # Complete groups: c(o) = mean over orderings of L at the letter showing o.
     local = np.unique(g[whole], return_inverse=True)[1] if whole.any() else np.zeros(0, np.int64)
     content = np.zeros((est["n_complete"], k))
-    np.add.at(content, (local[:, None], order[whole]), lc[whole] / k)
+    # each option sits once in each of a group's orderings: its mean is over the group's size
+    size = np.bincount(local)[local][:, None] if whole.any() else k
+    np.add.at(content, (local[:, None], order[whole]), lc[whole] / size)
     out = np.zeros_like(lc)
     out[whole] = np.take_along_axis(softmax(content)[local], order[whole], axis=1)
     out[~whole] = softmax(lc[~whole] - np.log(prior))
@@ -276,35 +277,38 @@ class SplitSums:
     """`[item]` Σ of `K Σ_o c_go²`."""
     residual: np.ndarray
     """`[item]` Σ of the residual sums of squares."""
+    sizes: np.ndarray
+    """`[item]` Σ over the item's groups of their orderings (K each under rotations)."""
 
 
 def split_sums(lc: np.ndarray, order: np.ndarray, group: np.ndarray, item: np.ndarray,
                n_items: int) -> SplitSums:
     """Per-item sums of squares of complete groups.
 
-    Each group's K × K table (ordering × letter, the option fixed by both) is centred per
-    ordering; its letter means `a_gj`, option means `c_go` and the residual `Y − a_gj − c_go`
-    give `K Σ_j a_gj²`, `K Σ_o c_go²` and the residual SS. Groups with a non-finite log-prob are
+    Each group's m × K table (ordering × letter, the option fixed by both; m = K under rotations)
+    is centred per ordering; its letter means `a_gj`, option means `c_go` and the residual
+    `Y − a_gj − c_go` give `m Σ_j a_gj²`, `m Σ_o c_go²` and the residual SS. Groups with a non-finite log-prob are
     left out."""
     k = lc.shape[1]
-    letter, content, resid, n = (np.zeros(n_items) for _ in range(4))
+    letter, content, resid, n, sizes = (np.zeros(n_items) for _ in range(5))
     means = np.zeros((n_items, k))
     local = np.unique(group, return_inverse=True)[1]
     for rows in members_of(local, int(local.max(initial=-1)) + 1):
         y, o = lc[rows], order[rows]
         if not np.isfinite(y).all():
             continue
-        i = item[rows][0]
+        i, m = item[rows][0], len(rows)  # m orderings: K for rotations, K! for permutations
         y = y - y.mean(axis=1, keepdims=True)
         a = y.mean(axis=0)
         c = np.zeros(k)
-        np.add.at(c, o, y / k)
-        letter[i] += k * (a ** 2).sum()
+        np.add.at(c, o, y / m)
+        letter[i] += m * (a ** 2).sum()
         means[i] += a
         n[i] += 1
-        content[i] += k * (c ** 2).sum()
+        sizes[i] += m
+        content[i] += m * (c ** 2).sum()
         resid[i] += ((y - a[None, :] - c[o]) ** 2).sum()
-    return SplitSums(letter=letter, letter_means=means, n_groups=n, content=content, residual=resid)
+    return SplitSums(letter=letter, letter_means=means, n_groups=n, content=content, residual=resid, sizes=sizes)
 
 
 def _shares(ss: SplitSums, w: np.ndarray) -> dict[str, np.ndarray]:
@@ -316,7 +320,8 @@ def _shares(ss: SplitSums, w: np.ndarray) -> dict[str, np.ndarray]:
     slot 1, whose letter differs between context rotations and so averages out of ā."""
     n = wsum(w, ss.n_groups)
     abar = ratio(wsum(w, ss.letter_means), n[..., None])
-    common = np.nan_to_num(ss.letter_means.shape[1] * n * (abar ** 2).sum(axis=-1))
+    # Σ_g m_g Σ_j ā_j² (m_g the group's orderings; K n under rotations): exact integer counts
+    common = np.nan_to_num(wsum(w, ss.sizes) * (abar ** 2).sum(axis=-1))
     parts = {"letter": common, "letter_by_group": wsum(w, ss.letter) - common,
              "content": wsum(w, ss.content), "residual": wsum(w, ss.residual)}
     total = sum(parts.values())

@@ -52,6 +52,9 @@ class Comparison:
     temperature: float
     paired: bool
     differences: tuple[Difference, ...]
+    orders: tuple[str, str] | None = None
+    """The two runs' option-ordering designs (`bench.orders`) where they differ: the Δ then compares
+    two readings of the same items, not one measurement twice. None: one design."""
 
 
 def difference(path: str, block: str, ma: Mapping[str, Any], mb: Mapping[str, Any], ra: Mapping[str, Any],

@@ -97,7 +97,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     own = _own_prompts(cfg, rendered, generate)
     reading = prepare_text(cfg, bench, loaded.tokenizer, settings, max_positions(loaded))
     if cfg.dry_run:
-        return _dry_run(cfg, loaded, rendered, own, letter_ids, reading)
+        return _dry_run(cfg, loaded, rendered, own, letter_ids, reading, bench.source.get("orders"))
     prepared = prepare_intervention(cfg.intervention, rendered, shared_prefix_lengths(rendered),
                                     {**asdict(cfg.model), **loaded.info}, n_layers(loaded.model),
                                     d_model(loaded.model), ref.task.design)
@@ -221,8 +221,10 @@ def _finish_shard(cfg: RunConfig, held: Any) -> Path:
 
 
 def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPrompt],
-             own: Sequence[RenderedPrompt], letter_ids: LetterIds | None, text: TextReading | None) -> Path:
-    """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
+             own: Sequence[RenderedPrompt], letter_ids: LetterIds | None, text: TextReading | None,
+             orders: dict[str, Any] | None = None) -> Path:
+    """Write `prompts.parquet` and print what the run would do; no weights were loaded. `orders`:
+    the bench's record of a non-default ordering design (`probe.benches.orders.design_record`)."""
     ref = cfg.bench
     out = cfg.out_dir
     if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts table is the run's, not ours
@@ -239,6 +241,11 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     lines = [terminal_line(f"dry run: {len(rendered)} prompts, {total} tokens (longest {len(longest.token_ids)}; the "
                            f"prompt trie holds {unique_tokens(rendered)} unique tokens); {layout.PROMPTS} written to "
                            f"{out}")]
+    if orders is not None:
+        per = ", ".join(f"{n} orderings of {k} options" for k, n in orders.get("orderings", {}).items())
+        lines.append(terminal_line(f"ordering design {orders['design']}: {per or 'one ordering'} per item and "
+                                   f"condition{' (sampled, seed ' + str(orders['seed']) + ')' if orders.get('sampled') else ''}"
+                                   f"; the trie limit above is this design's token cost"))
     if letter_ids is not None:
         lines.append(terminal_line(f"letters {list(letter_ids.letters)} → token ids {list(letter_ids.ids)} (checked in "
                                    "context)"))

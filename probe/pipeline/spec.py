@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from probe.backends.specs import BACKENDS, TEXT_MODES, BackendSpec, HFBackendSpec
 from probe.backends.taps import MechSpec
+from probe.benches.orders import ORDER_KEYS
 from probe.benches.registry import get_task
 from probe.benches.task import Task
 from probe.config import Ge, Gt, Le, Seed, ZeroOrGe, build
@@ -77,10 +78,14 @@ class BenchRef:
     def record(self, text_reading: bool = False) -> dict[str, Any]:
         """The bench config as recorded in the run key and manifest (complete, with defaults; the
         shard only when set, so an unsharded run's key is the merged shards' key; `text_form`
-        only with a text reading, so a letter run's key and manifest are what they always were)."""
+        only with a text reading, and the `orders*` keys only off the default `rotations`, so a letter
+        run's key and manifest are what they always were)."""
         out = asdict(self.spec)
         if not text_reading:
             out.pop("text_form", None)
+        if out.get("orders", "rotations") == "rotations":
+            for key in ORDER_KEYS:
+                out.pop(key, None)
         if self.module:
             out["module"] = self.module
         return {**out, "shard": str(self.shard)} if self.shard else out

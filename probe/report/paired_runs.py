@@ -125,7 +125,15 @@ def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: Anal
     adjusted = holm([d.p_value for d in diffs])
     return Comparison(run_a=str(run_a.path), run_b=str(run_b.path), unit=task.unit, n_units=len(units),
                       n_boot=opts.n_boot, seed=opts.seed, temperature=opts.temperature, paired=paired,
-                      differences=tuple(replace(d, p_holm=p) for d, p in zip(diffs, adjusted)))
+                      differences=tuple(replace(d, p_holm=p) for d, p in zip(diffs, adjusted)),
+                      orders=ordering_designs(run_a, run_b))
+
+
+def ordering_designs(run_a: StoredRun, run_b: StoredRun) -> tuple[str, str] | None:
+    """The two runs' `bench.orders` designs where they differ (a run recorded without one used the
+    default `rotations`); None when they agree."""
+    a, b = (str(r.manifest.bench.config.get("orders", "rotations")) for r in (run_a, run_b))
+    return None if a == b else (a, b)
 
 
 def paired_or_reason(run_a: StoredRun, run_b: StoredRun,

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from probe.benches.ccd.judging import GLOBE_DIMENSIONS
 from probe.benches.designs import latin_square_orders
+from probe.benches.orders import DEFAULT_CAP
 from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge, Seed
 from probe.errors import ProbeInputError
@@ -69,6 +70,14 @@ class CCDSpec:
     """Score only the first N items (smoke tests); null = all."""
     text_form: Literal["hybrid", "cloze"] = "hybrid"
     """Answer-text reading (backend.mode=text|letters+text): hybrid (options listed, the answer's text asked) | cloze (the question alone)."""
+    orders: Literal["rotations", "permutations", "williams", "reverse", "latin_square"] = "rotations"
+    """Option orderings (docs/concepts/orders.md): rotations (10, = design cyclic) | permutations (10! — sample with orders_sample) | williams (10) | reverse (2) | latin_square (= design latin_square)."""
+    orders_cap: Annotated[int, Ge(1)] = DEFAULT_CAP
+    """Most orderings per item a design may present; more is refused unless `permutations` samples."""
+    orders_sample: Annotated[int, Ge(1)] | None = None
+    """Under `permutations` above the cap: draw this many orderings without replacement (null: refuse)."""
+    orders_seed: int = 0
+    """Seed of the `orders_sample` draw (recorded in the manifest)."""
 
 
 def resolve_source(spec: CCDSpec, cache_dir: Path) -> Path:
@@ -119,12 +128,31 @@ def _item(obj: Any, where: str, index: int) -> Item:
                 category=domain, extra=extra)
 
 
-def build_prompts(items: Sequence[Item], spec: CCDSpec, generate: bool = False) -> list[Prompt]:
-    """One prompt per (item, ordering): 10 rotations (cyclic) or one Latin-square row.
+def design_name(spec: CCDSpec) -> str:
+    """The ordering design `spec` asks for: `bench.design` is read as `bench.orders` (`cyclic` is
+    `rotations`, `latin_square` is `latin_square`); the two may not name different designs."""
+    if spec.design == "latin_square" and spec.orders not in ("rotations", "latin_square"):
+        raise ProbeInputError(f"bench.design=latin_square and bench.orders={spec.orders} name two designs; "
+                              "bench.design is read as bench.orders: set only bench.orders")
+    return "latin_square" if spec.design == "latin_square" else spec.orders
 
-    `rotation` is the cyclic shift k (option (i + k) mod 10 at letter i) or the square's row.
+
+def condition_label(spec: CCDSpec) -> str:
+    """The `condition` column: the design's name, `cyclic` for the default rotations (as stored before
+    `bench.orders`)."""
+    name = design_name(spec)
+    return spec.design if name == "rotations" else name
+
+
+def build_prompts(items: Sequence[Item], spec: CCDSpec, generate: bool = False,
+                  orders: Sequence[tuple[int, ...]] | None = None) -> list[Prompt]:
+    """One prompt per (item, ordering): 10 rotations (cyclic), one Latin-square row, or the
+    orderings of `bench.orders` (`orders`, from `probe.benches.orders`).
+
+    `rotation` is the cyclic shift k (option (i + k) mod 10 at letter i), the square's row, or the
+    ordering's index in its design.
     """
-    if spec.design == "latin_square":
+    if design_name(spec) == "latin_square":
         orders = latin_square_orders([i.category or "" for i in items], K, spec.seed)
         per_domain: dict[str, int] = {}
         cells = []
@@ -132,6 +160,8 @@ def build_prompts(items: Sequence[Item], spec: CCDSpec, generate: bool = False) 
             row = per_domain.get(item.category or "", 0)
             per_domain[item.category or ""] = row + 1
             cells.append([(row % K, tuple(order))])
+    elif orders is not None:
+        cells = [list(enumerate(orders)) for _ in items]
     else:
         cells = [[(k, tuple((i + k) % K for i in range(K))) for k in range(K)] for _ in items]
     prompts: list[Prompt] = []
@@ -141,7 +171,7 @@ def build_prompts(items: Sequence[Item], spec: CCDSpec, generate: bool = False) 
                 prompt_id=len(prompts), item_id=item.item_id, order=order,
                 groups=tuple(item.options[o].group for o in order),
                 message=render_message(item, order, generate), prefix_key=item.item_id, category=item.category,
-                design=(("condition", spec.design), ("rotation", rotation)),
+                design=(("condition", condition_label(spec)), ("rotation", rotation)),
             ))
     return prompts
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from probe.benches.ccd.data import (
     CCDSpec,
     K,
     build_prompts,
+    design_name,
     load_items,
     resolve_source,
     reword,
@@ -23,6 +25,7 @@ from probe.benches.ccd.data import (
 from probe.benches.ccd.judging import DIMENSIONS, JUDGEMENT_COLUMNS, KeywordJudge
 from probe.benches.ccd.metrics import compute, pluralism
 from probe.benches.designs import balance_score
+from probe.benches.orders import BALANCES, plan_orders
 from probe.benches.task import Column, JudgeJob, Judging, PreparedBench, Presentation
 from probe.files import sha256_file
 from probe.judges.base import JudgeRequest
@@ -35,23 +38,35 @@ from probe.results.schemas import judgements_schema
 from probe.results.scores import ScoreTable
 from probe.types import LETTERS, GroupNoun
 
+log = logging.getLogger(__name__)
 
 def prepare(spec: CCDSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     """Validated dilemmas (local file or the cached download) and the prompts of the design;
     generation mode asks for `SELECTED OPTION:` and a rationale instead of JSON."""
     path = resolve_source(spec, cache_dir)
     items = load_items(path)[: spec.limit]
-    prompts = build_prompts(items, spec, generate)
-    source: dict[str, Any] = {"path": str(path), "sha256": sha256_file(path), "design": spec.design}
+    name = design_name(spec)
     if spec.design == "latin_square":
+        log.info("bench.design=latin_square is read as bench.orders=latin_square")
+    orders, record = None, None
+    if name not in ("rotations", "latin_square"):
+        per_item, record = plan_orders(spec, [K])
+        orders = per_item[K].orders
+    prompts = build_prompts(items, spec, generate, orders)
+    source: dict[str, Any] = {"path": str(path), "sha256": sha256_file(path), "design": spec.design}
+    if name == "latin_square":
         source["balance_score"] = balance_score([p.order for p in prompts], K)
+    if spec.orders == "latin_square" and spec.design != "latin_square":
+        source["orders"] = {"design": "latin_square", "balances": BALANCES["latin_square"]}
+    if record is not None:  # a default (rotations) run's manifest stays as it was
+        source["orders"] = record
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
                          source=source, cue=RATIONALE_CUE if generate else ANSWER_CUE, data_files=(path,))
 
 
 def _compute(table: ScoreTable, opts: AnalysisOptions, spec: CCDSpec) -> dict[str, Any]:
     out = compute(table, opts)
-    if spec.design == "latin_square":
+    if design_name(spec) == "latin_square":
         out["balance_score"] = balance_score(list(table.order), K)
     return out
 

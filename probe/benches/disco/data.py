@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 import huggingface_hub
 
+from probe.benches.orders import DEFAULT_CAP, OrderName
 from probe.config import Ge, NonEmpty
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
@@ -57,9 +58,11 @@ _KNOWN_COLUMNS = set(REQUIRED_COLUMNS) | {"Instructions", "Category"}
 
 @dataclass(frozen=True)
 class DiscoDesign:
-    """Which conditions to present; the full protocol is all four."""
+    """Which conditions to present (the full protocol is all four), under which option orderings."""
 
     conditions: tuple[str, ...] = CONDITIONS
+    orders: tuple[tuple[int, ...], ...] = tuple(tuple((i + k) % K for i in range(K)) for k in range(K))
+    """The orderings of each item (`probe.benches.orders`; default the 4 cyclic rotations)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,14 @@ class DiscoSpec:
     """Score only the first N items (smoke tests); null = all."""
     text_form: Literal["hybrid", "cloze"] = "hybrid"
     """Answer-text reading (backend.mode=text|letters+text): hybrid (options listed, the answer's text asked) | cloze (the question alone)."""
+    orders: OrderName = "rotations"
+    """Option orderings per item and condition (docs/concepts/orders.md): rotations (4) | permutations (24) | williams (4) | reverse (2)."""
+    orders_cap: Annotated[int, Ge(1)] = DEFAULT_CAP
+    """Most orderings per item a design may present; more is refused unless `permutations` samples."""
+    orders_sample: Annotated[int, Ge(1)] | None = None
+    """Under `permutations` above the cap: draw this many orderings without replacement (null: refuse)."""
+    orders_seed: int = 0
+    """Seed of the `orders_sample` draw (recorded in the manifest)."""
 
 
 def resolve_source(spec: DiscoSpec) -> Path:
@@ -256,9 +267,10 @@ def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
 def build_prompts(items: Sequence[Item], design: DiscoDesign = DiscoDesign()) -> list[Prompt]:
     """Expand items into the DiSCo protocol, in a fixed order (item, condition, target, k, j).
 
-    Rotation k shows original option (i + k) mod 4 at letter i. In C3 with context rotation j,
-    context slot s shows the fact of the option displayed at letter (s + j) mod 4, so j = 0
-    aligns facts with letters and the slot-1 fact always belongs to letter j.
+    Ordering k shows original option `design.orders[k][i]` at letter i (by default rotation k:
+    option (i + k) mod 4). In C3 with context rotation j, context slot s shows the fact of the
+    option displayed at letter (s + j) mod 4, so j = 0 aligns facts with letters and the slot-1
+    fact always belongs to letter j — under any ordering, so C3 composes with every design.
     """
     for c in design.conditions:
         if c not in CONDITIONS:
@@ -266,8 +278,8 @@ def build_prompts(items: Sequence[Item], design: DiscoDesign = DiscoDesign()) ->
     prompts: list[Prompt] = []
     for item in items:
         for condition in design.conditions:
-            for target, k, j in _cells(item, condition):
-                order = tuple((i + k) % K for i in range(K))
+            for target, k, j in _cells(item, condition, len(design.orders)):
+                order = design.orders[k]
                 prompts.append(Prompt(
                     prompt_id=len(prompts),
                     item_id=item.item_id,
@@ -281,12 +293,12 @@ def build_prompts(items: Sequence[Item], design: DiscoDesign = DiscoDesign()) ->
     return prompts
 
 
-def _cells(item: Item, condition: str) -> list[tuple[str | None, int, int | None]]:
+def _cells(item: Item, condition: str, n_orders: int) -> list[tuple[str | None, int, int | None]]:
     if condition == "C0":
-        return [(None, k, None) for k in range(K)]
+        return [(None, k, None) for k in range(n_orders)]
     if condition in ("C1", "C2"):
-        return [(o.group, k, None) for o in item.options for k in range(K)]
-    return [(None, k, j) for k in range(K) for j in range(K)]
+        return [(o.group, k, None) for o in item.options for k in range(n_orders)]
+    return [(None, k, j) for k in range(n_orders) for j in range(K)]
 
 
 def render_message(

@@ -20,6 +20,7 @@ from probe.benches.disco.data import (
     text_message,
 )
 from probe.benches.disco.metrics import DiscoAnalysis, compute
+from probe.benches.orders import plan_orders
 from probe.benches.task import Column, PreparedBench, Presentation
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions, get_path
@@ -33,9 +34,13 @@ def prepare(spec: DiscoSpec, generate: bool, cache_dir: Path) -> PreparedBench:
     """Validated items (CSV from a path, the package or the hub) and their 52-prompt design."""
     path = resolve_source(spec)
     items = load_items(path, spec.cultures)[: spec.limit]
-    prompts = build_prompts(items, DiscoDesign(conditions=spec.conditions))
+    per_item, record = plan_orders(spec, [K])
+    prompts = build_prompts(items, DiscoDesign(conditions=spec.conditions, orders=per_item[K].orders))
+    source: dict[str, Any] = {"path": str(path), "sha256": sha256_file(path)}
+    if record is not None:  # a default (rotations) run's manifest stays as it was
+        source["orders"] = record
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:K], items=items, prompts=prompts,
-                         source={"path": str(path), "sha256": sha256_file(path)}, data_files=(path,))
+                         source=source, data_files=(path,))
 
 
 def _compute(table: ScoreTable, opts: AnalysisOptions, spec: DiscoSpec) -> dict[str, Any]:

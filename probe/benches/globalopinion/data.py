@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from probe.benches.orders import DEFAULT_CAP, OrderName
 from probe.benches.sources import fetch
 from probe.config import Ge
 from probe.errors import ProbeInputError
@@ -81,6 +82,14 @@ class GlobalOpinionSpec:
     """Largest |sum of a country's shares − 1| accepted (then renormalised and counted); more is an input error."""
     text_form: Literal["hybrid", "cloze"] = "cloze"
     """Answer-text reading (backend.mode=text|letters+text): cloze (the question alone, each option's text its continuation) | hybrid (options listed, the answer's text asked)."""
+    orders: OrderName = "rotations"
+    """Option orderings per question (docs/concepts/orders.md): rotations (K) | permutations (K!) | williams (K or 2K) | reverse (2: the scale's order and its reverse)."""
+    orders_cap: Annotated[int, Ge(1)] = DEFAULT_CAP
+    """Most orderings per question a design may present; more is refused unless `permutations` samples."""
+    orders_sample: Annotated[int, Ge(1)] | None = None
+    """Under `permutations` above the cap: draw this many orderings without replacement (null: refuse)."""
+    orders_seed: int = 0
+    """Seed of the `orders_sample` draw (recorded in the manifest)."""
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ get the same text as `Human: {user turn}\\n\\nAssistant:`, and probe's base rend
 newline and the pre-fill. `cross_national` puts `How would someone from {country} answer the
 following question:` on a line before the question.
 
-Every question is asked under all K cyclic rotations (option (i + k) mod K at letter i), so each
-option visits each letter once: the distribution over options is exact and the letter prior
+Every question is asked under all K cyclic rotations (option (i + k) mod K at letter i) by default,
+or under the orderings of `bench.orders` (`reverse`: the scale's order and its reverse), so each
+option visits each letter once under rotations: the distribution over options is exact and the letter prior
 separates from the content. A run mixes questions with 2 to 18 options; the letters table is as
 wide as the largest K, and a prompt's letters beyond its own K show nothing: `order` −1 and
 group "" there (its metrics read the first K letters only).
@@ -18,7 +19,7 @@ group "" there (its metrics read the first K letters only).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from probe.benches.globalopinion.data import Question
 from probe.prompts.text_forms import TEXT_FORMAT_LINE
@@ -67,20 +68,23 @@ def human_json(q: Question) -> str:
     return json.dumps({c: list(s) for c, s in q.shares}, separators=(",", ":"))
 
 
-def build_prompts(questions: Sequence[Question], conditions: Sequence[str], width: int) -> list[Prompt]:
-    """One prompt per (question, condition, country for `cross_national`, rotation), letters
-    padded to `width` (the largest K of the run)."""
+def build_prompts(questions: Sequence[Question], conditions: Sequence[str], width: int,
+                  orders: Mapping[int, Sequence[tuple[int, ...]]] | None = None) -> list[Prompt]:
+    """One prompt per (question, condition, country for `cross_national`, ordering), letters
+    padded to `width` (the largest K of the run). `orders[K]`: the orderings of a K-option
+    question (`probe.benches.orders`); None: the K cyclic rotations. The `rotation` column holds
+    the ordering's index in its design."""
     prompts: list[Prompt] = []
     for q in questions:
         k = len(q.item.options)
+        design = [tuple((i + r) % k for i in range(k)) for r in range(k)] if orders is None else orders[k]
         cells = [(c, None) for c in conditions if c == "default"]
         cells += [(c, country) for c in conditions if c == "cross_national" for country, _ in q.shares]
         human: str | None = human_json(q)
         for condition, country in cells:
             # the shares ride on every rotation of one prompt group: a design value constant within
             # each group, so the letter-prior analysis groups the rotations as it would without it
-            for rotation in range(k):
-                order = tuple((i + rotation) % k for i in range(k))
+            for rotation, order in enumerate(design):
                 message = render_message(q.item.question, [q.item.options[o].text for o in order], country)
                 prompts.append(Prompt(
                     prompt_id=len(prompts), item_id=q.item.item_id, order=order + (NOT_SHOWN,) * (width - k),

@@ -40,6 +40,7 @@ from probe.benches.globalopinion.prompts import (
     reword,
     text_message,
 )
+from probe.benches.orders import plan_orders
 from probe.benches.task import Column, PreparedBench, Presentation
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
@@ -64,10 +65,14 @@ def prepare(spec: GlobalOpinionSpec, generate: bool, cache_dir: Path) -> Prepare
     if not chosen:
         raise ProbeInputError(f"{path}: no question left after bench.source={spec.source} and bench.countries")
     width = max(len(q.item.options) for q in chosen)
-    prompts = build_prompts(chosen, list(dict.fromkeys(spec.conditions)), width)
+    per_k, record = plan_orders(spec, [len(q.item.options) for q in chosen])
+    orders = None if record is None else {k: o.orders for k, o in per_k.items()}
+    prompts = build_prompts(chosen, list(dict.fromkeys(spec.conditions)), width, orders)
     source = {"path": str(path), "sha256": sha256_file(path), **vars(counts),
               "questions": len(chosen), "distributions": sum(len(q.shares) for q in chosen),
               "countries": len({c for q in chosen for c, _ in q.shares})}
+    if record is not None:  # a default (rotations) run's manifest stays as it was
+        source["orders"] = record
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:width], items=[q.item for q in chosen],
                          prompts=prompts, source=source, cue=PREFILL, data_files=(path,))
 
