@@ -12,14 +12,12 @@ import itertools
 import json
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import ccd_items, disco_rows, prepare, probe_env, write_csv, write_json_file
+from conftest import ccd_items, disco_rows, prepare, probe_env, run_probe, write_csv, write_json_file
 from test_globalopinion_data import row, write
 from test_text_runs import _config
 
@@ -273,9 +271,8 @@ def test_compare_across_designs_says_so(runs: dict[str, Path]) -> None:
 ])
 def test_unknown_and_over_cap_designs_stop_in_one_line(tmp_path: Path, override: str, message: str) -> None:
     out = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "bench.orders=permutations",
-                           override, f"hydra.run.dir={out}", "progress=false"], cwd=REPO,
-                          env=probe_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
+    proc = run_probe(["model=tiny", "bench=demo", "bench.orders=permutations", override, f"hydra.run.dir={out}",
+                      "progress=false"], cwd=REPO, env=probe_env(tmp_path / "cache"))
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith(message), proc.stderr
