@@ -104,6 +104,11 @@ class ShareCube:
         np.logical_or.at(seen, (index[0], index[2]), frame[shown].to_numpy(dtype=bool))
         return cls(*axes, shares=cube, shown=seen)
 
+    def only(self, variants: Sequence[str]) -> ShareCube:
+        """The cube of these variants alone (in this order)."""
+        index = [self.variants.index(v) for v in variants]
+        return ShareCube(self.items, tuple(variants), self.groups, self.shares[:, index, :], self.shown)
+
     def exposure(self) -> np.ndarray:
         """`[item, group]` float 1/0: whether each item shows each group."""
         if self.shown is None:

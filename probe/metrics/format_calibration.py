@@ -154,5 +154,5 @@ def calibrate(world: World, n_rep: int = 200, n_boot: int = 200, n_perm: int = 1
 
 NULL = World()
 """The null world: a group preference, the same population shares in every wording."""
-PLANTED = World(interaction=((1, 0, 0.6),))
-"""Group g1 × factor f0: +0.6 logits at level 0, −0.6 at level 1 (group shares about ±0.08 apart)."""
+PLANTED = World(interaction=((1, 0, 0.4),))
+"""Group g1 × factor f0: +0.4 logits at level 0, −0.4 at level 1 (its share 0.31 against 0.19)."""

@@ -235,7 +235,7 @@ def analyse(cube: ShareCube, factorial: Factorial, n_boot: int = 5000, seed: int
     test = permutation_test(shares, shown, n_perm, seed) if boot is not None else None
     ref, n = 1 / len(cube.groups), len(cube.items)
     s = point["shares"][0]
-    share_ci = centred_interval(boot.shares, s, n) if boot else None
+    share_ci = np.clip(centred_interval(boot.shares, s, n), 0, 1) if boot else None  # shares live in [0, 1]
     cells = tuple(CellShare(v, g, float(s[i, j]), _pair(share_ci, i, j) if boot else None)
                   for i, v in enumerate(factorial.variants) for j, g in enumerate(cube.groups))
     p_holm = holm(test.p_group) if test else None
@@ -244,7 +244,7 @@ def analyse(cube: ShareCube, factorial: Factorial, n_boot: int = 5000, seed: int
                            None if test is None or p_holm is None else (float(test.p_group[j]), float(p_holm[j])))
                    for j, g in enumerate(cube.groups))
     counts = tuple((v, sum(a.verdict == v for a in across)) for v in VERDICTS) if boot else ()
-    split_ci = centred_interval(boot.table_shares, point["table_shares"][0], n) if boot else None
+    split_ci = np.clip(centred_interval(boot.table_shares, point["table_shares"][0], n), 0, 1) if boot else None
     w = float(point["kendall_w"][0])
     w_ci = np.clip(centred_interval(boot.kendall_w, np.array(w), n), 0, 1) if boot else None
     return FormatRobustness(
