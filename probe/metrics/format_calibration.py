@@ -156,3 +156,15 @@ NULL = World()
 """The null world: a group preference, the same population shares in every wording."""
 PLANTED = World(interaction=((1, 0, 0.4),))
 """Group g1 × factor f0: +0.4 logits at level 0, −0.4 at level 1 (its share 0.31 against 0.19)."""
+
+
+def table_rows(worlds: dict[str, World], n_rep: int = 200, seed: int = 0) -> list[list[str]]:
+    """One markdown row per world: the coverage of each interval family, the family-wise rate of
+    `format…` verdicts, and the rate at which each planted group is flagged (the power)."""
+    rows = []
+    for name, world in worlds.items():
+        tally = calibrate(world, n_rep=n_rep, seed=seed)
+        power = ", ".join(f"g{g}: {n / tally.n_rep:.3f}" for g, n in tally.flagged.items()) or "–"
+        rows.append([name, *(f"{tally.coverage(f):.3f}" for f in ("shares", "effects", "components")),
+                     f"{tally.any_format / tally.n_rep:.3f}", power])
+    return rows
