@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from probe.errors import ProbeInputError
+from probe.probs import exposure_shares
 
 SUM_TOLERANCE = 1e-6
 """How far an item's shares over the groups may sum from 1 under one variant (rounding in stored
@@ -146,11 +147,10 @@ def exposure_means(weights: np.ndarray, shares: np.ndarray, shown: np.ndarray) -
     group is compared only with the items that show it, so an item resample that happens to show
     a group less often does not read as a lower preference. A replicate in which some group is
     never shown has NaN shares (its interval leaves it out)."""
-    num = np.einsum("bi,ivg->bvg", weights, shares)
     den = weights @ shown
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where(den[:, None, :] > 0, num / np.where(den > 0, den, 1)[:, None, :], np.nan)
-        return rate / rate.sum(axis=-1, keepdims=True)
+    out = exposure_shares(np.einsum("bi,ivg->bvg", weights, shares), den[:, None, :])
+    out[(den <= 0).any(axis=-1)] = np.nan
+    return out
 
 
 @dataclass(frozen=True)

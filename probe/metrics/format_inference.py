@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from probe.metrics.factorial_shares import exposure_means
+from probe.probs import exposure_shares
 from probe.metrics.variance_split import kendall_w, term_sums_of_squares, terms
 
 LEVEL = 0.95
@@ -81,8 +82,7 @@ def permutation_test(shares: np.ndarray, shown: np.ndarray, n_perm: int, seed: i
         size = min(PERM_CHUNK, n_perm - done)
         order = np.argsort(rng.random((size, n_items, n_variants)), axis=-1)
         permuted = np.take_along_axis(shares[None], order[..., None], axis=2)
-        rate = permuted.sum(axis=1) / den
-        means = rate / rate.sum(axis=-1, keepdims=True)
+        means = exposure_shares(permuted.sum(axis=1), den)
         t = interaction_statistic(means)
         above += (t >= t_obs - tol).sum(axis=0)
         above_table += int((t.sum(axis=-1) >= t_obs.sum() - tol).sum())
@@ -119,27 +119,19 @@ def simultaneous_band(point: np.ndarray, replicates: np.ndarray) -> np.ndarray:
     return np.stack([point - c * sd, point + c * sd])
 
 
-def influence(shares: np.ndarray, shown: np.ndarray) -> np.ndarray:
-    """`[item, variant, group]` each item's influence on the exposure-normalised shares (their
-    linearisation): `Var(S) ≈ Σ_i φ_i φ_iᵀ / (n(n − 1))`. With `r = Σ_i s_i / Σ_i shown_i` and
-    `S = r / Σ_g r`: `φ_r = (s_i − r·shown_i) / mean(shown)`, `φ_S = (φ_r − S Σ_g φ_r) / Σ_g r`;
-    each φ sums to 0 over the items and over the groups."""
-    mean_shown = shown.mean(axis=0)
-    rate = shares.sum(axis=0) / shown.sum(axis=0)
-    phi_rate = (shares - rate[None] * shown[:, None, :]) / mean_shown
-    total = rate.sum(axis=-1, keepdims=True)
-    s = rate / total
-    return (phi_rate - s[None] * phi_rate.sum(axis=-1, keepdims=True)) / total[None]
-
-
 def noise_floor(shares: np.ndarray, shown: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """`[group, term]` the expected sum of squares of each term (`variance_split.terms`) that
-    item sampling alone adds: `E[SS_T(Ŝ)] = SS_T(S) + tr(P_T Var(Ŝ))`, the trace estimated from
-    the items' influences (`influence`); 0 with one item (nothing to estimate it from)."""
+    item sampling alone adds: `E[SS_T(Ŝ)] = SS_T(S) + tr(P_T Var(Ŝ))`, with `Var(Ŝ)` the
+    jackknife's — `(n − 1)/n Σ_i (Ŝ_(−i) − Ŝ_(·))(…)ᵀ` over the leave-one-item-out shares, all
+    computed at once as item weights `1 − I` — so the trace is that sum of each deviation's
+    `SS_T`. A leave-one-out table in which some group is never shown is left out; 0 with fewer
+    than two usable ones (nothing to estimate it from)."""
     n_items, _, n_groups = shares.shape
     k = len(shape)
-    if n_items < 2:
+    loo = exposure_means(1.0 - np.eye(n_items), shares, shown) if n_items > 1 else np.full((1, 1, 1), np.nan)
+    loo = loo[~np.isnan(loo).any(axis=(1, 2))]
+    if len(loo) < 2:
         return np.zeros((n_groups, len(terms(k))))
-    phi = np.moveaxis(influence(shares, shown).reshape(n_items, *shape, n_groups), -1, 1)  # [item, G, L_1..L_m]
-    ss = term_sums_of_squares(phi, k)
-    return np.stack([ss[t].sum(axis=0) for t in terms(k)], axis=-1) / (n_items * (n_items - 1))
+    dev = np.moveaxis((loo - loo.mean(axis=0)).reshape(len(loo), *shape, n_groups), -1, 1)  # [item, G, L_1..L_m]
+    ss = term_sums_of_squares(dev, k)
+    return np.stack([ss[t].sum(axis=0) for t in terms(k)], axis=-1) * (n_items - 1) / n_items
