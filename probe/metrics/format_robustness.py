@@ -239,8 +239,8 @@ def analyse(cube: ShareCube, factorial: Factorial, n_boot: int = 5000, seed: int
     cells = tuple(CellShare(v, g, float(s[i, j]), _pair(share_ci, i, j) if boot else None)
                   for i, v in enumerate(factorial.variants) for j, g in enumerate(cube.groups))
     p_holm = holm(test.p_group) if test else None
-    across = tuple(_across(j, g, s, ref, boot, share_ci, factorial,
-                           (point["group_ss"][0, j], _collapse(noise[j], len(factorial.factors))),
+    table = _Table(shares=s, reference=ref, boot=boot, share_ci=share_ci, factorial=factorial)
+    across = tuple(_across(table, j, g, (point["group_ss"][0, j], _collapse(noise[j], len(factorial.factors))),
                            None if test is None or p_holm is None else (float(test.p_group[j]), float(p_holm[j])))
                    for j, g in enumerate(cube.groups))
     counts = tuple((v, sum(a.verdict == v for a in across)) for v in VERDICTS) if boot else ()
@@ -322,12 +322,25 @@ def _split(share: np.ndarray, factors: tuple[str, ...]) -> Split:
                  rest=float(share[-1]))
 
 
-def _across(j: int, group: str, s: np.ndarray, ref: float, boot: _Boot | None, share_ci: np.ndarray | None,
-            factorial: Factorial, ss_noise: tuple[np.ndarray, np.ndarray],
+@dataclass(frozen=True)
+class _Table:
+    """What every group's summary reads: the point shares and their replicates and intervals."""
+
+    shares: np.ndarray
+    """`[V, G]`."""
+    reference: float
+    boot: _Boot | None
+    share_ci: np.ndarray | None
+    """`[2, V, G]`."""
+    factorial: Factorial
+
+
+def _across(table: _Table, j: int, group: str, ss_noise: tuple[np.ndarray, np.ndarray],
             p: tuple[float, float] | None) -> GroupAcross:
-    """Group j's summary over the variants: shares, effect, tests, verdict (`s [V, G]`,
-    `share_ci [2, V, G]`, its sums of squares and noise floor by term, its raw and Holm p)."""
-    shares = s[:, j]
+    """Group j's summary over the variants: shares, effect, tests, verdict (from its sums of
+    squares and noise floor by term, and its raw and Holm p)."""
+    shares, ref, boot, share_ci, factorial = (table.shares[:, j], table.reference, table.boot, table.share_ci,
+                                              table.factorial)
     q1, q3 = np.percentile(shares, [25, 75])
     over, under = int((shares > ref).sum()), int((shares < ref).sum())
     ss, noise = ss_noise
