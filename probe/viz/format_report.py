@@ -71,13 +71,6 @@ def wording_answer(block: Mapping[str, Any], groups: GroupNoun = GroupNoun()) ->
     return answer
 
 
-def format_share(block: Mapping[str, Any]) -> tuple[float, float]:
-    """`(group share, format share)` of the observed variance: the group's main effect, and the rest."""
-    split = block.get("split") or {}
-    group = float("nan") if split.get("group") is None else float(split["group"])
-    return group, 1.0 - group
-
-
 def format_warning(block: Mapping[str, Any], groups: GroupNoun = GroupNoun()) -> str | None:
     """The warning no reader can miss when the wording moves the shares more than the group does:
     the table's interaction test is significant and the interaction components net of item noise
