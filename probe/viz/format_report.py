@@ -63,9 +63,9 @@ def wording_answer(block: Mapping[str, Any], groups: GroupNoun = GroupNoun()) ->
     head = block.get("headline") or {}
     spread = head.get("spread")
     if spread and head.get("spread_exceeds_ci") is not None:
-        answer += (f" The headline {head['metric']} spans {_f(spread['min'])}–{_f(spread['max'])} over the wordings, "
+        answer += (f" The headline {head['metric']} spans {_g(spread['min'])}–{_g(spread['max'])} over the wordings, "
                    f"{'wider' if head['spread_exceeds_ci'] else 'narrower'} than its own 95% interval "
-                   f"({_f(head['protocol_ci_width'])} wide).")
+                   f"({_g(head['protocol_ci_width'])} wide).")
     if below:
         answer += " No wording is a letter reading (median letter mass below 0.5 in every one): read none of it as the model's answer."
     return answer
@@ -144,11 +144,11 @@ def headline_lines(block: Mapping[str, Any]) -> list[str]:
     spread = head.get("spread")
     if not spread:
         return []
-    rows = [[v["name"], _f(v["value"]), "–" if not v["ci95"] else f"[{_f(v['ci95'][0])}, {_f(v['ci95'][1])}]",
+    rows = [[v["name"], _g(v["value"]), "–" if not v["ci95"] else f"[{_g(v['ci95'][0])}, {_g(v['ci95'][1])}]",
              "yes" if v["analysed"] else "no"] for v in head.get("per_variant") or []]
-    return ["", f"The headline {head['metric']} over the wordings: min {_f(spread['min'])}, median "
-                f"{_f(spread['median'])}, max {_f(spread['max'])}, range {_f(spread['range'])} against a protocol "
-                f"interval {_f(head.get('protocol_ci_width'))} wide.", "",
+    return ["", f"The headline {head['metric']} over the wordings: min {_g(spread['min'])}, median "
+                f"{_g(spread['median'])}, max {_g(spread['max'])}, range {_g(spread['range'])} against a protocol "
+                f"interval {_g(head.get('protocol_ci_width'))} wide.", "",
             *table(["variant", head["metric"], "95% CI", "analysed"], rows)]
 
 
@@ -231,6 +231,11 @@ def _component_rows(block: Mapping[str, Any]) -> list[list[Any]]:
     names = {"group": "group (main effect)", "rest": "rest (higher-order)"}
     return [[names.get(t, f"group × {t}"), _e(c.get("variance")), ci(c.get("variance_ci95")), _e(c.get("noise")),
              _f(c.get("rms"))] for t, c in (block.get("components") or {}).items()]
+
+
+def _g(x: Any) -> str:
+    """Three significant digits (a headline such as a KL of 0.0003 must not print as 0.000)."""
+    return "–" if x is None or not np.isfinite(float(x)) else f"{float(x):.3g}"
 
 
 def _e(x: Any) -> str:
