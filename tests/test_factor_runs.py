@@ -244,10 +244,11 @@ def test_labels_that_are_not_one_token_stop_before_scoring(runs: dict[str, Path]
 
 
 def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
-    """The report opens its section with the plain sentence, warns when the wording explains more
-    variance than the group (this random tiny model: it does), shows the variance-share table and
-    the figure; the end-of-run summary prints the group share and the verdict counts; a run without
-    factors has none of it."""
+    """The report's *In short* and its section open with the wording answer (verdict counts of the
+    Holm-controlled tests, the headline's spread; this random tiny model answers with no letter, so
+    it says so), then the plain sentence; the components net of noise, the observed split and the
+    figure follow; the end-of-run summary prints the interaction test and the verdict counts; a run
+    without factors has none of it."""
     from probe.report.stored_run import StoredRun
     from probe.report.summary import run_summary
 
@@ -257,12 +258,22 @@ def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
     block = _json(out / "metrics.json")["format"]
     top = max(block["across"], key=lambda g: block["across"][g]["mean"])
     n_over = block["across"][top]["n_over"]
-    assert section.split("\n")[2].startswith(f"{top} is over-selected in {n_over} of 36 wordings")
-    assert block["split"]["group"] < 0.5 and "**Warning: the wording explains more of the variance" in section
+    counts = block["verdict_counts"]
+    answer = (f"Wording (36 wordings): {counts['format-dependent'] + counts['format-reverses']} of 4 cultures' "
+              f"preferences depend on it ({counts['format-reverses']} reverse), {counts['robust']} hold in every "
+              f"wording, {counts['none']} show none")
+    assert section.split("\n")[2].startswith(answer) and "No wording is a letter reading" in section.split("\n")[2]
+    opening = next(line for line in report.split("\n") if line.startswith("**In short:**"))
+    assert answer in opening and report.index(opening) < report.index("## Does it survive")
+    assert section.split("\n")[4].startswith(f"{top} is over-selected in {n_over} of 36 wordings")
+    assert all(v["letter_mass_median"] < 0.5 and not v["valid"] for v in block["variants"])
+    assert block["validity"]["all_below"] and len(block["analysed_variants"]) == 36
     assert "| all |" in section and "| culture | labels | cue | instruction | rest |" in section
+    assert "| group × labels |" in section and "| term | variance | 95% CI | noise removed | RMS |" in section
     assert (out / "figures" / "format_shares.png").is_file()
     summary = run_summary(StoredRun.open(out).task, _json(out / "metrics.json"))
-    assert "format: 36 variants; group share of the variance" in summary and "robust " in summary
+    assert f"format: 36 variants; group × wording interaction p {block['p_interaction']:.3g}" in summary
+    assert "robust " in summary
     assert "wording" not in (runs["plain"] / "report.md").read_text()
 
 
@@ -324,7 +335,7 @@ def test_sweep_tables_show_the_group_share_and_verdicts_of_factor_runs(runs: dic
     table = bench_table([plain, factorial], factorial.task)
     assert "format: group share" in table and "format: verdicts" in table
     row = next(line for line in table.splitlines() if share in line)
-    assert verdicts in row and "format-dependent 4" in verdicts
+    assert verdicts in row and sum(block["verdict_counts"].values()) == 4
     assert "not a factor run (no `factors`)" in table
     assert "format:" not in bench_table([plain], plain.task)
 

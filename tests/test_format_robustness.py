@@ -112,8 +112,12 @@ def test_intervals_come_from_the_projects_seeded_item_bootstrap() -> None:
     a, b = (analyse(cube_of(shares, design), Factorial.of(design), n_boot=300, seed=s) for s in (4, 4))
     assert a == b
     assert analyse(cube_of(shares, design), Factorial.of(design), n_boot=300, seed=5).split_ci95 != a.split_ci95
-    replicates = bootstrap_weights(12, 300, 4) @ shares[:, 2, 1] / 12
-    assert a.cell("v2", "B").ci95 == pytest.approx(tuple(np.percentile(replicates, [2.5, 97.5])), abs=1e-12)
+    replicates = bootstrap_weights(12, 300, 4) @ shares[:, 2, 1] / 12  # every item shows every group: plain means
+    lo, mid, hi = np.percentile(replicates, [2.5, 50, 97.5])
+    point, inflate = shares[:, 2, 1].mean(), np.sqrt(12 / 11)  # re-centred on the estimate, small-sample factor
+    assert a.cell("v2", "B").share == pytest.approx(point, abs=1e-15)
+    assert a.cell("v2", "B").ci95 == pytest.approx((point - inflate * (mid - lo), point + inflate * (hi - mid)),
+                                                   abs=1e-12)
     lo, hi = a.split_ci95 or (None, None)
     assert lo is not None and hi is not None and lo.group <= a.split.group <= hi.group
 
@@ -128,25 +132,39 @@ def test_kendall_w_by_hand() -> None:
 
 
 def test_verdicts_and_their_counts_by_hand() -> None:
-    """G = 4, 1/G = 4/16; two items, shares in sixteenths (exact in binary). A 5/16 everywhere:
-    robust. B (2, 6)/16 per item: mean exactly 1/G, interval [2, 6]/16: none. C 5/16 under
-    labels=protocol, 4/16 under lower: above 1/G in 2 of 4 variants: format-dependent. D the rest:
-    (4, 0)/16 and (5, 1)/16, under 1/G in every variant but its interval reaches 1/G: none."""
+    """G = 4, 1/G = 8/32; six items, shares in 32nds (exact in binary). A 9/32 in every item and
+    wording: a main effect, no interaction: robust. B (4, 12)/32 alternating over items, the same
+    in every wording: mean exactly 1/G: none. C 10/32 under labels=protocol, 6/32 under lower in
+    every item: an interaction that crosses 1/G with no item spread: format-reverses. D takes the
+    rest, (9, 1)/32 under protocol and (13, 5)/32 under lower: it moves by +4/32 in every item,
+    as C moves by −4/32 (the same p); its item spread (±4/32) leaves its band under protocol
+    below 1/G (5/32, band up to 7.7/32) but its band under lower around 9/32 holds 1/G (6.3 to
+    11.7/32): it depends on the wording without a shown reversal."""
     design = design_of({"labels": ("protocol", "lower"), "cue": ("protocol", "answer")})
     rows = []
     for levels in design.values():
-        c = 5 if levels["labels"] == "protocol" else 4
-        rows.append([[5, 2, c, 16 - 5 - 2 - c], [5, 6, c, 16 - 5 - 6 - c]])
-    shares = np.array(rows, dtype=float).transpose(1, 0, 2) / 16
+        c = 10 if levels["labels"] == "protocol" else 6
+        rows.append([[9, b, c, 32 - 9 - b - c] for b in (4, 12, 4, 12, 4, 12)])
+    shares = np.array(rows, dtype=float).transpose(1, 0, 2) / 32
     result = analyse(cube_of(shares, design), Factorial.of(design), n_boot=400)
     got = {a.group: (a.verdict, a.n_over, a.n_over_ci, a.n_under, a.n_under_ci) for a in result.across}
-    assert got == {"A": ("robust", 4, 4, 0, 0), "B": ("none", 0, 0, 0, 0), "C": ("format-dependent", 2, 2, 0, 0),
-                   "D": ("none", 0, 0, 4, 0)}
-    assert dict(result.verdict_counts) == {"robust": 1, "format-dependent": 1, "none": 2}
-    c = result.group("C")
-    assert (c.mean, c.min, c.max, c.iqr) == (4.5 / 16, 4 / 16, 5 / 16, 1 / 16)
+    assert {g: v[0] for g, v in got.items()} == {"A": "robust", "B": "none", "C": "format-reverses",
+                                                 "D": "format-dependent"}
+    assert got["A"][1:] == (4, 4, 0, 0) and got["B"][1:] == (0, 0, 0, 0) and got["C"][1:] == (2, 2, 2, 2)
+    assert dict(result.verdict_counts) == {"robust": 1, "format-reverses": 1, "format-dependent": 1, "none": 1}
+    # A and B never change with the wording: every permutation ties them (p = 1); C's and D's pattern
+    # comes back only when all six items put their two protocol variants in the same places:
+    # chance 6·(1/6)^6 ≈ 1/7776 per permutation, so p is near its floor 1/2000 and Holm's ×4 keeps it < 0.05
+    a, b, c, d = (result.group(g) for g in GROUPS)
+    assert a.p_interaction == b.p_interaction == 1.0
+    assert c.p_interaction == d.p_interaction and c.p_interaction < 0.01 and c.p_holm is not None and c.p_holm < 0.05
+    assert a.effect == pytest.approx(1 / 32) and a.effect_ci95 == pytest.approx((1 / 32, 1 / 32))
+    assert b.effect == pytest.approx(0, abs=1e-15)
+    assert (c.n_over_band, c.n_under_band) == (2, 2) and (d.n_over_band, d.n_under_band) == (0, 2)
+    assert (c.mean, c.min, c.max) == (8 / 32, 6 / 32, 10 / 32) and (d.mean, d.min, d.max) == (7 / 32, 5 / 32, 9 / 32)
     plain = analyse(cube_of(shares, design), Factorial.of(design), n_boot=0)
     assert plain.group("A").verdict is None and plain.verdict_counts == () and plain.split_ci95 is None
+    assert plain.p_interaction is None
 
 
 def test_the_long_table_reads_into_the_same_cube() -> None:

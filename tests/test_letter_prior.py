@@ -156,7 +156,8 @@ def test_generated_choices_of_a_letter_locked_model() -> None:
 def test_warnings_read_in_report_and_summary() -> None:
     metrics = {"letter_warnings": [
         {"condition": "C0", "letter": "C", "prior": 0.41, "uniform": 0.25, "threshold": 0.5, "letter_share": 0.48,
-         "content_share": 0.01, "greedy_picks": 71, "n_prompts": 96, "reasons": ["letter_share", "pick_share"]},
+         "content_share": 0.01, "mass_moved": 0.31, "greedy_picks": 71, "n_prompts": 96,
+         "reasons": ["letter_share", "pick_share"]},
         {"condition": "C1", "letter": "C", "prior": 0.44, "uniform": 0.25, "threshold": 0.5, "letter_share": 0.02,
          "content_share": 0.6, "greedy_picks": 328, "n_prompts": 384, "reasons": ["pick_share"]}]}
     block = warnings_block(metrics)
@@ -164,10 +165,10 @@ def test_warnings_read_in_report_and_summary() -> None:
     assert block == [
         "> **Warning:** Letter C drives the answers in C0, C1: read the `debiased` metrics and the content share first.",
         ">",
-        "> - C0: prior 0.41; the letter explains 48% of the log-prob variance, the content 1%; 71 of 96 greedy picks "
-        "are C",
-        "> - C1: prior 0.44; the letter explains 2% of the log-prob variance, the content 60%; 328 of 384 greedy "
-        "picks are C",
+        "> - C0: prior 0.41; the letter explains 48% of the log-prob variance (log scale), the content 1%; it moves "
+        "31% of the probability; 71 of 96 greedy picks are C",
+        "> - C1: prior 0.44; the letter explains 2% of the log-prob variance (log scale), the content 60%; 328 of 384 "
+        "greedy picks are C",
         # each criterion's meaning is tied to the conditions where it fired
         "> - Where the letter explains more than the content (C0), expected and greedy metrics mostly measure the "
         "letter, not a cultural preference (a letter-locked model reads as unbiased and consistent)",
@@ -178,8 +179,9 @@ def test_warnings_read_in_report_and_summary() -> None:
     (summary,) = summary_warnings(metrics)
     assert summary.splitlines()[0] == ("letter C drives the answers in C0, C1: read the `debiased` metrics and the "
                                        "content share first.")
-    assert summary.splitlines()[1] == "    - C0: prior 0.41; the letter explains 48% of the log-prob variance, " \
-                                      "the content 1%; 71 of 96 greedy picks are C"
+    assert summary.splitlines()[1] == "    - C0: prior 0.41; the letter explains 48% of the log-prob variance " \
+                                      "(log scale), the content 1%; it moves 31% of the probability; 71 of 96 " \
+                                      "greedy picks are C"
     assert warnings_block({"letter_warnings": []}) == []
 
 

@@ -156,7 +156,7 @@ def analyse_widths(table: ScoreTable, design: Design, lopts: LetterOptions, gene
         return analyse(table, design, lopts, generated)
     debiased: np.ndarray | None = np.zeros(table.logprobs.shape, dtype=np.float64)
     blocks: dict[str, Any] = {"letter_prior": {}, "letter_split": {}, "letter_prior_estimator": {},
-                              "letter_pick_shares": {}, "letter_warnings": []}
+                              "letter_pick_shares": {}, "letter_effect": {}, "letter_warnings": []}
     ci: dict[str, Any] = {}
     for k in np.unique(shown).tolist():
         rows = shown == k

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from probe.errors import ProbeInputError
+from probe.probs import exposure_shares
 
 SUM_TOLERANCE = 1e-6
 """How far an item's shares over the groups may sum from 1 under one variant (rounding in stored
@@ -32,18 +33,27 @@ class FactorialError(ProbeInputError, ValueError):
 class ShareCube:
     """Selection shares `shares[item, variant, group]`: under each variant, each item's
     distribution over the groups (its probability mass on each group's options; 0 for a group
-    the item does not show). A variant × group share is the mean over items."""
+    the item does not show), and which groups each item shows (`shown`). A variant × group share
+    is exposure-normalised (`exposure_means`): the mean over the items that show the group.
+
+    The analysis is bench-neutral: a "group" is whatever the bench's shares are over (cultures,
+    clusters, countries), an "item" the unit the bootstrap resamples."""
 
     items: tuple[str, ...]
     variants: tuple[str, ...]
     groups: tuple[str, ...]
     shares: np.ndarray
     """`[item, variant, group]` float64; each `[item, variant, :]` sums to 1."""
+    shown: np.ndarray | None = None
+    """`[item, group]` bool: whether the item shows the group (None: every item shows every group).
+    A group an item does not show must have share 0 there."""
 
     def __post_init__(self) -> None:
         expected = (len(self.items), len(self.variants), len(self.groups))
         if self.shares.shape != expected:
             raise FactorialError(f"shares: expected shape (items, variants, groups) = {expected}, got {self.shares.shape}")
+        if self.shown is not None:
+            _check_shown(self)
         for name, labels in (("item", self.items), ("variant", self.variants), ("group", self.groups)):
             if len(set(labels)) != len(labels):
                 raise FactorialError(f"{name} names repeat: {sorted({x for x in labels if labels.count(x) > 1})}")
@@ -69,9 +79,11 @@ class ShareCube:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, item: str = "item_id", variant: str = "variant", group: str = "group",
-                   share: str = "share") -> ShareCube:
+                   share: str = "share", shown: str | None = None) -> ShareCube:
         """The cube of a long table, one row per (item, variant, group); items, variants and groups
-        keep their order of first appearance. A repeated or absent (item, variant, group) is refused."""
+        keep their order of first appearance. A repeated or absent (item, variant, group) is refused.
+        `shown` names a bool column (whether the item shows the group; an item shows a group when
+        any of its rows says so); None: every item shows every group."""
         absent = [c for c in (item, variant, group, share) if c not in frame.columns]
         if absent:
             raise FactorialError(f"share table: expected columns {[item, variant, group, share]}, missing {absent}")
@@ -85,11 +97,60 @@ class ShareCube:
         cube = np.full(tuple(len(a) for a in axes), np.nan)
         index = [pd.Index(a).get_indexer(keys[c]) for a, c in zip(axes, (item, variant, group))]
         cube[tuple(index)] = frame[share].to_numpy(dtype=np.float64)
-        return cls(*axes, shares=cube)
+        if shown is None:
+            return cls(*axes, shares=cube)
+        if shown not in frame.columns:
+            raise FactorialError(f"share table: expected a column {shown!r} (whether the item shows the group)")
+        seen = np.zeros((len(axes[0]), len(axes[2])), dtype=bool)
+        np.logical_or.at(seen, (index[0], index[2]), frame[shown].to_numpy(dtype=bool))
+        return cls(*axes, shares=cube, shown=seen)
+
+    def only(self, variants: Sequence[str]) -> ShareCube:
+        """The cube of these variants alone (in this order)."""
+        index = [self.variants.index(v) for v in variants]
+        return ShareCube(self.items, tuple(variants), self.groups, self.shares[:, index, :], self.shown)
+
+    def exposure(self) -> np.ndarray:
+        """`[item, group]` float 1/0: whether each item shows each group."""
+        if self.shown is None:
+            return np.ones((len(self.items), len(self.groups)))
+        return np.asarray(self.shown, dtype=np.float64)
 
     def means(self) -> np.ndarray:
-        """`[variant, group]` item-mean shares (each row sums to 1)."""
-        return self.shares.mean(axis=0)
+        """`[variant, group]` exposure-normalised shares (each row sums to 1)."""
+        return exposure_means(np.ones((1, len(self.items))), self.shares, self.exposure())[0]
+
+
+def _check_shown(cube: ShareCube) -> None:
+    """`shown` has shape `[item, group]`, every group is shown by some item, and a group an item
+    does not show has share 0 there."""
+    shown = np.asarray(cube.shown)
+    expected = (len(cube.items), len(cube.groups))
+    if shown.shape != expected:
+        raise FactorialError(f"shown: expected shape (items, groups) = {expected}, got {shown.shape}")
+    never = np.nonzero(~shown.astype(bool).any(axis=0))[0]
+    if len(never):
+        raise FactorialError(f"group {cube.groups[never[0]]!r} is shown by no item: expected every group shown "
+                             f"at least once ({len(never)} such groups)")
+    hidden = np.argwhere((cube.shares > 0) & ~shown.astype(bool)[:, None, :])
+    if len(hidden):
+        i, v, g = hidden[0]
+        raise FactorialError(f"item {cube.items[i]!r}, variant {cube.variants[v]!r}, group {cube.groups[g]!r}: the "
+                             f"item does not show the group, expected share 0, got {cube.shares[i, v, g]!r}")
+
+
+def exposure_means(weights: np.ndarray, shares: np.ndarray, shown: np.ndarray) -> np.ndarray:
+    """Exposure-normalised variant × group shares of weighted items: `weights [B, item]` (bootstrap
+    counts, or ones), `shares [item, variant, group]`, `shown [item, group]` → `[B, variant, group]`.
+
+    `S[v, g] ∝ Σ_i w_i s[i, v, g] / Σ_i w_i shown[i, g]`, renormalised over g (the CSD's rule): a
+    group is compared only with the items that show it, so an item resample that happens to show
+    a group less often does not read as a lower preference. A replicate in which some group is
+    never shown has NaN shares (its interval leaves it out)."""
+    den = weights @ shown
+    out = exposure_shares(np.einsum("bi,ivg->bvg", weights, shares), den[:, None, :])
+    out[(den <= 0).any(axis=-1)] = np.nan
+    return out
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ def warnings_of(blocks: Mapping[str, Any], table: ScoreTable, conditions: np.nda
         out.append({"condition": cond, "letter": letter, "prior": prior.get(letter), "uniform": 1.0 / k,
                     "threshold": limit, "pick_share": shares[letter],
                     "letter_share": split.get("letter"), "content_share": split.get("content"),
+                    "mass_moved": ((blocks.get("letter_effect") or {}).get(cond) or {}).get("mass_moved"),
                     "greedy_picks": int((picks[mine] == LETTERS.index(letter)).sum()),
                     "n_prompts": int(mine.sum()), "picks": picks_kind, "reasons": reasons})
     return out

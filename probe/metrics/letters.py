@@ -42,6 +42,7 @@ import numpy as np
 from probe.metrics.balance import position_balanced
 from probe.metrics.core import bootstrap_weights, percentile_ci, ratio, to_scalars, wsum
 from probe.metrics.ipf import fit_choices
+from probe.metrics.letter_effect import content_reliability, mass_moved
 from probe.metrics.letter_warnings import warnings_of
 from probe.metrics.pairfit import fit_prior, pair_data, separated
 from probe.results.scores import ScoreTable
@@ -60,7 +61,9 @@ of a row reads 0.89 and half a square 0.44 — where `bench.limit` cuts the desi
 
 
 LOG_FLOOR = -1e4
-"""Letter log-probs (renormalised) below this are read as this: finite, and negligible."""
+"""Letter log-probs (renormalised) below this are read as this: finite, and negligible in a
+probability; a group with a letter at the floor is left out of the variance split (counted in
+`letter_effect.n_floored`), where its −10⁴ would dominate every pooled sum of squares."""
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,7 @@ def analyse(table: ScoreTable, design: Design, opts: LetterOptions, generated: b
     conditions = sorted({str(c) for c in groups.condition})
     debiased: np.ndarray | None = np.zeros(table.logprobs.shape, dtype=np.float64)
     blocks: dict[str, Any] = {"letter_prior": {}, "letter_split": {}, "letter_prior_estimator": {},
-                              "letter_pick_shares": {}}
+                              "letter_pick_shares": {}, "letter_effect": {}}
     ci: dict[str, Any] = {"letter_prior": {}, "letter_split": {}}
     for cond in conditions:
         rows = np.nonzero(groups.condition[groups.index] == cond)[0]
@@ -182,7 +185,7 @@ def analyse(table: ScoreTable, design: Design, opts: LetterOptions, generated: b
             debiased = None
         else:
             debiased[rows] = part.debiased
-        for key in ("letter_prior", "letter_split", "letter_prior_estimator"):
+        for key in ("letter_prior", "letter_split", "letter_prior_estimator", "letter_effect"):
             if part.blocks.get(key) is not None:
                 blocks[key][cond] = part.blocks[key]
         for key in ("letter_prior", "letter_split"):
@@ -255,9 +258,15 @@ def _logprob_condition(table: ScoreTable, groups: PromptGroups, rows: np.ndarray
     if boot is not None:
         reps = softmax(ratio(wsum(boot, l_sum), wsum(boot, n)[..., None]))
         ci["letter_prior"] = percentile_ci({x: reps[:, i] for i, x in enumerate(letters)})
+    blocks["letter_effect"] = {"mass_moved": mass_moved(lc, out)}
     if whole.any():
         ss = split_sums(lc[whole], order[whole], g[whole], item[whole], n_items)
         blocks["letter_split"] = to_scalars(_shares(ss, np.ones(n_items)))
+        # orderings per complete group: K under rotations and Williams (even K), K! under permutations
+        m = float(ss.sizes.sum() / max(ss.n_groups.sum(), 1))
+        blocks["letter_effect"].update(content_reliability=content_reliability(float(ss.content.sum()),
+                                                                               float(ss.residual.sum()), m),
+                                       n_floored=ss.n_floored)
         if boot is not None:
             ci["letter_split"] = percentile_ci(_shares(ss, boot))
     return LetterAnalysis(debiased=out, blocks=blocks, ci=ci)
@@ -279,6 +288,8 @@ class SplitSums:
     """`[item]` Σ of the residual sums of squares."""
     sizes: np.ndarray
     """`[item]` Σ over the item's groups of their orderings (K each under rotations)."""
+    n_floored: int = 0
+    """Groups left out: a letter log-prob at `LOG_FLOOR`."""
 
 
 def split_sums(lc: np.ndarray, order: np.ndarray, group: np.ndarray, item: np.ndarray,
@@ -287,15 +298,17 @@ def split_sums(lc: np.ndarray, order: np.ndarray, group: np.ndarray, item: np.nd
 
     Each group's m × K table (ordering × letter, the option fixed by both; m = K under rotations)
     is centred per ordering; its letter means `a_gj`, option means `c_go` and the residual
-    `Y − a_gj − c_go` give `m Σ_j a_gj²`, `m Σ_o c_go²` and the residual SS. Groups with a non-finite log-prob are
-    left out."""
+    `Y − a_gj − c_go` give `m Σ_j a_gj²`, `m Σ_o c_go²` and the residual SS. Groups with a log-prob
+    at `LOG_FLOOR` (a letter of probability ~0, floored by `log_choice`) are left out and counted."""
     k = lc.shape[1]
     letter, content, resid, n, sizes = (np.zeros(n_items) for _ in range(5))
+    floored = 0
     means = np.zeros((n_items, k))
     local = np.unique(group, return_inverse=True)[1]
     for rows in members_of(local, int(local.max(initial=-1)) + 1):
         y, o = lc[rows], order[rows]
-        if not np.isfinite(y).all():
+        if (y <= LOG_FLOOR).any():
+            floored += 1
             continue
         i, m = item[rows][0], len(rows)  # m orderings: K for rotations, K! for permutations
         y = y - y.mean(axis=1, keepdims=True)
@@ -308,7 +321,8 @@ def split_sums(lc: np.ndarray, order: np.ndarray, group: np.ndarray, item: np.nd
         sizes[i] += m
         content[i] += m * (c ** 2).sum()
         resid[i] += ((y - a[None, :] - c[o]) ** 2).sum()
-    return SplitSums(letter=letter, letter_means=means, n_groups=n, content=content, residual=resid, sizes=sizes)
+    return SplitSums(letter=letter, letter_means=means, n_groups=n, content=content, residual=resid, sizes=sizes,
+                     n_floored=floored)
 
 
 def _shares(ss: SplitSums, w: np.ndarray) -> dict[str, np.ndarray]:

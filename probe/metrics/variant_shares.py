@@ -5,7 +5,8 @@ An item's share of group g under a variant is its exposure-normalised share
 (`probe.probs.exposure_shares`) over that variant's prompts of the item: the choice probability
 (softmax of the letter log-probs at the analysis temperature) that went to g's options, per
 prompt showing g, normalised to sum to 1 over the groups the item shows; a group the item does
-not show has share 0. One condition is read (the bench's reference condition, else the first):
+not show has share 0 and is marked not shown (`ShareCube.shown`), so the analysis compares a
+group only with the items that show it. One condition is read (the bench's reference condition, else the first):
 conditions that name a group in the prompt would mix a cue's effect into the wording's.
 """
 
@@ -47,15 +48,17 @@ def share_cube(table: ScoreTable, design: Design, names: Sequence[str], temperat
     items = list(dict.fromkeys(str(i) for i in table.item_id))
     item = np.array([str(i) for i in table.item_id], dtype=object)
     cube = np.zeros((len(items), len(names), len(groups)))
+    seen = np.zeros((len(items), len(groups)), dtype=bool)
     for i, it in enumerate(items):
         for v in range(len(names)):
             rows = (item == it) & (variant == v)
             if not rows.any():
                 cube[i, v] = np.nan
                 continue
-            share = exposure_shares(*group_sums(probs[rows], shown[rows], groups))
-            cube[i, v] = np.nan_to_num(share, nan=0.0)
-    return ShareCube(items=tuple(items), variants=tuple(names), groups=tuple(groups), shares=cube)
+            sel, app = group_sums(probs[rows], shown[rows], groups)
+            seen[i] |= app > 0
+            cube[i, v] = np.nan_to_num(exposure_shares(sel, app), nan=0.0)
+    return ShareCube(items=tuple(items), variants=tuple(names), groups=tuple(groups), shares=cube, shown=seen)
 
 
 def factorial_of(levels: Sequence[Mapping[str, str]], names: Sequence[str],

@@ -17,7 +17,7 @@ from probe.report.run_report import write_run_report
 from probe.report.stored_run import StoredRun
 from probe.results.layout import FIGURES, metrics_file, report_files
 from probe.results.manifest import write_manifest
-from probe.viz.format_report import format_section
+from probe.viz.format_report import format_section, with_wording_answer
 from probe.viz.html import write_html
 from probe.viz.markdown import inert_html
 
@@ -53,7 +53,8 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
     stored = replace(stored, run=replace(stored.run, metrics=metrics))  # metrics.json's, tables not read again
     report = stored.task.report(metrics, stored.run)
     if "format" in metrics:
-        report += format_section(metrics["format"], stored.task.presentation.groups)
+        groups = stored.task.presentation.groups
+        report = with_wording_answer(report, metrics["format"], groups) + format_section(metrics["format"], groups)
     if suffix:
         markdown, page = report_files(suffix)
         write_text(run_dir / markdown, inert_html(report))

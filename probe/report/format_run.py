@@ -20,16 +20,18 @@ from typing import Any
 import numpy as np
 
 from probe.backends.trie import unique_token_count
+from probe.benches.forced_metrics import is_generation_run, is_text_only_run
 from probe.benches.task import Column, Task
 from probe.metrics.core import AnalysisOptions
 from probe.metrics.factorial_shares import FactorialError
-from probe.metrics.format_robustness import FormatRobustness, analyse
+from probe.metrics.format_robustness import ALPHA, FormatRobustness, analyse
 from probe.metrics.variant_shares import (
     VARIANT,
     analysed_condition,
     factorial_of,
     share_cube,
 )
+from probe.report.format_checks import MIN_LETTER_MASS, headline_spread, kept_variants, variant_validity
 from probe.results.run import Run
 from probe.viz.markdown import value_ci
 
@@ -59,14 +61,24 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
                                      if k in ("expected", "debiased", "letter_prior", "letter_split")}})
     names = [str(rec["name"]) for rec in records]
     table = run.table()
+    letters_read = not (is_text_only_run(run) or is_generation_run(run))
+    checks = variant_validity(table, np.asarray(table.column(VARIANT)), len(records), letters_read)
+    for rec, check in zip(per_variant, checks):
+        rec.update(check)
+    kept, all_below = kept_variants(names, checks)
+    levels = [rec["levels"] for rec, n in zip(records, names) if n in kept]
     try:
-        factorial, design = factorial_of([rec["levels"] for rec in records], names), "factorial"
-    except FactorialError:  # explicit variants, not every combination: the wording as one factor
-        factorial, design = factorial_of([{"variant": n} for n in names], names), "one-way"
-    result = analyse(share_cube(table, task.design, names, opts.temperature), factorial, n_boot=opts.n_boot,
-                     seed=opts.seed)
+        factorial, design = factorial_of(levels, kept), "factorial"
+    except FactorialError:  # explicit variants (or some left out), not every combination: the wording as one factor
+        factorial, design = factorial_of([{"variant": n} for n in kept], kept), "one-way"
+    cube = share_cube(table, task.design, names, opts.temperature)
+    result = analyse(cube.only(kept), factorial, n_boot=opts.n_boot, seed=opts.seed)
+    excluded = [{"name": n, "reason": c["reason"]} for n, c in zip(names, checks) if n not in kept]
     return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,
-            "cost": cost(run), **robustness_json(result)}
+            "cost": cost(run),
+            "validity": {"min_letter_mass": MIN_LETTER_MASS, "excluded": excluded, "all_below": all_below},
+            "headline": headline_spread(task, per_variant, [n in kept for n in names]),
+            **robustness_json(result)}
 
 
 def cost(run: Run) -> dict[str, Any]:
@@ -87,44 +99,53 @@ def cost(run: Run) -> dict[str, Any]:
 
 
 def robustness_json(r: FormatRobustness) -> dict[str, Any]:
-    """The analysis as JSON: shares per variant × group, per group across variants (with its own
-    split and verdict), the variance split with intervals, Kendall's W, verdict counts."""
+    """The analysis as JSON: shares per variant × group, per group across variants (its effect,
+    tests, own split and verdict), the variance split and the components net of noise with
+    intervals, the table's interaction test, Kendall's W with its null value, verdict counts."""
     def split(s: Any) -> dict[str, Any]:
         return {"group": s.group, "interactions": dict(s.interactions), "rest": s.rest}
 
+    def group(a: Any) -> dict[str, Any]:
+        keys = ("mean", "min", "max", "iqr", "n_over", "n_over_ci", "n_under", "n_under_ci", "effect", "effect_ci95",
+                "p_interaction", "p_holm", "n_over_band", "n_under_band", "verdict")
+        return {**{k: getattr(a, k) for k in keys}, "largest_factor": a.largest_factor, "split": split(a.split)}
+
     return {
         "factors": list(r.factors), "groups": list(r.groups), "reference": r.reference, "n_items": r.n_items,
+        "analysed_variants": list(r.variants),
         "shares": {v: {c.group: c.share for c in r.cells if c.variant == v} for v in r.variants},
         "shares_ci95": None if r.n_boot == 0 else
         {v: {c.group: c.ci95 for c in r.cells if c.variant == v} for v in r.variants},
-        "across": {a.group: {**{k: getattr(a, k) for k in ("mean", "min", "max", "iqr", "n_over", "n_over_ci",
-                                                           "n_under", "n_under_ci", "verdict")},
-                             "largest_factor": a.largest_factor, "split": split(a.split)} for a in r.across},
+        "across": {a.group: group(a) for a in r.across},
         "split": split(r.split),
         "split_ci95": None if r.split_ci95 is None else [split(s) for s in r.split_ci95],
-        "largest_factor": r.split.largest_factor,
-        "kendall_w": r.kendall_w, "kendall_w_ci95": r.kendall_w_ci95,
+        "components": {c.term: {"variance": c.variance, "variance_ci95": c.ci95, "noise": c.noise, "rms": c.rms}
+                       for c in r.components},
+        "largest_factor": r.largest_factor,
+        "p_interaction": r.p_interaction, "n_perm": r.n_perm, "alpha": ALPHA,
+        "kendall_w": r.kendall_w, "kendall_w_ci95": r.kendall_w_ci95, "kendall_w_null": r.kendall_w_null,
+        "kendall_w_p": r.kendall_w_p,
         "verdict_counts": dict(r.verdict_counts),
     }
 
 
 def summary_line(block: Mapping[str, Any]) -> str:
-    """The end-of-run summary's line: the group share of the variance and the verdict counts."""
-    split, counts = block.get("split") or {}, block.get("verdict_counts") or {}
+    """The end-of-run summary's line: the verdict counts, the interaction test, the factor that
+    moves the shares most net of noise, and the variants left out."""
+    counts = block.get("verdict_counts") or {}
     verdicts = ", ".join(f"{k} {v}" for k, v in counts.items()) or "no verdicts (no bootstrap)"
     spent = block.get("cost") or {}
     if spent.get("per_variant_vs_protocol") is not None:
         verdicts += (f"; tokens computed {spent['tokens_computed']} ({spent['computed_per_limit']:.3f}× the trie limit"
                      f", {spent['per_variant_vs_protocol']:.2f}× the protocol's per variant)")
-    group = split.get("group")
-    louder = group is not None and np.isfinite(group) and group < 0.5
-    return (f"format: {len(block.get('variants') or [])} variants; group share of the variance "
-            f"{_num(group)} (largest factor: {block.get('largest_factor') or 'none'}); verdicts: {verdicts}"
-            + ("; warning: the wording explains more of the variance than the group" if louder else ""))
+    n, kept = len(block.get("variants") or []), len(block.get("analysed_variants") or [])
+    left_out = "" if kept in (0, n) else f" ({n - kept} left out: letter mass below 0.5)"
+    return (f"format: {n} variants{left_out}; group × wording interaction p {_num(block.get('p_interaction'))} "
+            f"(largest factor net of noise: {block.get('largest_factor') or 'none'}); verdicts: {verdicts}")
 
 
 def _num(x: Any) -> str:
-    return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{float(x):.2f}"
+    return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{float(x):.3g}"
 
 
 def summary_leaves(block: Mapping[str, Any]) -> list[tuple[str, Any, Any, Any]]:

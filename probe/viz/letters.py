@@ -10,6 +10,10 @@ from typing import Any
 
 from probe.viz.markdown import Footnotes, fmt, n_boot_of, table, undefined
 
+RELIABLE = 0.5
+"""Below this content reliability the debiased reading is called mostly noise
+(`probe.metrics.letter_effect.RELIABLE`)."""
+
 
 MEANINGS = {
     "letter_share": "expected and greedy metrics mostly measure the letter, not a cultural preference (a "
@@ -61,8 +65,10 @@ def _detail(w: Mapping[str, Any]) -> str:
     if w.get("prior") is not None:
         parts.append(f"prior {w['prior']:.2f}")
     if w.get("letter_share") is not None:
-        parts.append(f"the letter explains {w['letter_share']:.0%} of the log-prob variance, the content "
-                     f"{w['content_share']:.0%}")
+        parts.append(f"the letter explains {w['letter_share']:.0%} of the log-prob variance (log scale), "
+                     f"the content {w['content_share']:.0%}")
+    if w.get("mass_moved") is not None:
+        parts.append(f"it moves {w['mass_moved']:.0%} of the probability")
     parts.append(f"{w['greedy_picks']} of {w['n_prompts']} {w.get('picks', 'greedy')} picks are {w['letter']}")
     return "; ".join(parts)
 
@@ -70,6 +76,25 @@ def _detail(w: Mapping[str, Any]) -> str:
 NO_SPLIT = {"count_fit": "no variance split: generated choices are one-hot, without log-probs to split",
             None: "no variance split: it needs items shown under all their orderings, and none is"}
 NO_PICKS = "no pick shares: no item is shown under all its orderings (every option once at every letter)"
+
+
+def effect_lines(metrics: Mapping[str, Any]) -> list[str]:
+    """Per condition, the letter's effect on the probability scale (`letter_effect.mass_moved`),
+    the content reliability of the debiased distribution, and the groups left out at the floor."""
+    out = []
+    for cond, e in (metrics.get("letter_effect") or {}).items():
+        if undefined(e.get("mass_moved")):
+            continue
+        text = (f"- {cond}: the letter moves {fmt(e['mass_moved'])} of a prompt's probability on average (total "
+                "variation between each ordering's distribution and the debiased one)")
+        rel = e.get("content_reliability")
+        if not undefined(rel):
+            text += f"; content reliability of the debiased distribution {fmt(rel)}" + (
+                f" — below {RELIABLE}: the debiased reading is mostly rotation noise" if rel < RELIABLE else "")
+        if e.get("n_floored"):
+            text += f"; {e['n_floored']} groups with a letter at the log-prob floor left out of the split"
+        out.append(text + ".")
+    return out
 
 
 def _letter_table(metrics: Mapping[str, Any], priors: Mapping[str, Any], letters: list[str]) -> list[str]:
@@ -144,6 +169,7 @@ def letter_section(metrics: Mapping[str, Any], reading: str, estimators: Mapping
     used = sorted({(e or {}).get("estimator") for e in (metrics.get("letter_prior_estimator") or {}).values()} - {None, "none"})
     lines += ["", *[f"- {e}: {estimators.get(e, e)}." for e in used]]
     lines += [f"- {c}: no letter prior and no `debiased` metrics — {e.get('reason')}." for c, e in missing.items()]
+    lines += effect_lines(metrics)
     if "count_fit" in used:
         lines.append("- Generated choices have no variance split (one-hot choices have no log-probs).")
         fits = {c: e for c, e in (metrics.get("letter_prior_estimator") or {}).items() if e.get("separated")}
