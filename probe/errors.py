@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 2, 120, 80
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 4
+_MAX_REPR = 240
 
 
 class ProbeInputError(Exception):
@@ -26,3 +32,11 @@ def os_errors(what: str, fix: str) -> Iterator[None]:
         reason = e.strerror or (str(e).strip().splitlines() or [type(e).__name__])[0]
         where = f" ({e.filename})" if e.filename and str(e.filename) not in what else ""
         raise ProbeInputError(f"{what}: {reason}{where}; {fix}") from e
+
+
+def bounded_repr(value: object) -> str:
+    """`repr(value)` kept short (strings cut to ~120 characters, containers to 4 entries and 2
+    levels deep, the whole to ~240 characters), for messages naming a user's value: a megabyte value, or a YAML alias bomb
+    whose full repr would not fit in memory, never becomes the error line."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "…"

@@ -17,6 +17,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from probe.backends.specs import check_device
 from probe.commands import ls
 from probe.commands.conftree import compose_tree
 from probe.commands.interrupt import launcher_argv, resume_command, resume_hint
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> None:
             print(ls.help_text(checked.first or compose_tree([])))
             return
     except ProbeInputError as e:
-        print(f"probe: error: {e}", file=sys.stderr)
+        print(f"probe: error: {redacted(str(e))}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *checked.argv]
     _run()
@@ -82,8 +83,9 @@ def _run(cfg: DictConfig) -> None:
 
 def _resume_command() -> str:
     hc = HydraConfig.get()
-    return resume_command(launcher_argv(), list(hc.overrides.task), list(hc.overrides.hydra),
-                          Path(hc.runtime.output_dir))
+    # stderr is a log too: a URL's credentials stay out of it (the user adds them back)
+    return redacted(resume_command(launcher_argv(), list(hc.overrides.task), list(hc.overrides.hydra),
+                                   Path(hc.runtime.output_dir)))
 
 
 def _main(cfg: DictConfig) -> None:
@@ -95,6 +97,8 @@ def _main(cfg: DictConfig) -> None:
         judge = values.get("judge") or {}
         overrides = list(HydraConfig.get().overrides.task)
         config = run_config(values, out, _judge_model(judge), overrides)
+        if config.backend.name == "hf" and not config.dry_run:
+            check_device(config.backend.device)  # before the hub is asked for the model
         _models_available(config)
         if config.judged and config.judge.name != judge.get("name"):
             cfg.judge.name = config.judge.name  # the bench's default judge: recorded as the one that judged
@@ -106,7 +110,7 @@ def _main(cfg: DictConfig) -> None:
         written = run(replace(config, launch_record=record))
     except ProbeInputError as e:
         # once, on stderr (Hydra's job logging goes to stdout: logging it too printed it twice)
-        print(f"probe: error: {e}", file=sys.stderr)
+        print(f"probe: error: {redacted(str(e))}", file=sys.stderr)
         if discard(out):
             print(f"probe: run directory kept: {out} (this run's files so far); resume with: {_resume_command()}",
                   file=sys.stderr)

@@ -89,6 +89,29 @@ def check_data_text(tokenizer: Tokenizer, prompts: Iterable[Prompt], where: str,
                     "tokenised as a control token, so it is refused: remove or rewrite it in the data")
 
 
+def check_texts(tokenizer: Tokenizer, texts: Iterable[tuple[str, str]], model_name: str) -> None:
+    """Raise `ProbeInputError` at the first `(where, text)` holding one of the tokenizer's control
+    strings or a lone surrogate (no tokenizer can encode one): for texts that reach a prompt from
+    elsewhere than the data file — a levels file's cue, system message, instruction, layout or
+    labels — which a user shares and edits like data, so they are checked like data."""
+    pattern = _pattern(control_strings(tokenizer))
+    for where, text in texts:
+        _encodable(where, text)
+        if pattern is not None and (hit := pattern.search(text)) is not None:
+            raise ProbeInputError(f"{where}: holds {hit.group()!r}, a control token of model {model_name!r}'s "
+                                  "tokenizer; a prompt's wording never writes a control token (it could close a turn "
+                                  "and forge the answer), so it is refused: remove or rewrite it")
+
+
+def _encodable(where: str, text: str) -> None:
+    """Refuse a text holding a lone surrogate (`\\ud800` from a JSON escape): not UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ProbeInputError(f"{where}: character {e.start + 1} is a lone surrogate ({text[e.start]!a}), not a "
+                              "character a tokenizer can encode: remove it") from None
+
+
 @lru_cache(maxsize=8)
 def _pattern(strings: tuple[str, ...]) -> re.Pattern[str] | None:
     """One regex matching any of `strings`, built as a trie: a flat alternation of Mistral's 771
