@@ -40,3 +40,12 @@ def bounded_repr(value: object) -> str:
     whose full repr would not fit in memory, never becomes the error line."""
     text = _SHORT.repr(value)
     return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "…"
+
+
+def printable(text: str) -> str:
+    """`text` safe to print to a terminal: every control or other non-printable character (an
+    escape sequence that would clear the screen or set the title, a newline that would split a
+    one-line message or a table row, a lone surrogate) written as its Python escape instead."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)

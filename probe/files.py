@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,23 @@ from typing import IO, Any
 
 from probe.errors import ProbeInputError, os_errors
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def check_name(value: object, key: str) -> str:
+    """`value` if it can name one directory (`runs/<bench.name>/…`): letters, digits, `.`, `_`,
+    `+`, `-`, not starting with a dot — so no `/`, no `..`, no control character can take a run
+    outside its place. Else a one-line `ProbeInputError` naming `key`."""
+    text = str(value)
+    if not _NAME.fullmatch(text) or len(text) > 100:
+        raise ProbeInputError(f"{key}: expected a name of letters, digits, '.', '_', '+' or '-' (not starting with "
+                              f"a dot, at most 100 characters; it names a directory), got {_short(text)}")
+    return text
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 60 else f"{text[:60]!r}… ({len(text)} characters)"
 
 
 def sha256_file(path: Path) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from probe.config import describe_fields
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
 
 
 @dataclass(frozen=True)
@@ -76,5 +76,5 @@ def main(prog: str, usage: str, body: Callable[[list[str]], int], argv: Sequence
     try:
         return body(args)
     except ProbeInputError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {printable(str(e))}", file=sys.stderr)
         return 2

@@ -24,7 +24,7 @@ from probe.commands.interrupt import launcher_argv, resume_command, resume_hint
 from probe.commands.overrides import check
 from probe.commands.rundir import discard
 from probe.config import build, package_conf_dir
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
 from probe.judges.http import redacted
 from probe.models import ModelSpec
 from probe.models.availability import check_available
@@ -67,7 +67,7 @@ def main(argv: list[str]) -> None:
             print(ls.help_text(checked.first or compose_tree([])))
             return
     except ProbeInputError as e:
-        print(f"probe: error: {redacted(str(e))}", file=sys.stderr)
+        print(f"probe: error: {printable(redacted(str(e)))}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *checked.argv]
     _run()
@@ -110,7 +110,7 @@ def _main(cfg: DictConfig) -> None:
         written = run(replace(config, launch_record=record))
     except ProbeInputError as e:
         # once, on stderr (Hydra's job logging goes to stdout: logging it too printed it twice)
-        print(f"probe: error: {redacted(str(e))}", file=sys.stderr)
+        print(f"probe: error: {printable(redacted(str(e)))}", file=sys.stderr)
         if discard(out):
             print(f"probe: run directory kept: {out} (this run's files so far); resume with: {_resume_command()}",
                   file=sys.stderr)

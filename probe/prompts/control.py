@@ -29,6 +29,8 @@ from probe.errors import ProbeInputError
 from probe.prompts.tokenizer import Tokenizer
 from probe.types import Prompt, RenderedPrompt
 
+MAX_TEXT_CHARS = 1_000_000
+"""The longest text one data field may hold (a million characters, past any context window)."""
 Render = Callable[[Prompt], str]
 """A prompt → its rendered text (`probe.prompts.render.render_text` with the run's settings)."""
 Encode = Callable[[str], Sequence[int]]
@@ -75,13 +77,15 @@ def check_data_text(tokenizer: Tokenizer, prompts: Iterable[Prompt], where: str,
     strings: `where` (the data file), the item, the field and the string. `options`: each
     prompt's option texts (the text reading's continuations), checked too."""
     pattern = _pattern(control_strings(tokenizer))
-    if pattern is None:
-        return
     per_prompt = options if options is not None else repeat(())
     for prompt, texts in zip(prompts, per_prompt):
         fields = [*data_fields(prompt), *((f"option {i + 1} text", t) for i, t in enumerate(texts))]
         for field, text in fields:
-            if (hit := pattern.search(text)) is not None:
+            _encodable(f"{where}: {prompt.describe()}, {field}", text)
+            if len(text) > MAX_TEXT_CHARS:  # a tokenizer aborts the process on a text of megabytes
+                raise ProbeInputError(f"{where}: {prompt.describe()}, {field}: {len(text)} characters, longer than "
+                                      f"any prompt probe scores ({MAX_TEXT_CHARS}): prompt too long")
+            if pattern is not None and (hit := pattern.search(text)) is not None:
                 start = max(0, hit.start() - 30)
                 raise ProbeInputError(
                     f"{where}: {prompt.describe()}, {field}: holds {hit.group()!r}, a control token of model "
@@ -97,6 +101,8 @@ def check_texts(tokenizer: Tokenizer, texts: Iterable[tuple[str, str]], model_na
     pattern = _pattern(control_strings(tokenizer))
     for where, text in texts:
         _encodable(where, text)
+        if len(text) > MAX_TEXT_CHARS:
+            raise ProbeInputError(f"{where}: {len(text)} characters, more than {MAX_TEXT_CHARS}: prompt too long")
         if pattern is not None and (hit := pattern.search(text)) is not None:
             raise ProbeInputError(f"{where}: holds {hit.group()!r}, a control token of model {model_name!r}'s "
                                   "tokenizer; a prompt's wording never writes a control token (it could close a turn "
