@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import reprlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,3 +50,17 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+def no_room(e: OSError) -> ProbeInputError | None:
+    """A full disk, a quota or a file-size limit (`ulimit -f`) met while writing, as the one-line
+    error the user can act on (None: another `OSError`, a bug's to show in full). Every file
+    probe writes goes through a temporary name, so what was written before stays whole."""
+    if e.errno not in _NO_ROOM:
+        return None
+    where = f" ({e.filename})" if e.filename else ""
+    return ProbeInputError(f"cannot write{where}: {e.strerror or e}; free space or raise the limit, then rerun the "
+                           "same command (finished parts are kept)")

@@ -24,7 +24,7 @@ from probe.commands.interrupt import launcher_argv, resume_command, resume_hint
 from probe.commands.overrides import check
 from probe.commands.rundir import discard
 from probe.config import build, package_conf_dir
-from probe.errors import ProbeInputError, printable
+from probe.errors import ProbeInputError, no_room, printable
 from probe.judges.http import redacted
 from probe.models import ModelSpec
 from probe.models.availability import check_available
@@ -104,10 +104,7 @@ def _main(cfg: DictConfig) -> None:
             cfg.judge.name = config.judge.name  # the bench's default judge: recorded as the one that judged
         record = {HYDRA_CONFIG: redacted(OmegaConf.to_yaml(cfg, resolve=True)),  # no URL's credentials on disk
                   HYDRA_OVERRIDES: redacted(OmegaConf.to_yaml(overrides))}
-        # torch and transformers take seconds to import: only once the inputs are checked
-        from probe.pipeline.execute import run
-
-        written = run(replace(config, launch_record=record))
+        written = _written(config, record)
     except ProbeInputError as e:
         # once, on stderr (Hydra's job logging goes to stdout: logging it too printed it twice)
         print(f"probe: error: {printable(redacted(str(e)))}", file=sys.stderr)
@@ -116,6 +113,19 @@ def _main(cfg: DictConfig) -> None:
                   file=sys.stderr)
         sys.exit(2)
     print(_last_line(written, config.dry_run))
+
+
+def _written(config: RunConfig, record: dict[str, str]) -> Path:
+    """Run it; a full disk or a file-size limit met while writing is the user's one line."""
+    # torch and transformers take seconds to import: only once the inputs are checked
+    from probe.pipeline.execute import run
+
+    try:
+        return run(replace(config, launch_record=record))
+    except OSError as e:
+        if (short := no_room(e)) is None:
+            raise
+        raise short from e
 
 
 def _last_line(out: Path, dry_run: bool) -> str:
