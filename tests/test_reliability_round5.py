@@ -28,6 +28,7 @@ from probe.commands import export as export_command
 from probe.commands.runs import lines
 from probe.errors import ProbeInputError, bounded_repr, printable
 from probe.files import check_name
+from probe.models.weights import CONVERTED_MARK, check_converted, pin_converted
 from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
 from probe.prompts.control import check_texts
@@ -263,3 +264,18 @@ def test_bounded_repr_of_huge_values() -> None:
     for _ in range(40):
         nested = [nested] * 10
     assert len(bounded_repr(nested)) <= 241 and len(bounded_repr("y" * 10 ** 7)) < 200
+
+
+# (3) converted weights pinned
+
+def test_an_edited_converted_copy_is_refused(tmp_path: Path) -> None:
+    converted = tmp_path / "smollm-abc"
+    converted.mkdir()
+    (converted / "config.json").write_text('{"hidden_size": 8}')
+    (converted / "model.safetensors").write_bytes(bytes(range(64)))
+    pin_converted(converted)
+    digest = check_converted(converted)  # untouched: loads
+    assert (converted / CONVERTED_MARK).read_text().strip() == digest
+    (converted / "model.safetensors").write_bytes(bytes(range(63)) + b"\x00")  # a layer norm scaled
+    with pytest.raises(ProbeInputError, match=r"the converted weights changed after their conversion"):
+        check_converted(converted)
