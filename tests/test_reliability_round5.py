@@ -10,6 +10,8 @@ import errno
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -279,3 +281,21 @@ def test_an_edited_converted_copy_is_refused(tmp_path: Path) -> None:
     (converted / "model.safetensors").write_bytes(bytes(range(63)) + b"\x00")  # a layer norm scaled
     with pytest.raises(ProbeInputError, match=r"the converted weights changed after their conversion"):
         check_converted(converted)
+
+
+# the command line as a user types it: one line, rc 2, no directory left behind
+
+@pytest.mark.slow
+@pytest.mark.parametrize("override, message", [
+    ("bench.name=../../escaped", "bench.name: expected a name"),
+    ("judge.base_url=http://user:s3cret@judge.example/v1", "this run judges nothing"),
+    *([] if torch.cuda.is_available() else [("backend.device=cuda", "backend.device=cuda: this machine has no CUDA")]),
+])
+def test_refused_runs_are_one_line_and_leave_nothing(override: str, message: str, tmp_path: Path) -> None:
+    env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    out = tmp_path / "runs" / "r"
+    proc = subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=demo", "progress=false", override,
+                           f"hydra.run.dir={out}"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2 and message in _one_line(proc.stderr) and "s3cret" not in proc.stderr
+    assert not out.exists() and not (tmp_path / "escaped").exists() and not (tmp_path.parent / "escaped").exists()
