@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
@@ -36,6 +37,7 @@ from probe.pipeline.spec import run_config
 from probe.prompts.control import check_texts
 from probe.prompts.factors import BUILTIN_FACTORS, FactorError, expand, load_levels
 from probe.prompts.variants import variants_record
+from probe.report.paired_runs import shared_variants
 from probe.report.run_list import RunLine
 from probe.types import LetterIds
 
@@ -299,3 +301,16 @@ def test_refused_runs_are_one_line_and_leave_nothing(override: str, message: str
                           timeout=300)
     assert proc.returncode == 2 and message in _one_line(proc.stderr) and "s3cret" not in proc.stderr
     assert not out.exists() and not (tmp_path / "escaped").exists() and not (tmp_path.parent / "escaped").exists()
+
+
+def test_compare_refuses_one_variant_name_with_two_wordings() -> None:
+    def stored(text: str, path: str) -> SimpleNamespace:
+        variants = [{"index": 0, "name": "protocol", "texts": {}, "labels": ["A", "B"], "cue": "c"},
+                    {"index": 1, "name": "instruction=mine", "texts": {"instruction": text}, "labels": ["A", "B"],
+                     "cue": "c"}]
+        return SimpleNamespace(path=Path(path), run=SimpleNamespace(manifest=SimpleNamespace(raw={"variants": variants})))
+
+    same = shared_variants(stored("Reply {labels}", "a"), stored("Reply {labels}", "b"))  # type: ignore[arg-type]
+    assert same == [("protocol", 0, 0), ("instruction=mine", 1, 1)]
+    with pytest.raises(ProbeInputError, match=r"variant instruction=mine is worded differently in a and b"):
+        shared_variants(stored("Reply {labels}", "a"), stored("Answer {labels}", "b"))  # type: ignore[arg-type]
