@@ -314,3 +314,15 @@ def test_compare_refuses_one_variant_name_with_two_wordings() -> None:
     assert same == [("protocol", 0, 0), ("instruction=mine", 1, 1)]
     with pytest.raises(ProbeInputError, match=r"variant instruction=mine is worded differently in a and b"):
         shared_variants(stored("Reply {labels}", "a"), stored("Answer {labels}", "b"))  # type: ignore[arg-type]
+
+
+def test_a_rerun_with_an_edited_level_wording_is_refused(tmp_path: Path) -> None:
+    """Same level name, another text: a different run key (before, "run written" kept the old prompts)."""
+    path = _levels(tmp_path, 'instruction:\n  mine: "Reply with one of {labels}."\n')
+    overrides = ("bench.limit=1", "bench.conditions=[C0]", "factors=[instruction]", f"factor_levels={path}")
+    out = run(run_config(_config(*overrides), tmp_path / "run"))
+    before = _digests(out)
+    _levels(tmp_path, 'instruction:\n  mine: "Answer with one of {labels}."\n')
+    with pytest.raises(ProbeInputError, match=r"holds a run with a different configuration \(differs in \['variants'\]\)"):
+        run(run_config(_config(*overrides), out))
+    assert _digests(out) == before
