@@ -33,10 +33,12 @@ from probe.errors import ProbeInputError, bounded_repr, printable
 from probe.files import check_name
 from probe.models.weights import CONVERTED_MARK, check_converted, pin_converted
 from probe.pipeline.execute import run
+from probe.results.layout import HYDRA_OVERRIDES
 from probe.pipeline.spec import run_config
 from probe.prompts.control import check_texts
 from probe.prompts.factors import BUILTIN_FACTORS, FactorError, expand, load_levels
 from probe.prompts.variants import variants_record
+from probe.report.entries import differing_overrides
 from probe.report.paired_runs import shared_variants
 from probe.report.run_list import RunLine
 from probe.types import LetterIds
@@ -326,3 +328,13 @@ def test_a_rerun_with_an_edited_level_wording_is_refused(tmp_path: Path) -> None
     with pytest.raises(ProbeInputError, match=r"holds a run with a different configuration \(differs in \['variants'\]\)"):
         run(run_config(_config(*overrides), out))
     assert _digests(out) == before
+
+
+def test_a_merged_run_shows_its_overrides_as_not_recorded(tmp_path: Path) -> None:
+    launched, merged = tmp_path / "launched", tmp_path / "merged"
+    (launched / HYDRA_OVERRIDES).parent.mkdir(parents=True)
+    (launched / HYDRA_OVERRIDES).write_text("- model=tiny\n- factors=[cue]\n")
+    merged.mkdir()
+    shown = differing_overrides([SimpleNamespace(path=launched), SimpleNamespace(path=merged)])  # type: ignore[list-item]
+    assert shown == {launched: "factors=[cue] model=tiny",
+                     merged: "factors=(not recorded) model=(not recorded)"}
