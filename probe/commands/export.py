@@ -1,6 +1,6 @@
 """A run's prompts as flat records, one JSON object a line (no model needed).
 
-    probe export RUN_DIR --format jsonl [--out FILE]     (default: stdout)
+    probe export RUN_DIR --format jsonl [--out FILE]     (default: stdout; FILE must be new)
 
 Each line is one prompt, in prompt-id order: its stored columns and rendered `prompt`, its
 `options` (`{letter: {"group", "option"}}`), `probabilities` (`{letter: p}` at the run's analysis
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from probe.commands import cmdline
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
 from probe.files import open_user_file
 from probe.report.export import FORMATS, write_jsonl
 from probe.report.stored_run import StoredRun
@@ -52,7 +52,7 @@ def _body(argv: list[str]) -> int:
                               "write the export elsewhere")
     with open_user_file(out, "probe export") as raw, io.TextIOWrapper(raw, encoding="utf-8") as stream:
         n = write_jsonl(run, stream)
-    print(f"probe export: wrote {n} prompts to {out}", file=sys.stderr)
+    print(f"probe export: wrote {n} prompts to {printable(str(out))}", file=sys.stderr)
     return 0
 
 
