@@ -20,6 +20,7 @@ from types import SimpleNamespace
 import pyarrow.parquet as pq
 import pytest
 import torch
+from test_globalopinion_data import row, write
 from test_text_runs import _config
 
 from probe.backends.specs import HFBackendSpec, check_device
@@ -338,3 +339,10 @@ def test_a_merged_run_shows_its_overrides_as_not_recorded(tmp_path: Path) -> Non
     shown = differing_overrides([SimpleNamespace(path=launched), SimpleNamespace(path=merged)])  # type: ignore[list-item]
     assert shown == {launched: "factors=[cue] model=tiny",
                      merged: "factors=(not recorded) model=(not recorded)"}
+
+
+def test_a_ten_megabyte_option_is_prompt_too_long_before_tokenizing(tmp_path: Path) -> None:
+    data = write(tmp_path, [row(options=repr(["Yes", "x" * 10_000_000]))])
+    with pytest.raises(ProbeInputError, match=r"user message: 100000\d\d characters, .*: prompt too long"):
+        run(run_config(_config(f"bench.path={data}", bench="globalopinion"), tmp_path / "run"))
+    assert not list((tmp_path / "run").iterdir())  # nothing written (the command line then removes it)
