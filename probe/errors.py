@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import reprlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother = 2, 120, 80
+_SHORT.maxlist = _SHORT.maxdict = _SHORT.maxtuple = _SHORT.maxset = 4
+_MAX_REPR = 240
 
 
 class ProbeInputError(Exception):
@@ -26,3 +33,34 @@ def os_errors(what: str, fix: str) -> Iterator[None]:
         reason = e.strerror or (str(e).strip().splitlines() or [type(e).__name__])[0]
         where = f" ({e.filename})" if e.filename and str(e.filename) not in what else ""
         raise ProbeInputError(f"{what}: {reason}{where}; {fix}") from e
+
+
+def bounded_repr(value: object) -> str:
+    """`repr(value)` kept short (strings cut to ~120 characters, containers to 4 entries and 2
+    levels deep, the whole to ~240 characters), for messages naming a user's value: a megabyte value, or a YAML alias bomb
+    whose full repr would not fit in memory, never becomes the error line."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "…"
+
+
+def printable(text: str) -> str:
+    """`text` safe to print to a terminal: every control or other non-printable character (an
+    escape sequence that would clear the screen or set the title, a newline that would split a
+    one-line message or a table row, a lone surrogate) written as its Python escape instead."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+def no_room(e: OSError) -> ProbeInputError | None:
+    """A full disk, a quota or a file-size limit (`ulimit -f`) met while writing, as the one-line
+    error the user can act on (None: another `OSError`, a bug's to show in full). Every file
+    probe writes goes through a temporary name, so what was written before stays whole."""
+    if e.errno not in _NO_ROOM:
+        return None
+    where = f" ({e.filename})" if e.filename else ""
+    return ProbeInputError(f"cannot write{where}: {e.strerror or e}; free space or raise the limit, then rerun the "
+                           "same command (finished parts are kept)")

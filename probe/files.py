@@ -14,14 +14,31 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, os_errors
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def check_name(value: object, key: str) -> str:
+    """`value` if it can name one directory (`runs/<bench.name>/…`): letters, digits, `.`, `_`,
+    `+`, `-`, not starting with a dot — so no `/`, no `..`, no control character can take a run
+    outside its place. Else a one-line `ProbeInputError` naming `key`."""
+    text = str(value)
+    if not _NAME.fullmatch(text) or len(text) > 100:
+        raise ProbeInputError(f"{key}: expected a name of letters, digits, '.', '_', '+' or '-' (not starting with "
+                              f"a dot, at most 100 characters; it names a directory), got {_short(text)}")
+    return text
+
+
+def _short(text: str) -> str:
+    return repr(text) if len(text) <= 60 else f"{text[:60]!r}… ({len(text)} characters)"
 
 
 def sha256_file(path: Path) -> str:
@@ -86,6 +103,23 @@ def open_new(path: Path, tag: str = "") -> Iterator[IO[bytes]]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def open_user_file(path: Path, command: str) -> Iterator[IO[bytes]]:
+    """A new file the user named (`--out FILE`), written as `open_new` writes: claimed first (an
+    existing file, directory or link there is refused with one line, so nothing of the user's or
+    of a run is overwritten), then written to a temporary name and renamed into place, so a full
+    disk or a file-size limit leaves no partial file and ends in one line, not a traceback."""
+    path = Path(path)
+    if os.path.lexists(path):
+        kind = "a symbolic link" if os.path.islink(path) else "a directory" if path.is_dir() else "a file"
+        raise ProbeInputError(f"{path} exists ({kind}); {command} writes only a new file, so nothing there is "
+                              "overwritten: choose another name or remove it first")
+    with os_errors(f"{command}: cannot write {path}", "free space, raise the file-size limit or choose another place"):
+        make_dirs(path.parent)
+        with open_new(path) as f:
+            yield f
 
 
 def replace(tmp: Path, path: Path) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Annotated, Literal
 
 from probe.config import Ge, Gt, Le, Seed
+from probe.errors import ProbeInputError, bounded_repr
 
 Mode = Literal["letters", "generate", "text", "letters+text"]
 TEXT_MODES: tuple[str, ...] = ("text", "letters+text")
@@ -39,6 +41,31 @@ class HFBackendSpec:
     """Generate mode with do_sample: the decoding temperature (not the analysis temperature)."""
     seed: Seed = 0
     """Generate mode with do_sample: the sampling seed."""
+
+    def __post_init__(self) -> None:
+        if not _DEVICE.fullmatch(self.device):
+            raise ProbeInputError(f"backend.device: expected auto, cpu, cuda, cuda:N or mps, got "
+                                  f"{bounded_repr(self.device)}")
+
+
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:[0-9]+)?")
+
+
+def check_device(device: str) -> None:
+    """Refuse, in one line, a device this machine does not have (`cuda` without CUDA, `cuda:3`
+    with two GPUs, `mps` off Apple silicon): called before a run claims its directory, so the
+    user sees the cause instead of a model-loading traceback."""
+    import torch  # only where a model is about to load anyway
+
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= count:
+            found = f"{count} CUDA device(s)" if count else "no CUDA device (or a torch built without CUDA)"
+            raise ProbeInputError(f"backend.device={device}: this machine has {found}; use backend.device=auto "
+                                  "(the GPUs if any, else the CPU) or cpu")
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise ProbeInputError("backend.device=mps: MPS is not available here; use backend.device=auto or cpu")
 
 
 @dataclass(frozen=True)

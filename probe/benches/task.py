@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from probe.config import build
 from probe.errors import ProbeInputError
+from probe.files import check_name
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
@@ -261,7 +262,13 @@ class Task:
 def bench_spec(spec_type: type, values: Mapping[str, Any]) -> Any:
     """A typed bench spec from a config block or a manifest's recorded one; `module` (which
     module registered the kind) is the registry's key, not the spec's."""
-    return build(spec_type, {k: v for k, v in values.items() if k != "module"}, "bench")
+    spec = build(spec_type, {k: v for k, v in values.items() if k != "module"}, "bench")
+    if hasattr(spec, "name"):
+        check_name(spec.name, "bench.name")  # it names the run directory
+    if getattr(spec, "sha256", None) == "":
+        raise ProbeInputError("bench.sha256: expected a 64-hex-digit sha256 or null (no pinning), got '' — an "
+                              "empty string would turn the check off silently")
+    return spec
 
 
 def verdict_row(job: JudgeJob, result: JudgeResult) -> dict[str, Any]:

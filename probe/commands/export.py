@@ -1,6 +1,6 @@
 """A run's prompts as flat records, one JSON object a line (no model needed).
 
-    probe export RUN_DIR --format jsonl [--out FILE]     (default: stdout)
+    probe export RUN_DIR --format jsonl [--out FILE]     (default: stdout; FILE must be new)
 
 Each line is one prompt, in prompt-id order: its stored columns and rendered `prompt`, its
 `options` (`{letter: {"group", "option"}}`), `probabilities` (`{letter: p}` at the run's analysis
@@ -11,16 +11,17 @@ Undefined numbers are null. The run must be finished (DONE).
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
 
 from probe.commands import cmdline
-from probe.errors import ProbeInputError
-from probe.files import make_dirs
+from probe.errors import ProbeInputError, printable
+from probe.files import open_user_file
 from probe.report.export import FORMATS, write_jsonl
 from probe.report.stored_run import StoredRun
-from probe.results.layout import is_finished
+from probe.results.layout import is_finished, is_run_dir
 
 
 def _body(argv: list[str]) -> int:
@@ -45,10 +46,13 @@ def _body(argv: list[str]) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     out = Path(str(command.overrides["out"]))
-    make_dirs(out.parent)
-    with out.open("w", encoding="utf-8") as stream:
+    inside = next((p for p in out.absolute().parents if is_run_dir(p)), None)
+    if inside is not None:
+        raise ProbeInputError(f"--out {out}: inside the run directory {inside}; a run's files are its own: "
+                              "write the export elsewhere")
+    with open_user_file(out, "probe export") as raw, io.TextIOWrapper(raw, encoding="utf-8") as stream:
         n = write_jsonl(run, stream)
-    print(f"probe export: wrote {n} prompts to {out}", file=sys.stderr)
+    print(f"probe export: wrote {n} prompts to {printable(str(out))}", file=sys.stderr)
     return 0
 
 

@@ -16,7 +16,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from probe.commands.rundir import make_dirs
-from probe.errors import ProbeInputError, os_errors
+from probe.errors import ProbeInputError, os_errors, printable
+from probe.files import check_name
 
 SUBDIR_BYTES = 160
 """Longest job directory name: well under the 255 bytes file systems allow, so a sweep over long
@@ -34,13 +35,25 @@ class RunDirCheck(Callback):
     sweep report (`<sweep dir>/report`) and prints its headline tables."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _names_are_names(config)
         create_dir(str(config.hydra.run.dir), "hydra.run.dir")
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _names_are_names(config)
         create_dir(str(config.hydra.sweep.dir), "hydra.sweep.dir")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         print_sweep_end(Path(str(config.hydra.sweep.dir)))
+
+
+def _names_are_names(config: DictConfig) -> None:
+    """`bench.name` names the run's directory (`runs/<bench.name>/…`): refused, with one line and
+    exit status 2, when it could lead outside it (`../../x`), before any directory is made."""
+    try:
+        check_name(OmegaConf.select(config, "bench.name", default="bench"), "bench.name")
+    except ProbeInputError as e:
+        print(f"probe: error: {printable(str(e))}", file=sys.stderr)
+        sys.exit(2)
 
 
 def create_dir(path: str, key: str) -> None:
@@ -49,7 +62,7 @@ def create_dir(path: str, key: str) -> None:
         with os_errors(f"{key}={path}", "choose a shorter path, or one where you can write"):
             make_dirs(path)  # remembered: a run refused before writing takes it away again
     except ProbeInputError as e:  # Hydra's logging is not set up yet: stderr only
-        print(f"probe: error: {e}", file=sys.stderr)
+        print(f"probe: error: {printable(str(e))}", file=sys.stderr)
         sys.exit(2)
 
 

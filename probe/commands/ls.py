@@ -21,7 +21,7 @@ import yaml
 from probe.config import nearest
 from probe.commands.conftree import GROUPS, Composed, block_keys, compose_tree, describe_entry, groups, options, run_options
 from probe.benches.registry import get_task, tasks
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
 from probe.viz.markdown import TERMINAL_WIDTH
 from probe.judges.registry import MECHANISMS, judge_about, judge_names, judge_option
 
@@ -38,7 +38,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         print(listing(argv))
     except ProbeInputError as e:
-        print(f"probe: error: {e}", file=sys.stderr)
+        print(f"probe: error: {printable(str(e))}", file=sys.stderr)
         return 2
     return 0
 

@@ -17,13 +17,14 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from probe.backends.specs import check_device
 from probe.commands import ls
 from probe.commands.conftree import compose_tree
 from probe.commands.interrupt import launcher_argv, resume_command, resume_hint
 from probe.commands.overrides import check
 from probe.commands.rundir import discard
 from probe.config import build, package_conf_dir
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, no_room, printable
 from probe.judges.http import redacted
 from probe.models import ModelSpec
 from probe.models.availability import check_available
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> None:
             print(ls.help_text(checked.first or compose_tree([])))
             return
     except ProbeInputError as e:
-        print(f"probe: error: {e}", file=sys.stderr)
+        print(f"probe: error: {printable(redacted(str(e)))}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *checked.argv]
     _run()
@@ -82,8 +83,9 @@ def _run(cfg: DictConfig) -> None:
 
 def _resume_command() -> str:
     hc = HydraConfig.get()
-    return resume_command(launcher_argv(), list(hc.overrides.task), list(hc.overrides.hydra),
-                          Path(hc.runtime.output_dir))
+    # stderr is a log too: a URL's credentials stay out of it (the user adds them back)
+    return redacted(resume_command(launcher_argv(), list(hc.overrides.task), list(hc.overrides.hydra),
+                                   Path(hc.runtime.output_dir)))
 
 
 def _main(cfg: DictConfig) -> None:
@@ -95,23 +97,35 @@ def _main(cfg: DictConfig) -> None:
         judge = values.get("judge") or {}
         overrides = list(HydraConfig.get().overrides.task)
         config = run_config(values, out, _judge_model(judge), overrides)
+        if config.backend.name == "hf" and not config.dry_run:
+            check_device(config.backend.device)  # before the hub is asked for the model
         _models_available(config)
         if config.judged and config.judge.name != judge.get("name"):
             cfg.judge.name = config.judge.name  # the bench's default judge: recorded as the one that judged
         record = {HYDRA_CONFIG: redacted(OmegaConf.to_yaml(cfg, resolve=True)),  # no URL's credentials on disk
                   HYDRA_OVERRIDES: redacted(OmegaConf.to_yaml(overrides))}
-        # torch and transformers take seconds to import: only once the inputs are checked
-        from probe.pipeline.execute import run
-
-        written = run(replace(config, launch_record=record))
+        written = _written(config, record)
     except ProbeInputError as e:
         # once, on stderr (Hydra's job logging goes to stdout: logging it too printed it twice)
-        print(f"probe: error: {e}", file=sys.stderr)
+        print(f"probe: error: {printable(redacted(str(e)))}", file=sys.stderr)
         if discard(out):
             print(f"probe: run directory kept: {out} (this run's files so far); resume with: {_resume_command()}",
                   file=sys.stderr)
         sys.exit(2)
     print(_last_line(written, config.dry_run))
+
+
+def _written(config: RunConfig, record: dict[str, str]) -> Path:
+    """Run it; a full disk or a file-size limit met while writing is the user's one line."""
+    # torch and transformers take seconds to import: only once the inputs are checked
+    from probe.pipeline.execute import run
+
+    try:
+        return run(replace(config, launch_record=record))
+    except OSError as e:
+        if (short := no_room(e)) is None:
+            raise
+        raise short from e
 
 
 def _last_line(out: Path, dry_run: bool) -> str:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from probe.commands import cmdline
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
 from probe.report.run_list import RunLine, list_runs
 from probe.viz.markdown import TERMINAL_WIDTH
 
@@ -25,7 +25,7 @@ DEFAULT_DIR = Path("runs")
 def lines(found: list[RunLine], root: Path) -> list[str]:
     """Aligned columns, the path last (the rest fit `TERMINAL_WIDTH` characters)."""
     head = ("bench", "model", "status", "headline", "path")
-    rows = [(r.bench, r.model, r.status, r.headline, _relative(r.path, root)) for r in found]
+    rows = [tuple(map(printable, (r.bench, r.model, r.status, r.headline, _relative(r.path, root)))) for r in found]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head) - 1)]
     budget = TERMINAL_WIDTH - 2 * len(widths) - 12  # leave a short path room on the line
     while sum(widths) > budget and widths[3] > 12:  # the headline gives way first

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe.commands import cmdline
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
 from probe.files import make_dirs
 from probe.report.entries import find_runs
 from probe.benches.registry import task_of
@@ -65,8 +65,8 @@ def _body(argv: list[str]) -> int:
     out = Path(str(command.overrides["out"])) if "out" in command.overrides else None
     page, unfinished = write_view(command.paths[0], out)
     for run in unfinished:
-        print(f"probe view: skipped {run} (unfinished: no DONE)")
-    print(f"probe view: wrote {page}")
+        print(f"probe view: skipped {printable(str(run))} (unfinished: no DONE)")
+    print(f"probe view: wrote {printable(str(page))}")
     return 0
 
 

@@ -22,7 +22,7 @@ from urllib.parse import urlparse
 from probe.errors import ProbeInputError, os_errors
 from probe.files import sha256_file
 from probe.models.tiny import TinySpec, tiny_model_dir
-from probe.models.weights import weights_digest
+from probe.models.weights import check_converted, pin_converted, weights_digest
 from probe.prompts.render import RenderSettings
 from probe.prompts.tokenizer import Tokenizer
 from probe.types import ModelKind
@@ -270,6 +270,7 @@ def _from_gguf(spec: ModelSpec, device: str, weights: bool = True) -> LoadedMode
     out = cache_root() / "gguf" / f"{spec.name}-{digest[:12]}"
     if not (out / "config.json").exists():
         _convert_gguf(gguf_path, out, spec)
+    check_converted(out)  # the form the model loads from is pinned, not only the GGUF it came from
     # recorded so a report can say these are not the hub's weights (quantisation shifts logits)
     info = {"source": "gguf", "gguf_file": gguf_path.name, "gguf_sha256": digest, "gguf_package": spec.gguf.package,
             "gguf_dequantised_to": GGUF_DTYPE}
@@ -293,6 +294,7 @@ def _convert_gguf(gguf_path: Path, out: Path, spec: ModelSpec) -> None:
         model = AutoModelForCausalLM.from_config(config, dtype=GGUF_DTYPE)
         model.load_state_dict(quantized.state_dict())
         model.save_pretrained(tmp, safe_serialization=True)
+        pin_converted(tmp)
         os.replace(tmp, out)
     except OSError:
         # Another process converting the same file renamed its copy into place first (the rename

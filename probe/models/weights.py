@@ -12,17 +12,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from probe.files import sha256_file
+from probe.errors import ProbeInputError
+from probe.files import sha256_file, write_text
+
+log = logging.getLogger(__name__)
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".index.json")
 """File name endings of weight files and of the index mapping tensors to sharded files."""
 ALSO_HASHED = ("config.json",)
 """Other files whose content changes the numbers (the architecture's hyper-parameters)."""
 MAX_THREADS = 4
+CONVERTED_MARK = "probe-converted.sha256"
+"""In a directory probe converted a model into (a GGUF dequantised to safetensors): the
+`weights_digest` of what the conversion wrote. Not itself a weight file, so not in the digest."""
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -39,3 +46,30 @@ def weights_digest(directory: Path) -> str:
         hashes = list(pool.map(sha256_file, files))
     listed = [[p.name, p.stat().st_size, h] for p, h in zip(files, hashes)]
     return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+
+
+def pin_converted(directory: Path) -> None:
+    """Record the digest of a conversion's output in it (`CONVERTED_MARK`), before it is renamed
+    into place, so every later load can tell the converted weights from an edited copy."""
+    write_text(directory / CONVERTED_MARK, weights_digest(directory) + "\n")
+
+
+def check_converted(directory: Path) -> str:
+    """The digest of a converted model directory, refused in one line when it differs from the one
+    its conversion recorded: a cached copy edited afterwards (two shards, or a run and its resume,
+    would otherwise score two models as one). A directory converted before digests were recorded
+    gets its record now. Returns the digest."""
+    digest = weights_digest(directory)
+    mark = directory / CONVERTED_MARK
+    if not mark.is_file():
+        try:
+            write_text(mark, digest + "\n")
+        except OSError as e:  # a read-only shared cache: loads, unpinned, and says so
+            log.warning("cannot record the digest of %s (%s): its weights are not pinned", directory, e.strerror)
+        return digest
+    recorded = mark.read_text(encoding="utf-8", errors="replace").strip()
+    if recorded != digest:
+        raise ProbeInputError(f"{directory}: the converted weights changed after their conversion (sha256 "
+                              f"{digest[:12]}…, recorded {recorded[:12]}…); remove the directory and rerun: probe "
+                              "converts the model again")
+    return digest

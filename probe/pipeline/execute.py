@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from probe.backends.factory import make_backend
 from probe.backends.roofline import predict_chunks
-from probe.backends.specs import backend_record
+from probe.backends.specs import backend_record, check_device
 from probe.backends.trie import unique_tokens
 from probe.backends.units import score_chunks, work_units
 from probe.errors import ProbeInputError, os_errors
@@ -70,6 +70,8 @@ def run(cfg: RunConfig) -> Path:
 
 def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     ref, out, generate = cfg.bench, cfg.out_dir, cfg.generates  # the config's own checks ran as it was built
+    if cfg.backend.name == "hf" and not cfg.dry_run:
+        check_device(cfg.backend.device)  # before any download, directory or model
     with os_errors(f"bench {ref.spec.name!r}", "bench.path must be a readable file, and $PROBE_CACHE a writable "
                    "directory (downloads are cached there)"):
         bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")

@@ -11,9 +11,11 @@ from typing import Any
 from probe.benches.task import PreparedBench
 from probe.models import LoadedModel, max_positions
 from probe.pipeline.spec import RunConfig
+from probe.prompts.control import check_texts
 from probe.prompts.render import RenderSettings
 from probe.prompts.variants import (
     LabelColumns,
+    level_texts,
     render_variants,
     variant_prompts,
     variant_settings,
@@ -39,6 +41,7 @@ def render_variants_of(cfg: RunConfig, bench: PreparedBench, loaded: LoadedModel
     """Every variant's prompts in one list (`probe.prompts.variants`), rendered with its settings and
     labels; the protocol's letter ids stay the run's `letter_token_ids`."""
     task = cfg.bench.task
+    check_texts(loaded.tokenizer, level_texts(cfg.variants), cfg.model.name)
     bench = replace(bench, prompts=variant_prompts(bench.prompts, bench.items, cfg.variants, task.reword,
                                                    bench.letters))
     done = render_variants(loaded.tokenizer, bench.prompts, cfg.variants, bench.letters, settings, cfg.model.name,

@@ -29,6 +29,8 @@ from probe.errors import ProbeInputError
 from probe.prompts.tokenizer import Tokenizer
 from probe.types import Prompt, RenderedPrompt
 
+MAX_TEXT_CHARS = 1_000_000
+"""The longest text one data field may hold (a million characters, past any context window)."""
 Render = Callable[[Prompt], str]
 """A prompt → its rendered text (`probe.prompts.render.render_text` with the run's settings)."""
 Encode = Callable[[str], Sequence[int]]
@@ -75,18 +77,45 @@ def check_data_text(tokenizer: Tokenizer, prompts: Iterable[Prompt], where: str,
     strings: `where` (the data file), the item, the field and the string. `options`: each
     prompt's option texts (the text reading's continuations), checked too."""
     pattern = _pattern(control_strings(tokenizer))
-    if pattern is None:
-        return
     per_prompt = options if options is not None else repeat(())
     for prompt, texts in zip(prompts, per_prompt):
         fields = [*data_fields(prompt), *((f"option {i + 1} text", t) for i, t in enumerate(texts))]
         for field, text in fields:
-            if (hit := pattern.search(text)) is not None:
+            _encodable(f"{where}: {prompt.describe()}, {field}", text)
+            if len(text) > MAX_TEXT_CHARS:  # a tokenizer aborts the process on a text of megabytes
+                raise ProbeInputError(f"{where}: {prompt.describe()}, {field}: {len(text)} characters, longer than "
+                                      f"any prompt probe scores ({MAX_TEXT_CHARS}): prompt too long")
+            if pattern is not None and (hit := pattern.search(text)) is not None:
                 start = max(0, hit.start() - 30)
                 raise ProbeInputError(
                     f"{where}: {prompt.describe()}, {field}: holds {hit.group()!r}, a control token of model "
                     f"{model_name!r}'s tokenizer (…{text[start:hit.end() + 30]!r}…); text from the data is never "
                     "tokenised as a control token, so it is refused: remove or rewrite it in the data")
+
+
+def check_texts(tokenizer: Tokenizer, texts: Iterable[tuple[str, str]], model_name: str) -> None:
+    """Raise `ProbeInputError` at the first `(where, text)` holding one of the tokenizer's control
+    strings or a lone surrogate (no tokenizer can encode one): for texts that reach a prompt from
+    elsewhere than the data file — a levels file's cue, system message, instruction, layout or
+    labels — which a user shares and edits like data, so they are checked like data."""
+    pattern = _pattern(control_strings(tokenizer))
+    for where, text in texts:
+        _encodable(where, text)
+        if len(text) > MAX_TEXT_CHARS:
+            raise ProbeInputError(f"{where}: {len(text)} characters, more than {MAX_TEXT_CHARS}: prompt too long")
+        if pattern is not None and (hit := pattern.search(text)) is not None:
+            raise ProbeInputError(f"{where}: holds {hit.group()!r}, a control token of model {model_name!r}'s "
+                                  "tokenizer; a prompt's wording never writes a control token (it could close a turn "
+                                  "and forge the answer), so it is refused: remove or rewrite it")
+
+
+def _encodable(where: str, text: str) -> None:
+    """Refuse a text holding a lone surrogate (`\\ud800` from a JSON escape): not UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ProbeInputError(f"{where}: character {e.start + 1} is a lone surrogate ({text[e.start]!a}), not a "
+                              "character a tokenizer can encode: remove it") from None
 
 
 @lru_cache(maxsize=8)

@@ -18,6 +18,7 @@ import difflib
 import json
 import math
 import re
+import stat
 import string
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,13 +27,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
-from probe.errors import ProbeInputError, os_errors
+from probe.errors import ProbeInputError, bounded_repr, os_errors
 
 PROTOCOL = "protocol"
 """The name of level 0 of every factor but `system`, whose level 0 is `none`."""
 DEFAULT_MAX_VARIANTS = 256
 """The most variants a design may expand to unless the caller allows more."""
-_LEVEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_LEVEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")  # matched whole (`fullmatch`: no trailing newline)
+MAX_LEVELS_BYTES = 1 << 20
+"""The largest levels file read (1 MiB): a levels file is a few lines of wording."""
 
 
 class FactorError(ProbeInputError, ValueError):
@@ -83,8 +86,8 @@ class Factor:
         for level in self.levels:
             if level.name == name:
                 return level
-        raise FactorError(f"factor {self.name!r} has no level {name!r}{_close(name, self.level_names)}: expected one "
-                          f"of {', '.join(self.level_names)} (more levels come from a levels file)")
+        raise FactorError(f"factor {self.name!r} has no level {bounded_repr(name)}{_close(name[:100], self.level_names)}"
+                          f": expected one of {', '.join(self.level_names)} (more levels come from a levels file)")
 
     @property
     def level_names(self) -> tuple[str, ...]:
@@ -121,10 +124,11 @@ class Variant:
         return ",".join(moved) or PROTOCOL
 
 
-def _placeholders(text: str, where: str) -> set[str]:
-    """The fields `{name}` of a template; malformed braces are refused."""
+def _placeholders(text: str, where: str) -> list[tuple[str, str, str]]:
+    """`(field, format spec, conversion)` of each `{field}` of a template; malformed braces are refused."""
     try:
-        return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
+        return [(field, spec or "", conv or "") for _, field, spec, conv in string.Formatter().parse(text)
+                if field is not None]
     except ValueError as e:
         raise FactorError(f"{where}: {e} (write literal braces as {{{{ and }}}})") from e
 
@@ -132,23 +136,31 @@ def _placeholders(text: str, where: str) -> set[str]:
 def check_level(factor: Factor, level: Level, where: str) -> None:
     """Refuse a level its factor cannot use: a template without a placeholder it needs or with one
     it does not know, a label set that repeats or holds blanks, a name a variant cannot carry."""
-    if not _LEVEL_NAME.match(level.name):
-        raise FactorError(f"{where}: level name {level.name!r}: expected letters, digits, '_' or '-'")
+    if not _LEVEL_NAME.fullmatch(level.name):
+        raise FactorError(f"{where}: level name {bounded_repr(level.name)}: expected letters, digits, '_' or '-'")
     if factor.takes == "labels" and level.labels is not None:
         labels = level.labels
         bad = [x for x in labels if not x or x != x.strip() or any(c.isspace() for c in x)]
         if len(labels) < 2 or bad or len(set(labels)) != len(labels):
             raise FactorError(f"{where}: expected ≥ 2 distinct labels without spaces, got {list(labels)}")
     elif factor.takes == "template" and level.text is not None:
-        fields = _placeholders(level.text, where)
+        parsed = _placeholders(level.text, where)
+        fields = {field for field, _, _ in parsed}
         lacking = [p for p in factor.placeholders if p not in fields]
         if lacking:
             raise FactorError(f"{where}: the text lacks the placeholder {{{lacking[0]}}} that {factor.name} levels need "
-                              f"(expected {', '.join('{' + p + '}' for p in factor.placeholders)}), got {level.text!r}")
+                              f"(expected {', '.join('{' + p + '}' for p in factor.placeholders)}), got {bounded_repr(level.text)}")
         unknown = sorted(fields - set(factor.placeholders))
         if unknown:
             raise FactorError(f"{where}: unknown placeholder {{{unknown[0]}}}: {factor.name} levels may use only "
                               f"{', '.join('{' + p + '}' for p in factor.placeholders)} (literal braces: {{{{ }}}})")
+        # a format spec or conversion reshapes the text: `{labels:>50000000}` pads a prompt to
+        # megabytes, `{text:.0}` blanks every option
+        shaped = [f"{{{field}{'!' + conv if conv else ''}{':' + spec if spec else ''}}}" for field, spec, conv in parsed
+                  if spec or conv]
+        if shaped:
+            raise FactorError(f"{where}: {bounded_repr(shaped[0])} carries a format spec or conversion; expected a "
+                              "bare placeholder")
 
 
 def with_levels(factors: Mapping[str, Factor], extra: Mapping[str, object], source: str) -> dict[str, Factor]:
@@ -159,14 +171,15 @@ def with_levels(factors: Mapping[str, Factor], extra: Mapping[str, object], sour
     out = dict(factors)
     for name, levels in extra.items():
         if name not in out:
-            raise FactorError(f"{source}: unknown factor {name!r}{_close(str(name), out)}: levels can be added to "
+            raise FactorError(f"{source}: unknown factor {bounded_repr(name)}{_close(str(name)[:100], out)}: levels can be added to "
                               f"{', '.join(out)}")
         if not isinstance(levels, Mapping) or not levels:
-            raise FactorError(f"{source}: factor {name!r}: expected a mapping of level name → value, got {levels!r}")
+            raise FactorError(f"{source}: factor {name!r}: expected a mapping of level name → value, "
+                              f"got {bounded_repr(levels)}")
         factor = out[name]
         added = list(factor.levels)
         for level_name, value in levels.items():
-            where = f"{source}: {name} level {level_name!r}"
+            where = f"{source}: {name} level {bounded_repr(level_name)}"
             if str(level_name) in {x.name for x in added}:
                 raise FactorError(f"{where}: factor {name!r} already has a level of that name")
             added.append(_level(factor, str(level_name), value, where, source))
@@ -179,10 +192,10 @@ def _level(factor: Factor, name: str, value: object, where: str, source: str) ->
     """The `Level` a file's value makes: a list of strings for `labels`, a string otherwise."""
     if factor.takes == "labels":
         if not isinstance(value, Sequence) or isinstance(value, str) or not all(isinstance(x, str) for x in value):
-            raise FactorError(f"{where}: expected a list of label strings, got {value!r}")
+            raise FactorError(f"{where}: expected a list of label strings, got {bounded_repr(value)}")
         return Level(name, labels=tuple(value), source=source)
     if not isinstance(value, str):
-        raise FactorError(f"{where}: expected a string, got {type(value).__name__} {value!r}")
+        raise FactorError(f"{where}: expected a string, got {type(value).__name__} {bounded_repr(value)}")
     return Level(name, text=value, source=source)
 
 
@@ -195,22 +208,59 @@ def load_levels(path: str | Path, factors: Mapping[str, Factor] | None = None) -
     if path.suffix not in (".yaml", ".yml", ".json"):
         raise FactorError(f"{path}: expected a .yaml, .yml or .json file of factor levels")
     with os_errors(f"cannot read the factor levels file {path}", "check the path"):
-        text = path.read_text(encoding="utf-8")
+        text = _read_small(path)
     return with_levels(BUILTIN_FACTORS if factors is None else factors, _parse(path, text), str(path))
+
+
+def _read_small(path: Path) -> str:
+    """The text of a regular file of at most `MAX_LEVELS_BYTES`, checked before it is read: a FIFO
+    would block for ever and `/dev/zero` fill memory."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise FactorError(f"{path}: not a regular file; factor_levels must name a YAML or JSON file")
+    if info.st_size > MAX_LEVELS_BYTES:
+        raise FactorError(f"{path}: {info.st_size} bytes, more than the {MAX_LEVELS_BYTES} a levels file may hold")
+    with open(path, "rb") as f:
+        data = f.read(MAX_LEVELS_BYTES + 1)
+    if len(data) > MAX_LEVELS_BYTES:
+        raise FactorError(f"{path}: more than the {MAX_LEVELS_BYTES} bytes a levels file may hold")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FactorError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from e
 
 
 def _parse(path: Path, text: str) -> object:
     if path.suffix == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=lambda pairs: _unique(path, pairs))
         except json.JSONDecodeError as e:
             raise FactorError(f"{path}: not valid JSON: {e}") from e
     import yaml  # PyYAML, which Hydra installs; only a levels file needs it
 
+    class _Loader(yaml.SafeLoader):
+        """Safe YAML that refuses a key given twice in one mapping (plain YAML keeps the last)."""
+
+    def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, object]:
+        loader.flatten_mapping(node)
+        return _unique(path, [(loader.construct_object(k, deep=True), loader.construct_object(v, deep=True))
+                              for k, v in node.value])
+
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         raise FactorError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from e
+
+
+def _unique(path: Path, pairs: Sequence[tuple[object, object]]) -> dict[object, object]:
+    """A mapping of `pairs`, refusing a key given twice (the later one would silently win)."""
+    seen: dict[object, object] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise FactorError(f"{path}: {bounded_repr(key)} is given twice in one mapping; give each name once")
+        seen[key] = value
+    return seen
 
 
 def expand(design: Sequence[str] | Sequence[Mapping[str, str]], factors: Mapping[str, Factor],

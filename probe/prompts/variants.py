@@ -185,10 +185,29 @@ class LabelColumns:
         return (self.select(b) for b in batches)
 
 
+def level_texts(variants: Sequence[Variant]) -> Iterator[tuple[str, str]]:
+    """`(where, text)` of every text a variant's levels put into a prompt (cue, system message,
+    instruction, layout, each label), for the control-string check."""
+    seen: set[tuple[str, str]] = set()
+    for variant in variants:
+        for factor, level in variant.levels:
+            if (factor, level.name) in seen:
+                continue
+            seen.add((factor, level.name))
+            where = f"{level.source}: {factor} level {level.name!r}"
+            if level.text is not None:
+                yield where, level.text
+            for i, label in enumerate(level.labels or ()):
+                yield f"{where}, label {i + 1}", label
+
+
 def variants_record(variants: Sequence[Variant], letter_ids: Sequence[LetterIds],
                     settings: Mapping[int, RenderSettings]) -> list[dict[str, Any]]:
-    """The manifest's `variants`: every variant's index, name, levels, labels and label tokens, cue."""
-    return [{"index": v.index, "name": v.name, "levels": v.level_names(), "labels": list(lid.letters),
+    """The manifest's `variants`: every variant's index, name, levels, the wording of its levels
+    (`texts`: `{factor: text}`, so the run key holds every word that shapes a prompt, not only
+    the level names), labels and label tokens, cue."""
+    return [{"index": v.index, "name": v.name, "levels": v.level_names(),
+             "texts": {f: level.text for f, level in v.levels if level.text is not None}, "labels": list(lid.letters),
              "label_token_ids": list(lid.ids), "cue": settings[v.index].cue,
              "system_prompt": settings[v.index].system_prompt}
             for v, lid in zip(variants, letter_ids)]

@@ -68,22 +68,27 @@ def unfinished_reason(run: Path) -> str:
 def differing_overrides(entries: Sequence[StoredRun]) -> dict[Path, str]:
     """Per run, its command-line overrides (`.hydra/overrides.yaml`) whose value is not the same
     in every run given (`key=value …`; `key=(default)` where another run set it and this one did
-    not); empty when none differ. Hydra's own keys and where the run was written are left out."""
+    not; `key=(not recorded)` for a run without that file: a merged run, one started from Python);
+    empty when none differ. Hydra's own keys and where the run was written are left out."""
     recorded = {e.path: _overrides(e.path) for e in entries}
-    keys = sorted({k for o in recorded.values() for k in o})
-    differ = [k for k in keys if len({o.get(k) for o in recorded.values()}) > 1]
+    known = [o for o in recorded.values() if o is not None]
+    keys = sorted({k for o in known for k in o})
+    differ = [k for k in keys if len({o.get(k) for o in known}) > 1 or len(known) < len(recorded)]
     if not differ:
         return {}
-    return {path: " ".join(f"{k}={o.get(k, '(default)')}" for k in differ) for path, o in recorded.items()}
+    return {path: " ".join(f"{k}={'(not recorded)' if o is None else o.get(k, '(default)')}" for k in differ)
+            for path, o in recorded.items()}
 
 
-def _overrides(run: Path) -> dict[str, str]:
-    """`{key: value}` of a run's recorded overrides (none recorded, or unreadable: empty)."""
+def _overrides(run: Path) -> dict[str, str] | None:
+    """`{key: value}` of a run's recorded overrides (None: no such file; unreadable: empty)."""
     import yaml  # PyYAML, which Hydra installs; only sweep reports read these files
 
     path = run / HYDRA_OVERRIDES
     try:
-        recorded = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else []
+        if not path.is_file():
+            return None
+        recorded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         log.warning("%s: unreadable (%s); its overrides are not compared", path, e)
         return {}

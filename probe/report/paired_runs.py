@@ -89,7 +89,19 @@ def shared_variants(run_a: StoredRun, run_b: StoredRun) -> list[tuple[str, int, 
         only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
         raise ProbeInputError(f"the factor runs score different variants: only in {run_a.path}: "
                               f"{', '.join(only_a) or 'none'}; only in {run_b.path}: {', '.join(only_b) or 'none'}")
+    wording = {str(r["name"]): r for r in variant_records(run_b.run)}
+    for r in variant_records(run_a.run):
+        if not _same_wording(r, wording[str(r["name"])]):
+            raise ProbeInputError(f"variant {r['name']} is worded differently in {run_a.path} and {run_b.path} "
+                                  "(a levels file gave one level name two texts): they are two variants, not one")
     return [(name, i, b[name]) for name, i in a.items()]
+
+
+def _same_wording(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two variant records say the same (level texts, labels, cue, system message): one
+    level name with two wordings is two variants. A run recorded before `texts` compares by the rest."""
+    keys = ["labels", "cue", "system_prompt", *(["texts"] if "texts" in a and "texts" in b else [])]
+    return all(a.get(k) == b.get(k) for k in keys)
 
 
 def headline_block(task: Task, metrics: Mapping[str, Any]) -> str:

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from probe.benches.orders import DEFAULT_CAP, OrderName
 from probe.benches.sources import fetch
 from probe.config import Ge
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, bounded_repr
 from probe.files import utf8_error
 from probe.types import LETTERS, Item, Option
 
@@ -203,16 +203,35 @@ def parse_selections(text: str, where: str) -> dict[str, list[float]]:
     """`defaultdict(<class 'list'>, {country: [shares]})` (or the bare dict) → the dict, checked for types."""
     match = _DEFAULTDICT.match(text.strip())
     value = literal(match.group(1) if match else text, where, "selections")
+    _no_repeated_keys(match.group(1) if match else text, where)
     if not isinstance(value, dict) or not value:
         raise ProbeInputError(f"{where}, field 'selections': expected a non-empty dict of country → list of shares "
                               f"(or its defaultdict repr), got {_excerpt(text)}")
+    seen: set[str] = set()
     for country, shares in value.items():
         if not isinstance(country, str) or not country.strip():
-            raise ProbeInputError(f"{where}, field 'selections': a country must be a non-empty string, got {country!r}")
+            raise ProbeInputError(f"{where}, field 'selections': a country must be a non-empty string, "
+                                  f"got {bounded_repr(country)}")
+        if country.strip() in seen:
+            raise ProbeInputError(f"{where}, field 'selections': country {bounded_repr(country.strip())} is given "
+                                  "twice (perhaps once with spaces around it); give each country once")
+        seen.add(country.strip())
         if not isinstance(shares, list) or not all(_is_number(s) for s in shares):
             raise ProbeInputError(f"{where}, field 'selections', country {country!r}: expected a list of numbers, "
                                   f"got {_excerpt(repr(shares))}")
     return value
+
+
+def _no_repeated_keys(text: str, where: str) -> None:
+    """A dict literal that names a key twice reads as its last value alone: refused instead (the
+    text parsed as a literal just before, so it parses here)."""
+    body = ast.parse(text.strip(), mode="eval").body
+    if isinstance(body, ast.Dict):
+        keys = [k.value for k in body.keys if isinstance(k, ast.Constant)]
+        repeated = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+        if repeated is not None:
+            raise ProbeInputError(f"{where}, field 'selections': country {bounded_repr(repeated)} is given twice; "
+                                  "give each country once")
 
 
 def parse_options(text: str, where: str) -> list[str]:
@@ -263,10 +282,13 @@ def _shares(values: list[float], k: int, where: str, tolerance: float) -> list[f
     """One country's shares: K numbers in [0, 1], summing to 1 within `tolerance` (or all zero)."""
     if len(values) != k:
         raise ProbeInputError(f"{where}: {len(values)} shares for {k} options")
-    out = [float(v) for v in values]
+    try:
+        out = [float(v) for v in values]
+    except OverflowError:  # an integer of thousands of digits has no float
+        raise ProbeInputError(f"{where}: a share is too large for a number, got {bounded_repr(values)}") from None
     bad = [v for v in out if not (math.isfinite(v) and 0 <= v <= 1)]
     if bad:
-        raise ProbeInputError(f"{where}: shares must lie in [0, 1], got {bad[0]!r} in {out}")
+        raise ProbeInputError(f"{where}: shares must lie in [0, 1], got {bad[0]!r} in {bounded_repr(out)}")
     total = math.fsum(out)
     if total != 0 and abs(total - 1) > tolerance:
         raise ProbeInputError(f"{where}: shares sum to {total:.6g}, more than {tolerance} from 1 "
