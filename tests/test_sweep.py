@@ -157,9 +157,10 @@ def test_long_job_directory_names_are_cut_and_hashed() -> None:
 
 
 def test_a_sweep_over_long_values_runs_into_short_distinct_directories(tmp_path: Path) -> None:
-    """A swept value longer than a file name may be (here a 300-character run label) once
-    stopped the sweep with Hydra's traceback; each job's directory now names what it varies."""
-    sweep, long = tmp_path / "sweep", "x" * 300
+    """A job directory naming swept values longer than a file name may be (here a bench name of
+    100 characters, the longest allowed, twice in the name) once stopped the sweep with Hydra's
+    traceback; each job's directory now names what it varies, cut and hashed."""
+    sweep, long = tmp_path / "sweep", "x" * 100
     env = {**os.environ, "PROBE_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
     proc = run_probe(["-m", "model=tiny", "bench=demo", f"bench.name={long},demo", "analysis.temperature=0.5,2.0",
                       "dry_run=true", f"hydra.sweep.dir={sweep}"], cwd=REPO_ROOT, env=env)
