@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pandas as pd
 import pytest
 
 import probe
@@ -230,6 +231,13 @@ def test_probe_export_writes_one_line_per_prompt(demo: tuple[Path, str], metrics
     q = probe.load_run(out).choice_probs(reading="debiased")[0]
     assert [first["readings"]["debiased"]["probabilities"][x] for x in "ABCD"] == pytest.approx(q.tolist())
     assert first["verdicts"] == {} and first["prompt"].endswith('{"answer_choice":"')
-    assert export_command.main([str(out), "--format", "csv"]) == 2
-    assert "--format: expected one of ['jsonl']" in capsys.readouterr().err
-    assert export_command.main(["--help"]) == 0 and "probe export RUN_DIR --format jsonl" in capsys.readouterr().out
+    for fmt in ("csv", "parquet"):  # the same records, flattened: one row per prompt, nested keys dotted
+        flat = tmp_path / f"demo.{fmt}"
+        assert export_command.main([str(out), "--format", fmt, "--out", str(flat)]) == 0
+        table = pd.read_csv(flat) if fmt == "csv" else pd.read_parquet(flat)
+        assert len(table) == len(lines) and table["prompt_id"].tolist()[:2] == [0, 1]
+        assert table["probabilities.B"][0] == pytest.approx(first["probabilities"]["B"])
+        assert table["readings.greedy.group"][0] == first["readings"]["greedy"]["group"]
+    assert export_command.main([str(out), "--format", "xml"]) == 2
+    assert "--format: expected one of ['jsonl', 'csv', 'parquet']" in capsys.readouterr().err
+    assert export_command.main(["--help"]) == 0 and "--format jsonl|csv|parquet" in capsys.readouterr().out

@@ -19,6 +19,7 @@ stays a list or an object (a `human` country's shares) as JSON text.
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import math
@@ -181,7 +182,8 @@ def export_bytes(run: StoredRun, fmt: str) -> tuple[bytes, int]:
         return stream.getvalue().encode("utf-8"), n
     frame = flat_table(run)
     if fmt == "csv":
-        return frame.to_csv(index=False).encode("utf-8"), len(frame)
+        # every text quoted: a prompt may hold a bare carriage return, which unquoted ends a row
+        return frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC).encode("utf-8"), len(frame)
     if fmt == "parquet":
         sink = pa.BufferOutputStream()
         pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), sink)
