@@ -158,7 +158,7 @@ def test_probe_view_input_errors_are_one_line(tmp_path: Path, capsys: pytest.Cap
             main(argv)
         assert exit_.value.code == 2
         err = capsys.readouterr().err
-        assert err.startswith("probe view: error: ") and message in err and err.count("\n") == 1
+        assert err.startswith("probe: error: ") and message in err and err.count("\n") == 1
 
 
 def _factor_run() -> pd.DataFrame:
