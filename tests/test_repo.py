@@ -196,3 +196,12 @@ def test_no_file_cites_an_unshipped_spec() -> None:
     found = [f"{path.relative_to(ROOT)}:{n}" for path in _project_text_files()
              for n in spec_citations(path.read_text(encoding="utf-8", errors="replace"))]
     assert not found, f"cite the docs page instead of {WORD} at: {', '.join(found)}"
+
+
+def test_the_citation_file_names_this_version() -> None:
+    """CITATION.cff (and the docs' BibTeX) carry the version `probe --version` prints."""
+    from probe.version import __version__
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["version"] == __version__ and cff["authors"]
+    assert f"version = {{{__version__}}}" in (ROOT / "docs/index.md").read_text()
