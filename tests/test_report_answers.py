@@ -23,6 +23,7 @@ import probe
 from probe.benches.disco.conclusion import TERMS
 from probe.benches.disco.report import report as disco_report
 from probe.commands import export as export_command
+from probe.report.summary import caveat, scope
 from probe.commands import runs as runs_command
 from probe.commands.compare import compare_runs
 from probe.errors import ProbeInputError
@@ -198,14 +199,33 @@ def test_compare_leaves_out_metrics_constant_by_construction(demo: tuple[Path, s
     assert [m for m in expected if m != "C3.PPR"] == debiased
 
 
+CAVEATS = ("–", "letter-driven", "small sample", "low letter mass", "no debiased reading")
+
+
+def test_the_first_caveat_is_the_summarys_first_warning() -> None:
+    small = {"n_items": 4, "bootstrap": {"unit": "item", "n_units": 4, "n_boot": 50}}
+    assert caveat({}) == "–" and caveat(small) == "small sample"
+    assert caveat({"letter_mass": {"mean": 0.2}, "greedy_valid_rate": 0.1, **small}) == "low letter mass"
+    driven = {"letter_warnings": [{"condition": "C0", "letter": "C", "prior": 0.6, "uniform": 0.25, "threshold": 0.5,
+                                   "pick_share": 0.9, "greedy_picks": 9, "n_prompts": 10, "picks": "greedy",
+                                   "reasons": ["prior"]}]}
+    assert caveat({**driven, **small}) == "letter-driven"
+    assert scope({"n_items": 2, "n_prompts": 104, "format": {"variants": [{}] * 9},
+                  "letter_prior": {"C0": {}, "C1": {}}}) == (
+        "2 items, 936 prompts scored (9 variants × 104; the numbers below are the protocol variant's); "
+        "conditions C0, C1")
+
+
 def test_probe_runs_lists_the_run(demo: tuple[Path, str], metrics: dict, capsys: pytest.CaptureFixture[str]) -> None:
     out = demo[0]
     assert runs_command.main([str(out.parent)]) == 0
     lines = capsys.readouterr().out.splitlines()
     kl, ci = metrics["expected"]["C0"]["KL"], metrics["ci95"]["expected"]["C0"]["KL"]
-    assert lines[0].split() == ["bench", "model", "status", "headline", "path"]
-    assert lines[1].split() == ["demo", "tiny", "done", "KL", f"{kl:.3f}", f"[{ci[0]:.3f},", f"{ci[1]:.3f}]",
-                                "demo-run"]
+    assert lines[0].split() == ["bench", "model", "mode", "vars", "conds", "status", "headline", "caveat", "path"]
+    cells = lines[1].split()
+    assert cells[:10] == ["demo", "tiny", "letters", "–", str(len(metrics["letter_prior"])), "done", "KL",
+                          f"{kl:.3f}", f"[{ci[0]:.3f},", f"{ci[1]:.3f}]"]
+    assert cells[-1] == "demo-run" and " ".join(cells[10:-1]) in CAVEATS
     assert max(map(len, lines)) <= 100
     assert runs_command.main(["--help"]) == 0 and "probe runs [DIR]" in capsys.readouterr().out
 
