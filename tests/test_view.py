@@ -199,7 +199,7 @@ def test_variants_and_object_keys_filter_to_hand_counted_prompts(factor_page: Pa
                                                                   expected: int) -> None:
     dom = _dom(factor_page, fragment, tmp_path)
     assert 'id="f-variant"' in dom and 'id="f-human"' in dom
-    assert "1 · labels=digits (labels=digits)</option>" in dom
+    assert "1 · labels=digits</option>" in dom
     assert 'id="f-human"' in dom and '"{&quot;Nigeria' not in dom  # the shares are no raw-JSON dropdown
     assert _listed(dom) == (expected, expected)
 
@@ -210,7 +210,8 @@ def test_a_variant_prompt_shows_its_own_labels_and_an_object_field_as_a_table(fa
     detail = dom[dom.index('id="detail"'):]
     assert re.search(r"<td>1 \(A\)</td><td>China</td>.*?0\.400", detail)  # label shown, its letter position
     assert "<th>pick</th><td>2 (Assam)</td>" in detail
-    assert "<th>variant</th><td>1 · labels=digits (labels=digits)</td>" in detail
+    assert "<th>variant</th><td>1 · labels=digits</td><th>levels</th>" not in detail  # one row each
+    assert "<th>variant</th><td>1 · labels=digits</td></tr><tr><th>levels</th><td>labels=digits</td>" in detail
     listed = dom[dom.index('id="list"'):dom.index('id="detail"')]
     assert "<th>variant</th>" in listed and "<td>2 · Assam</td>" in listed
     dom = _dom(factor_page, "sel=1:0", tmp_path)

@@ -121,7 +121,7 @@ def _records(run: int, s: SampleSet) -> list[dict[str, Any]]:
         pick = _clean(row.get("greedy_letter", row.get("parsed_letter")))
         shown = [_clean(row[c]) for c in labels] or None
         out.append({
-            "vi": _clean(row.get("variant")), "var": _variant_label(row), "labels": shown,
+            "vi": _clean(row.get("variant")), "var": _variant_label(row), "lv": _levels(row), "labels": shown,
             "obj": [[c, _object(row[c])] for c in objects if _clean(row[c]) is not None],
             "r": run, "id": int(row["prompt_id"]), "cond": _clean(row.get(cond) if cond else None),
             "target": _clean(row.get(target) if target else None), "prompt": _clean(row.get("prompt")),
@@ -139,12 +139,17 @@ def _records(run: int, s: SampleSet) -> list[dict[str, Any]]:
 
 
 def _variant_label(row: dict[str, Any]) -> str | None:
-    """A factor run's variant as the page names it: index, name and every level."""
+    """A factor run's variant as the page names it: index and name (its levels other than the
+    protocol's, `labels=digits,cue=bare`)."""
     if _clean(row.get("variant_name")) is None:
         return None
-    levels = row.get("variant_levels") or {}
-    spelled = ", ".join(f"{k}={v}" for k, v in levels.items())
-    return f"{int(row['variant'])} · {row['variant_name']}" + (f" ({spelled})" if spelled else "")
+    return f"{int(row['variant'])} · {row['variant_name']}"
+
+
+def _levels(row: dict[str, Any]) -> str | None:
+    """Every factor's level of a factor run's prompt, protocol ones included."""
+    levels = row.get("variant_levels")
+    return ", ".join(f"{k}={v}" for k, v in levels.items()) if isinstance(levels, dict) else None
 
 
 def _object(value: Any) -> list[list[str]]:

@@ -280,7 +280,7 @@ SCRIPT = r"""
     right.appendChild(el("h3", "Verdicts"));
     right.appendChild(r.v.length ? keyValues(r.v) : el("p", "none stored for this prompt", "note"));
     right.appendChild(el("h3", "Fields"));
-    var fields = [["condition", r.cond || "–"]].concat(r.vi !== null ? [["variant", r["var"]]] : []);
+    var fields = [["condition", r.cond || "–"]].concat(r.vi !== null ? [["variant", r["var"]], ["levels", r.lv]] : []);
     right.appendChild(keyValues(fields.concat([["target", r.target || "–"]]).concat(r.f)));
     r.obj.forEach(function (o) { right.appendChild(el("h3", o[0])); right.appendChild(keyValues(o[1])); });
   }
