@@ -8,7 +8,8 @@
     probe view RUN_OR_SWEEP_DIR [out=DIR]               # every prompt as the model saw it
     probe ls [GROUP]                                    # what there is to run
     probe runs [DIR]                                    # past runs: bench, model, status, headline
-    probe export RUN_DIR --format jsonl [--out FILE]    # one JSON line per prompt
+    probe export RUN_DIR [--format jsonl|csv|parquet] [--out FILE]   # one record per prompt
+    probe --version                                     # probe's version
 
 Subcommands are dispatched here, before Hydra, whose grammar would read `analyze` as a bad
 override; each one imports only what it needs and has its own `--help`.
@@ -27,6 +28,11 @@ SUBCOMMANDS: dict[str, str] = {name: f"probe.commands.{name}"
 def main() -> None:
     """Dispatch `probe SUBCOMMAND …`; anything else is a run's overrides (`probe model=… bench=…`)."""
     argv = sys.argv[1:]
+    if argv[:1] in (["--version"], ["-V"]):  # probe's own, before Hydra (whose --version is Hydra's)
+        from probe.version import __version__
+
+        print(f"probe {__version__}")
+        return
     name = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
     rest = argv[1:] if argv[:1] == [name] else argv
     if name == "run" and argv[:1] in (["-h"], ["--help"]):

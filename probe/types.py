@@ -133,6 +133,9 @@ class Design:
     reference: str | None = None
     """The condition the logit lens reads in a run of several conditions (None, or a run without
     it: the first); a run of one condition reads all its prompts."""
+    structured: tuple[str, ...] = ()
+    """Text fields holding a JSON object (`{key: value}`): exports decode them into objects, the
+    sample browser shows them as a table and filters by their keys."""
 
     def condition_of(self, prompt: Prompt) -> str:
         """The prompt's condition label."""

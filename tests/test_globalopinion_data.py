@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,13 @@ def test_shared_subset_selectors_and_refusals() -> None:
     assert len(two) == 7 and all({c for c, _ in q.shares} <= {"Britain", "Japan"} for q in two)
     with pytest.raises(ProbeInputError, match="bench.countries: unknown countries \\['Atlantis'\\]"):
         select(questions, GlobalOpinionSpec(countries=("Atlantis",)))
+    known = sorted({c for q in questions for c, _ in q.shares})
+    prefixed = next(c for c in known if " (" in c)  # e.g. "India (Current national sample)"
+    bare = prefixed.split(" (")[0]
+    with pytest.raises(ProbeInputError, match=re.escape(f"{bare!r}: did you mean {prefixed!r}?")):
+        select(questions, GlobalOpinionSpec(countries=(bare,)))
+    with pytest.raises(ProbeInputError, match=re.escape("'Japn': did you mean 'Japan'?")):
+        select(questions, GlobalOpinionSpec(countries=("Japn",)))
     dropped, counts = load_questions(subset(), drop_refusals=True)
     assert counts.refusal_options > 0
     assert not any(o.text in ("DK/Refused", "Don't know", "No answer") for q in dropped for o in q.item.options)

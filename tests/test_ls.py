@@ -12,7 +12,9 @@ import pytest
 import yaml
 from conftest import probe_env, run_probe
 
+from probe.commands.overrides import check
 from probe.config import package_conf_dir
+from probe.errors import ProbeInputError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONF = package_conf_dir()
@@ -178,3 +180,39 @@ def test_an_unknown_plus_key_names_the_nearest_too() -> None:
     with pytest.raises(ProbeInputError, match=r"^backend: unknown key\(s\) \['batch_tokns'\]; did you mean "
                                               r"'batch_tokens'\? valid keys: \["):
         build(HFBackendSpec, {"batch_tokns": 8}, "backend")
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["model=tiny", "limit=2"], "limit=2: the config has no key 'limit'; did you mean `bench.limit`?"),
+    (["model=tiny", "bench.limit: 2"], "'bench.limit: 2': not an override of the form key=value; "
+                                       "did you mean `bench.limit=2`?"),
+    (["model=tiny", "bench.limit=[1"], "'bench.limit=[1': not an override of the form key=value;"),
+])
+def test_a_bare_key_and_a_yaml_style_override_name_the_fix(argv: list[str], expected: str) -> None:
+    with pytest.raises(ProbeInputError) as stop:
+        check(argv)
+    assert str(stop.value).startswith(expected) and "\n" not in str(stop.value)
+
+
+def test_version_is_probes_and_every_subcommand_errs_with_one_prefix(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import probe
+    import probe.__main__ as entry
+
+    monkeypatch.setattr(sys, "argv", ["probe", "--version"])
+    entry.main()
+    assert capsys.readouterr().out == f"probe {probe.__version__}\n"
+    for name in ("analyze", "compare", "export", "merge", "report", "runs", "view"):
+        monkeypatch.setattr(sys, "argv", ["probe", name, "--no-such-flag"])
+        with pytest.raises(SystemExit) as stop:
+            entry.main()
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.startswith("probe: error: ") and err.count("\n") == 1, (name, err)
+
+
+def test_the_public_api_is_exported_from_probe() -> None:
+    import probe
+    from probe.commands import compare
+
+    assert {"load_run", "paired_difference", "compare_runs", "recompute_metrics"} <= set(probe.__all__)
+    assert probe.paired_difference.__doc__ and compare.paired_difference.__doc__

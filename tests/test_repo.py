@@ -46,9 +46,12 @@ def test_configs_live_at_the_top_and_ship_in_the_wheel() -> None:
     setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert setup["package-dir"] == {"probe.conf": "conf"}
     on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "probe").rglob("__init__.py")}
-    assert set(setup["packages"]) == on_disk | {"probe.conf"}
     groups = {p.name for p in CONF.iterdir() if p.is_dir()}
-    assert {f"{g}/*.yaml" for g in groups} <= set(setup["package-data"]["probe.conf"])
+    # every folder that ships files is listed, code or data alike: setuptools warns once per
+    # folder it would ship without a listing (a clean set-up prints no packaging warning)
+    data = {"probe.conf", "probe.data", *(f"probe.conf.{g}" for g in groups)}
+    assert set(setup["packages"]) == on_disk | data
+    assert setup["package-data"] == {"probe.data": ["*.csv"], **{p: ["*.yaml"] for p in data - {"probe.data"}}}
 
 
 def test_generated_configs_match_their_specs() -> None:
@@ -195,3 +198,12 @@ def test_no_file_cites_an_unshipped_spec() -> None:
     found = [f"{path.relative_to(ROOT)}:{n}" for path in _project_text_files()
              for n in spec_citations(path.read_text(encoding="utf-8", errors="replace"))]
     assert not found, f"cite the docs page instead of {WORD} at: {', '.join(found)}"
+
+
+def test_the_citation_file_names_this_version() -> None:
+    """CITATION.cff (and the docs' BibTeX) carry the version `probe --version` prints."""
+    from probe.version import __version__
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert cff["cff-version"] == "1.2.0" and cff["version"] == __version__ and cff["authors"]
+    assert f"version = {{{__version__}}}" in (ROOT / "docs/index.md").read_text()

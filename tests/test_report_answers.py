@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
+import pandas as pd
 import pytest
 
 from conftest import run_probe
@@ -24,6 +25,7 @@ import probe
 from probe.benches.disco.conclusion import TERMS
 from probe.benches.disco.report import report as disco_report
 from probe.commands import export as export_command
+from probe.report.summary import caveat, scope
 from probe.commands import runs as runs_command
 from probe.commands.compare import compare_runs
 from probe.errors import ProbeInputError
@@ -199,14 +201,33 @@ def test_compare_leaves_out_metrics_constant_by_construction(demo: tuple[Path, s
     assert [m for m in expected if m != "C3.PPR"] == debiased
 
 
+CAVEATS = ("–", "letter-driven", "small sample", "low letter mass", "no debiased reading")
+
+
+def test_the_first_caveat_is_the_summarys_first_warning() -> None:
+    small = {"n_items": 4, "bootstrap": {"unit": "item", "n_units": 4, "n_boot": 50}}
+    assert caveat({}) == "–" and caveat(small) == "small sample"
+    assert caveat({"letter_mass": {"mean": 0.2}, "greedy_valid_rate": 0.1, **small}) == "low letter mass"
+    driven = {"letter_warnings": [{"condition": "C0", "letter": "C", "prior": 0.6, "uniform": 0.25, "threshold": 0.5,
+                                   "pick_share": 0.9, "greedy_picks": 9, "n_prompts": 10, "picks": "greedy",
+                                   "reasons": ["prior"]}]}
+    assert caveat({**driven, **small}) == "letter-driven"
+    assert scope({"n_items": 2, "n_prompts": 104, "format": {"variants": [{}] * 9},
+                  "letter_prior": {"C0": {}, "C1": {}}}) == (
+        "2 items, 936 prompts scored (9 variants × 104; the numbers below are the protocol variant's); "
+        "conditions C0, C1")
+
+
 def test_probe_runs_lists_the_run(demo: tuple[Path, str], metrics: dict, capsys: pytest.CaptureFixture[str]) -> None:
     out = demo[0]
     assert runs_command.main([str(out.parent)]) == 0
     lines = capsys.readouterr().out.splitlines()
     kl, ci = metrics["expected"]["C0"]["KL"], metrics["ci95"]["expected"]["C0"]["KL"]
-    assert lines[0].split() == ["bench", "model", "status", "headline", "path"]
-    assert lines[1].split() == ["demo", "tiny", "done", "KL", f"{kl:.3f}", f"[{ci[0]:.3f},", f"{ci[1]:.3f}]",
-                                "demo-run"]
+    assert lines[0].split() == ["bench", "model", "mode", "vars", "conds", "status", "headline", "caveat", "path"]
+    cells = lines[1].split()
+    assert cells[:10] == ["demo", "tiny", "letters", "–", str(len(metrics["letter_prior"])), "done", "KL",
+                          f"{kl:.3f}", f"[{ci[0]:.3f},", f"{ci[1]:.3f}]"]
+    assert cells[-1] == "demo-run" and " ".join(cells[10:-1]) in CAVEATS
     assert max(map(len, lines)) <= 100
     assert runs_command.main(["--help"]) == 0 and "probe runs [DIR]" in capsys.readouterr().out
 
@@ -232,6 +253,13 @@ def test_probe_export_writes_one_line_per_prompt(demo: tuple[Path, str], metrics
     q = probe.load_run(out).choice_probs(reading="debiased")[0]
     assert [first["readings"]["debiased"]["probabilities"][x] for x in "ABCD"] == pytest.approx(q.tolist())
     assert first["verdicts"] == {} and first["prompt"].endswith('{"answer_choice":"')
-    assert export_command.main([str(out), "--format", "csv"]) == 2
-    assert "--format: expected one of ['jsonl']" in capsys.readouterr().err
-    assert export_command.main(["--help"]) == 0 and "probe export RUN_DIR --format jsonl" in capsys.readouterr().out
+    for fmt in ("csv", "parquet"):  # the same records, flattened: one row per prompt, nested keys dotted
+        flat = tmp_path / f"demo.{fmt}"
+        assert export_command.main([str(out), "--format", fmt, "--out", str(flat)]) == 0
+        table = pd.read_csv(flat) if fmt == "csv" else pd.read_parquet(flat)
+        assert len(table) == len(lines) and table["prompt_id"].tolist()[:2] == [0, 1]
+        assert table["probabilities.B"][0] == pytest.approx(first["probabilities"]["B"])
+        assert table["readings.greedy.group"][0] == first["readings"]["greedy"]["group"]
+    assert export_command.main([str(out), "--format", "xml"]) == 2
+    assert "--format: expected one of ['jsonl', 'csv', 'parquet']" in capsys.readouterr().err
+    assert export_command.main(["--help"]) == 0 and "--format jsonl|csv|parquet" in capsys.readouterr().out

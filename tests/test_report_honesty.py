@@ -16,7 +16,7 @@ from probe.benches.disco.report import report as disco_report
 from probe.benches.registry import get_task
 from probe.metrics.core import SMALL_N
 from probe.report.entries import find_runs, load_entries
-from probe.report.header import weights_line, with_header
+from probe.report.header import made_line, weights_line, with_header
 from probe.report.summary import warnings
 from probe.results.manifest import Manifest, ModelRecord
 from probe.report.sweep import bench_table, sweep_markdown
@@ -198,3 +198,14 @@ def test_report_header_names_the_weights() -> None:
     assert weights_line(_model(hub)) == "Weights: `org/model` from the hub, commit 0123456789ab, run in bfloat16."
     md = with_header("# DiSCo — m on `demo`\n\nbody\n", Manifest.from_json({"model": gguf}), {})
     assert md.splitlines()[:3] == ["# DiSCo — m on `demo`", "", weights_line(_model(gguf))]
+
+
+def test_report_header_states_version_commit_and_command() -> None:
+    made = {"probe_version": "0.1.0", "git_commit": "f" * 40, "command": "probe model=tiny bench=demo bench.limit=2"}
+    md = with_header("# DiSCo — m on `demo`\n\nbody\n", Manifest.from_json({"model": {"source": "tiny"}, **made}), {})
+    assert md.splitlines()[4] == (f"Made with probe 0.1.0, commit {'f' * 40}; command: "
+                                  "`probe model=tiny bench=demo bench.limit=2`.")
+    sweep = Manifest.from_json({"probe_version": "0.1.0", "command": "probe -m model=tiny,tiny-gemma3"})
+    assert made_line(sweep) == ("Made with probe 0.1.0, commit not recorded; command: "
+                                "`probe -m model=tiny,tiny-gemma3` (one job of this sweep).")
+    assert made_line(Manifest.from_json({})).endswith("command not recorded (a run from before probe recorded it).")

@@ -20,7 +20,8 @@ from conftest import disco_rows, run_probe, write_csv
 from probe.api import load_run
 from probe.benches.ccd.task import TASK as CCD_TASK
 from probe.errors import ProbeInputError
-from probe.results.samples import sample_frame
+from probe.report.export import _record, _relabelled
+from probe.results.samples import sample_frame, variant_columns
 from probe.results.schemas import ARGMAX_COLUMNS, GENERATIONS_SCHEMA
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -140,3 +141,33 @@ def test_a_run_without_argmax_columns_still_gives_samples(tiny_run: Path, tmp_pa
     assert after["argmax_token_id"].isna().all() and after["argmax_prob"].isna().all()
     kept = [c for c in before.columns if not c.startswith("argmax_")]
     assert after[kept].equals(before[kept])
+
+
+VARIANTS = [{"index": 0, "name": "protocol", "levels": {"labels": "protocol"}, "labels": ["A", "B"]},
+            {"index": 1, "name": "labels=digits", "levels": {"labels": "digits"}, "labels": ["1", "2"]}]
+
+
+def test_a_factor_runs_rows_carry_their_variant_and_the_labels_they_showed() -> None:
+    prompts = _prompts().append_column("variant", pa.array([0, 1], pa.int64()))
+    frame = variant_columns(sample_frame(prompts, ["A", "B"], 1.0, _scores()), VARIANTS, ["A", "B"])
+    assert frame["variant_name"].tolist() == ["protocol", "labels=digits"]
+    assert frame["variant_levels"].tolist() == [{"labels": "protocol"}, {"labels": "digits"}]
+    assert frame[["label_A", "label_B"]].values.tolist() == [["A", "B"], ["1", "2"]]
+    with pytest.raises(ProbeInputError, match=r"variant\(s\) \[1\] are not in the manifest"):
+        variant_columns(frame, VARIANTS[:1], ["A", "B"])
+    plain = sample_frame(_prompts(), ["A", "B"], 1.0, _scores())
+    assert variant_columns(plain, VARIANTS, ["A", "B"]) is plain  # no factors: unchanged
+
+
+def test_an_export_record_is_keyed_by_the_labels_its_prompt_showed() -> None:
+    row = {"prompt_id": 1, "variant": 1, "variant_name": "labels=digits", "variant_levels": {"labels": "digits"},
+           "label_A": "1", "label_B": "2", "group_A": "China", "group_B": "Assam", "option_A": 1, "option_B": 0,
+           "p_A": 0.25, "p_B": 0.75, "greedy_letter": "B", "greedy_group": "Assam", "greedy_valid": True}
+    record = _relabelled(_record(row, {1: [0.4, 0.6]}))
+    assert record["variant"] == {"index": 1, "name": "labels=digits", "levels": {"labels": "digits"}}
+    assert record["probabilities"] == {"1": 0.25, "2": 0.75}
+    assert record["options"] == {"1": {"group": "China", "option": 1}, "2": {"group": "Assam", "option": 0}}
+    assert record["readings"]["greedy"] == {"letter": "2", "group": "Assam", "valid": True}
+    assert record["readings"]["expected"] == {"letter": "2", "group": "Assam"}
+    assert record["readings"]["debiased"]["probabilities"] == {"1": 0.4, "2": 0.6}
+    assert not any(k.startswith(("label_", "variant_")) for k in record)

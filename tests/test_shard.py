@@ -183,7 +183,7 @@ def test_a_changed_shard_stops_the_merge_before_anything_is_written(attack: str,
     proc = _merge("--out", str(tmp_path / "merged"), str(tmp_path / "sweep"))
     index = 0 if attack == "scores deleted" else 1
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert f"probe merge: error: {shards[index]}: shard {message}" in proc.stderr, proc.stderr
+    assert f"probe: error: {shards[index]}: shard {message}" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "merged").exists()
 
 
@@ -197,7 +197,7 @@ def test_merge_out_must_be_apart_from_its_inputs(sharded: tuple[Path, Path, list
     for out, inputs, where, named in cases:
         proc = _merge("--out", str(out), *inputs)
         assert proc.returncode == 2, proc.stderr[-3000:]
-        assert f"probe merge: error: --out {out} {where} {named}, an input of this merge" in proc.stderr
+        assert f"probe: error: --out {out} {where} {named}, an input of this merge" in proc.stderr
     assert {p: _sha256(p) for p in sorted(sweep.rglob("*")) if p.is_file()} == before
     assert not (tmp / "DONE").exists() and not (tmp / "run_key.json").exists()
 

@@ -163,4 +163,62 @@ def test_probe_view_input_errors_are_one_line(tmp_path: Path, capsys: pytest.Cap
             main(argv)
         assert exit_.value.code == 2
         err = capsys.readouterr().err
-        assert err.startswith("probe view: error: ") and message in err and err.count("\n") == 1
+        assert err.startswith("probe: error: ") and message in err and err.count("\n") == 1
+
+
+def _factor_run() -> pd.DataFrame:
+    """Two variants of one prompt: the protocol's letters, then `labels=digits` (1 2 shown)."""
+    return pd.DataFrame({
+        "prompt_id": [0, 1, 2], "condition": ["C0", "C0", "C0"], "prompt": ["A. x\nB. y", "1. x\n2. y", "1. y\n2. x"],
+        "variant": [0, 1, 1], "variant_name": ["protocol", "labels=digits", "labels=digits"],
+        "variant_levels": [{"labels": "protocol"}, {"labels": "digits"}, {"labels": "digits"}],
+        "label_A": ["A", "1", "1"], "label_B": ["B", "2", "2"],
+        "group_A": ["Assam", "Assam", "China"], "group_B": ["China", "China", "Assam"],
+        "p_A": [0.2, 0.7, 0.4], "p_B": [0.8, 0.3, 0.6], "greedy_letter": ["B", "A", "B"],
+        "greedy_group": ["China", "Assam", "Assam"], "letter_mass": [0.9, 0.9, 0.9]})
+
+
+def _structured_run() -> pd.DataFrame:
+    """A bench with a JSON-object field (answer shares per country), on the first prompt only."""
+    return pd.DataFrame({"prompt_id": [0, 1, 2], "condition": ["default"] * 3, "prompt": ["q0", "q0'", "q1"],
+                         "human": ['{"Nigeria": [0.25, 0.75], "India (Current national sample)": [0.5, 0.5]}',
+                                   None, '{"Nigeria": [1.0, 0.0]}'],
+                         "group_A": ["x", "y", "x"], "group_B": ["y", "x", "y"],
+                         "p_A": [0.5, 0.5, 0.5], "p_B": [0.5, 0.5, 0.5], "greedy_letter": ["A", "A", "A"]})
+
+
+@pytest.fixture(scope="module")
+def factor_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("factor-view") / "samples.html"
+    return write_samples_html(out, "factor", [
+        SampleSet("factor-run", "demo", "tiny", ("A", "B"), _factor_run(), design=Design(condition="condition")),
+        SampleSet("opinion-run", "globalopinion", "tiny", ("A", "B"), _structured_run(),
+                  design=Design(condition="condition", structured=("human",)))])
+
+
+@pytest.mark.parametrize(("fragment", "expected"), [
+    ("", 6), ("variant=1", 2), ("variant=0", 1), ("variant=7", 6),  # a variant not in the runs: no filter
+    ("human=Nigeria", 2), ("human=India%20(Current%20national%20sample)", 1),
+])
+def test_variants_and_object_keys_filter_to_hand_counted_prompts(factor_page: Path, tmp_path: Path, fragment: str,
+                                                                  expected: int) -> None:
+    dom = _dom(factor_page, fragment, tmp_path)
+    assert 'id="f-variant"' in dom and 'id="f-human"' in dom
+    assert "1 · labels=digits</option>" in dom
+    assert 'id="f-human"' in dom and '"{&quot;Nigeria' not in dom  # the shares are no raw-JSON dropdown
+    assert _listed(dom) == (expected, expected)
+
+
+def test_a_variant_prompt_shows_its_own_labels_and_an_object_field_as_a_table(factor_page: Path,
+                                                                              tmp_path: Path) -> None:
+    dom = _dom(factor_page, "sel=0:2", tmp_path)
+    detail = dom[dom.index('id="detail"'):]
+    assert re.search(r"<td>1 \(A\)</td><td>China</td>.*?0\.400", detail)  # label shown, its letter position
+    assert "<th>pick</th><td>2 (Assam)</td>" in detail
+    assert "<th>variant</th><td>1 · labels=digits</td><th>levels</th>" not in detail  # one row each
+    assert "<th>variant</th><td>1 · labels=digits</td></tr><tr><th>levels</th><td>labels=digits</td>" in detail
+    listed = dom[dom.index('id="list"'):dom.index('id="detail"')]
+    assert "<th>variant</th>" in listed and "<td>2 · Assam</td>" in listed
+    dom = _dom(factor_page, "sel=1:0", tmp_path)
+    detail = dom[dom.index('id="detail"'):]
+    assert "<h3>human</h3>" in detail and "<th>Nigeria</th><td>0.250 · 0.750</td>" in detail

@@ -67,8 +67,9 @@ def options_help(cls: type, prefix: str) -> str:
 
 def main(prog: str, usage: str, body: Callable[[list[str]], int], argv: Sequence[str] | None = None,
          allow_empty: bool = False) -> int:
-    """Run `body(argv)`; `--help` (and no argument at all, unless `allow_empty`) prints `usage`;
-    input errors print one line and return 2."""
+    """Run `body(argv)` of the subcommand `prog`; `--help` (and no argument at all, unless
+    `allow_empty`) prints `usage`; input errors print one line, `probe: error: …` whichever
+    subcommand raised it, and return 2."""
     args = list(sys.argv[1:] if argv is None else argv)
     if (not args and not allow_empty) or "-h" in args or "--help" in args:
         print(usage)
@@ -76,10 +77,10 @@ def main(prog: str, usage: str, body: Callable[[list[str]], int], argv: Sequence
     try:
         return body(args)
     except ProbeInputError as e:
-        print(f"{prog}: error: {printable(str(e))}", file=sys.stderr)
+        print(f"probe: error: {printable(str(e))}", file=sys.stderr)  # one prefix for every subcommand
         return 2
     except OSError as e:
         if (short := no_room(e)) is None:
             raise
-        print(f"{prog}: error: {printable(str(short))}", file=sys.stderr)
+        print(f"probe: error: {printable(str(short))}", file=sys.stderr)
         return 2

@@ -1,17 +1,18 @@
-"""A run's prompts as flat records, one JSON object a line (no model needed).
+"""A run's prompts as per-prompt records (no model needed).
 
-    probe export RUN_DIR --format jsonl [--out FILE]     (default: stdout; FILE must be new)
+    probe export RUN_DIR [--format jsonl|csv|parquet] [--out FILE]     (default: jsonl to stdout; FILE must be new)
 
-Each line is one prompt, in prompt-id order: its stored columns and rendered `prompt`, its
-`options` (`{letter: {"group", "option"}}`), `probabilities` (`{letter: p}` at the run's analysis
-temperature), `readings` (`expected`, `greedy`, `debiased`, `text`: each `{"letter", "group"}`;
+Each record is one prompt, in prompt-id order: its stored columns and rendered `prompt`, its
+a factor run's `variant` (`{"index", "name", "levels"}`), `options` (`{label: {"group", "option"}}`),
+`probabilities` (`{label: p}` at the run's analysis temperature, keyed by the labels the prompt
+showed), `readings` (`expected`, `greedy`, `debiased`, `text`: each `{"letter", "group"}`;
 `debiased` adds its distribution) and `verdicts` (`{"<task>.<field>": value}` of judged runs).
-Undefined numbers are null. The run must be finished (DONE).
+Undefined numbers are null. `csv` and `parquet` flatten the nested keys
+(`probabilities.A`, `variant.name`). The run must be finished (DONE).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 from probe.commands import cmdline
 from probe.errors import ProbeInputError, printable
 from probe.files import open_user_file
-from probe.report.export import FORMATS, write_jsonl
+from probe.report.export import FORMATS, export_bytes
 from probe.report.stored_run import StoredRun
 from probe.results.layout import is_finished, is_run_dir
 
@@ -37,10 +38,10 @@ def _body(argv: list[str]) -> int:
     path = command.paths[0]
     if not is_finished(path):
         raise ProbeInputError(f"{path} is not a finished run (no DONE): finish it with its own command first")
-    run = StoredRun.open(path)
+    data, n = export_bytes(StoredRun.open(path), fmt)
     if "out" not in command.overrides:
         try:
-            write_jsonl(run, sys.stdout)
+            sys.stdout.buffer.write(data)
             sys.stdout.flush()
         except BrokenPipeError:  # `probe export … | head`: the reader has all it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -50,9 +51,9 @@ def _body(argv: list[str]) -> int:
     if inside is not None:
         raise ProbeInputError(f"--out {out}: inside the run directory {inside}; a run's files are its own: "
                               "write the export elsewhere")
-    with open_user_file(out, "probe export") as raw, io.TextIOWrapper(raw, encoding="utf-8") as stream:
-        n = write_jsonl(run, stream)
-    print(f"probe export: wrote {n} prompts to {printable(str(out))}", file=sys.stderr)
+    with open_user_file(out, "probe export") as raw:  # the one place the export reaches the disk
+        raw.write(data)
+    print(f"probe export: wrote {n} prompts to {printable(str(out))} ({fmt})", file=sys.stderr)
     return 0
 
 

@@ -80,7 +80,7 @@ def check(argv: Sequence[str]) -> Checked:
     try:
         parsed = OverridesParser.create().parse_overrides(list(args.overrides))
     except OverrideParseException:
-        return Checked(list(argv), None)  # a grammar error: Hydra's message quotes the bad character
+        raise ProbeInputError(_unreadable(list(args.overrides))) from None
     searchpath = [o.input_line for o in parsed if o.key_or_group == "hydra.searchpath" and o.input_line]
     names = set(groups())
     chosen = [o for o in parsed if _plain(o) and o.key_or_group in names]
@@ -92,6 +92,21 @@ def check(argv: Sequence[str]) -> Checked:
     for selection in selections:
         added |= {o.input_line for o in keys if _needs_adding(o, selection, searchpath)}
     return Checked([f"++{a}" if a in added else a for a in argv], selections[0].composed if selections else None)
+
+
+def _unreadable(overrides: Sequence[str]) -> str:
+    """The one line for a command line Hydra's override grammar rejects: the first argument it
+    cannot read, and `key=value` where it was written YAML's way (`bench.limit: 2`)."""
+    parser = OverridesParser.create()
+    for arg in overrides:
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as e:
+            key, colon, value = arg.partition(":")
+            fix = (f"did you mean `{key.strip()}={value.strip()}`?" if colon and "=" not in arg
+                   else f"{str(e).splitlines()[0]}")
+            return f"{arg!r}: not an override of the form key=value; {fix} (see probe --help)"
+    return f"cannot read the overrides {list(overrides)} (see probe --help)"
 
 
 def _plain(o: Override) -> bool:
@@ -165,7 +180,10 @@ def _unknown(o: Override, path: list[str], node: Mapping[str, Any], selection: S
     where = f"{prefix} ({selection.composed.choices[prefix]})" if prefix in selection.composed.choices else (
         prefix or "the config")
     close = nearest(key, sorted(set(valid)))
-    if close:
+    owners = [] if parent else _groups_with(key, selection)
+    if owners:  # a bare key that lives in a block: `limit` → `bench.limit`
+        fix = f"did you mean {' or '.join(f'`{g}.{key}`' for g in owners)}?"
+    elif close:
         fix = f"did you mean `{'.'.join([*parent, close])}`?"
     else:
         other = _entry_with(prefix, key, selection, searchpath) if len(parent) == 1 else None
@@ -174,6 +192,13 @@ def _unknown(o: Override, path: list[str], node: Mapping[str, Any], selection: S
     group = path[0] if len(path) > 1 else ""
     listing = f"probe ls {group}={selection.composed.choices[group]}" if group in GROUPS else "probe --help"
     return f"{o.input_line}: {where} has no key {key!r}; {fix} (every key: {listing})"
+
+
+def _groups_with(key: str, selection: Selection) -> list[str]:
+    """The selected blocks that have `key` (set by their entry, or read by their spec)."""
+    values = selection.composed.values
+    return [g for g, block in values.items() if isinstance(block, Mapping)
+            and (key in block or (g in GROUPS and key in spec_keys(g, block)))]
 
 
 def _entry_with(group: str, key: str, selection: Selection, searchpath: Sequence[str]) -> str | None:

@@ -4,6 +4,7 @@ and the manifest's provenance (code, environment, model, tokenizer, bench)."""
 from __future__ import annotations
 
 import platform
+import shlex
 import subprocess
 import sys
 from dataclasses import asdict
@@ -56,6 +57,12 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             **({"intervention": intervention} if intervention else {})}
 
 
+def command_line() -> str:
+    """The command line that started this process, as the user would retype it (`probe …`; a
+    sweep's job records the sweep's command)."""
+    return shlex.join(["probe", *sys.argv[1:]])
+
+
 def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
                bench: PreparedBench) -> dict[str, Any]:
     """The manifest's record of code, environment, model, tokenizer and bench."""
@@ -63,6 +70,7 @@ def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, le
         "probe_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
+        "command": command_line(),
         "packages": versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

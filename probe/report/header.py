@@ -40,9 +40,20 @@ def weights_line(model: ModelRecord) -> str:
     return f"Weights: {where}{f', commit {str(commit)[:12]}' if commit else ''}{run_in}{quant}."
 
 
+def made_line(manifest: Manifest) -> str:
+    """Which probe made the run and how: version, commit and the exact command (from its manifest)."""
+    commit = f", commit {manifest.git_commit}" if manifest.git_commit else ", commit not recorded"
+    command = manifest.raw.get("command")
+    sweep = isinstance(command, str) and any(a in ("-m", "--multirun") for a in command.split())
+    said = (f"; command: `{command}`" + (" (one job of this sweep)" if sweep else "")) if command else (
+        "; command not recorded (a run from before probe recorded it)")
+    return f"Made with probe {manifest.probe_version or '?'}{commit}{said}."
+
+
 def header_lines(manifest: Manifest, metrics: Mapping[str, Any]) -> list[str]:
-    """The lines under a report's title: the weights, then the small-sample warning if any."""
-    lines = [weights_line(manifest.model), ""]
+    """The lines under a report's title: the weights, which probe made it and how, then the
+    small-sample warning if any."""
+    lines = [weights_line(manifest.model), "", made_line(manifest), ""]
     note = small_sample(metrics)
     if note:
         lines += [f"> **Small sample:** {note[0].upper()}{note[1:]}.", ""]

@@ -1,5 +1,5 @@
-"""The past runs at or below a directory, one line each (`probe runs`): bench, model, status,
-headline metric and path, read through the run's manifest, `DONE` and `metrics.json`."""
+"""The past runs at or below a directory, one line each (`probe runs`): bench, model, mode,
+variants, conditions, status, headline metric, first caveat and path, read through the run's manifest, `DONE` and `metrics.json`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from probe.errors import ProbeInputError
 from probe.report.entries import metric_cell
 from probe.report.stored_run import StoredRun
-from probe.results.layout import MANIFEST, METRICS, RUN_KEY, is_finished, is_run_dir
+from probe.report.summary import caveat, conditions_of
+from probe.results.layout import MANIFEST, METRICS, PROMPTS, RUN_KEY, is_finished, is_run_dir
 from probe.results.manifest import read_manifest
 
 
@@ -26,15 +27,30 @@ class RunLine:
     headline: str
     """The bench's first headline column with its interval (`KL 0.012 [0.008, 0.020]`), `–` when
     none is defined."""
+    mode: str = "–"
+    """The backend's scoring mode (`letters`, `generate`, `text`, …)."""
+    variants: str = "–"
+    """A factor run's variant count, `–` without prompt factors."""
+    conditions: str = "–"
+    """How many conditions the run analysed apart."""
+    caveat: str = "–"
+    """The first thing its end-of-run summary warns about (`letter-driven`, `small sample`, …)."""
 
 
 def run_dirs(root: Path) -> list[Path]:
-    """Run directories at or below `root` (claimed — `run_key.json` — or scored), sorted by path."""
+    """Run directories at or below `root` (claimed — `run_key.json` —, scored, or a dry run's
+    prompts table alone), sorted by path."""
     if not root.exists():
         raise ProbeInputError(f"{root}: no such directory")
-    if is_run_dir(root):
+    if is_run_dir(root) or _is_dry(root):
         return [root]
-    return sorted({p.parent for name in (MANIFEST, RUN_KEY) for p in root.rglob(name)})
+    runs = {p.parent for name in (MANIFEST, RUN_KEY) for p in root.rglob(name)}
+    return sorted(runs | {p.parent for p in root.rglob(PROMPTS) if _is_dry(p.parent)})
+
+
+def _is_dry(path: Path) -> bool:
+    """A dry run's directory: its prompts table, no claim and no manifest."""
+    return (path / PROMPTS).is_file() and not (path / MANIFEST).exists() and not (path / RUN_KEY).exists()
 
 
 def list_runs(root: Path) -> list[RunLine]:
@@ -44,6 +60,8 @@ def list_runs(root: Path) -> list[RunLine]:
 
 def describe(path: Path) -> RunLine:
     """What one run directory holds: its bench, model, status and headline metric."""
+    if _is_dry(path):
+        return RunLine(path, "?", "?", "dry run", "–")
     if not (path / MANIFEST).is_file():
         return RunLine(path, "?", "?", "scoring", "–")
     try:
@@ -60,7 +78,11 @@ def describe(path: Path) -> RunLine:
         stored = StoredRun.open(path)
     except (OSError, ValueError, ProbeInputError) as e:
         return RunLine(path, bench, model, f"{status}; unreadable: {e.__class__.__name__}", "–")
-    return RunLine(path, bench, model, status, _headline(stored))
+    variants = len(manifest.raw.get("variants") or [])
+    return RunLine(path, bench, model, status, _headline(stored), mode=str((manifest.raw.get("backend") or {}).get("mode") or "–"),
+                   variants=str(variants) if variants else "–",
+                   conditions=str(len(conditions_of(stored.metrics)) or 1),
+                   caveat=caveat(stored.metrics, stored.task.judging.errors(stored.metrics)))
 
 
 def _headline(run: StoredRun) -> str:

@@ -20,8 +20,7 @@ LOW_LETTER_MASS = 0.5
 
 def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
     """Headline columns (the sweep table's) with 95% intervals, then any warnings."""
-    lines = [f"{task.title}, {metrics.get('model')} on {metrics.get('bench')}: {metrics.get('n_items')} items, "
-             f"{metrics.get('n_prompts')} prompts"]
+    lines = [f"{task.title}, {metrics.get('model')} on {metrics.get('bench')}: {scope(metrics)}"]
     for column in task.presentation.sweep_columns:
         value = metric_cell(task, metrics, column)
         if value != "–":
@@ -29,6 +28,42 @@ def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
     if "format" in metrics:  # a factor run: the group share of the variance and the verdicts
         lines.append(f"  {summary_line(metrics['format'])}")
     return "\n".join(lines + [f"  warning: {w}" for w in warnings(metrics, task.judging.errors(metrics))])
+
+
+def scope(metrics: Mapping[str, Any]) -> str:
+    """What the run scored: items, the prompts actually scored (a factor run: every variant's),
+    its variants and conditions — `2 items, 936 prompts scored (9 variants × 104; the numbers
+    below are the protocol variant's); conditions C0, C1`."""
+    n_items, n_prompts = metrics.get("n_items"), metrics.get("n_prompts")
+    variants = len((metrics.get("format") or {}).get("variants") or [])
+    if variants and isinstance(n_prompts, int):
+        text = (f"{n_items} items, {variants * n_prompts} prompts scored ({variants} variants × {n_prompts}; "
+                "the numbers below are the protocol variant's)")
+    else:
+        text = f"{n_items} items, {n_prompts} prompts"
+    conditions = conditions_of(metrics)
+    return text + (f"; conditions {', '.join(conditions)}" if len(conditions) > 1 else "")
+
+
+def conditions_of(metrics: Mapping[str, Any]) -> list[str]:
+    """The conditions the run analysed apart (the keys of its per-condition letter prior; none
+    for a run without one)."""
+    prior = metrics.get("letter_prior")
+    return [str(c) for c in prior] if isinstance(prior, Mapping) else []
+
+
+def caveat(metrics: Mapping[str, Any], judge_errors: int = 0) -> str:
+    """The first of `warnings` as a few words (`probe runs`' column): what to know before
+    reading the headline; `–` when there is none."""
+    first = next(iter(warnings(metrics, judge_errors)), None)
+    if first is None:
+        return "–"
+    for said, tag in (("mean letter mass", "low letter mass"), ("drives the answers", "letter-driven"),
+                      ("fewer than", "small sample"), ("no `debiased`", "no debiased reading"),
+                      ("generations had no valid answer", "invalid answers"), ("judge verdicts failed", "judge errors")):
+        if said in first.split("\n")[0]:
+            return tag
+    return first.split(":")[0][:24]
 
 
 def warnings(metrics: Mapping[str, Any], judge_errors: int = 0) -> list[str]:

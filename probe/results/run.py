@@ -184,17 +184,19 @@ class Run:
         (`greedy_letter`, `greedy_group`, `greedy_valid`) and the full-vocabulary argmax token
         (`argmax_token_id`, `argmax_token`, `argmax_prob`; null / NaN in runs scored before probe
         stored it); generation runs: `generation` and its parsed columns (`parsed_group`); judged
-        runs: every verdict as `<task>.<field>` (`probe.results.samples`). A `letters+text` run
+        runs: every verdict as `<task>.<field>` (`probe.results.samples`); a factor run: its
+        variant's `variant_name`, `variant_levels` and the label shown at each letter (`label_A`, …). A `letters+text` run
         adds the text reading's `text_p_A`, … and `text_greedy_letter`; a `text` run's `p_A`, …
         are its text reading's (its letter columns are null)."""
         if temperature is None:
             temperature = self.manifest.temperature
         if not temperature > 0:
             raise ProbeInputError(f"samples: temperature must be > 0, got {temperature}")
-        from probe.results.samples import sample_frame  # pandas loads on first use: `import probe` stays light
+        from probe.results.samples import sample_frame, variant_columns  # pandas loads on first use
 
-        return sample_frame(self.prompts, list(self.manifest.letters), temperature, self.scores,
-                            self.generations, self.judgements)
+        letters = list(self.manifest.letters)
+        frame = sample_frame(self.prompts, letters, temperature, self.scores, self.generations, self.judgements)
+        return variant_columns(frame, self.manifest.raw.get("variants") or [], letters)
 
     def choice_probs(self, temperature: float = 1.0, greedy: bool = False,
                      reading: Reading | None = None) -> np.ndarray:

@@ -6,7 +6,9 @@ A forced-choice run adds, per letter L, `group_L` (the group shown at L: a cultu
 and `option_L` (its source option index); a letter run adds `p_L` (the choice probability at the
 analysis temperature), the greedy pick and the full-vocabulary argmax token; a generation run
 adds `generation` (the raw text) and its parsed columns; a judged run adds each verdict as
-`<task>.<field>`.
+`<task>.<field>`. A run with prompt factors adds its variant's `variant_name` and
+`variant_levels` (`{factor: level}`) and, per letter L, `label_L`: the label the prompt showed
+at position L (`1` where variant `labels=digits` shows 1 2 3 4).
 """
 
 from __future__ import annotations
@@ -154,3 +156,24 @@ def _same_prompts(ids: np.ndarray, index: pd.Index, name: str) -> None:
     if not np.array_equal(ids, index.to_numpy()):
         raise ProbeInputError(f"{name} and prompts.parquet hold different prompt ids ({len(ids)} vs {len(index)} "
                               "rows); the run directory is damaged")
+
+
+def variant_columns(frame: pd.DataFrame, variants: Sequence[Mapping[str, Any]], letters: Sequence[str]) -> pd.DataFrame:
+    """`frame` with `variant_name`, `variant_levels` and `label_L` per letter, from the manifest's
+    `variants` records (`index`, `name`, `levels`, `labels`); unchanged for a run without the
+    `variant` column (no prompt factors)."""
+    if "variant" not in frame.columns or not variants:
+        return frame
+    by_index = {int(v["index"]): v for v in variants}
+    missing = sorted({int(i) for i in frame["variant"]} - set(by_index))
+    if missing:
+        raise ProbeInputError(f"prompts.parquet: variant(s) {missing[:5]} are not in the manifest's `variants` "
+                              f"(it records {sorted(by_index)[:5]}…); the run directory is damaged")
+    records = [by_index[int(i)] for i in frame["variant"]]
+    out = frame.copy()
+    out["variant_name"] = [str(v["name"]) for v in records]
+    out["variant_levels"] = [dict(v.get("levels") or {}) for v in records]
+    for k, letter in enumerate(letters):
+        labels = [list(v.get("labels") or letters) for v in records]
+        out[letter_column("label", letter)] = [ls[k] if k < len(ls) else None for ls in labels]
+    return out

@@ -8,8 +8,9 @@ tens of MB, and they repeat one another), decompressed by the browser's own
 `DecompressionStream`, and every text reaches the page through `textContent`, never as markup:
 prompts and generations are data, not HTML. The page needs no network and no other file.
 
-Filters (bench, condition, group, verdict, letter mass, and one per other low-cardinality text
-column) can be set in the URL fragment, e.g. `samples.html#condition=C0&group=Assam&mass_max=0.5`;
+Filters (bench, condition, variant, group, verdict, letter mass, the keys of a bench's JSON-object
+fields — GlobalOpinionQA's countries —, and one per other low-cardinality text column) can be set in the URL fragment, e.g. `samples.html#condition=C0&group=Assam&mass_max=0.5` (`variant=35`: a factor run's variant
+by index);
 after filtering the page records `data-rows`, `data-matching` and `data-shown` on `<body>`.
 """
 
@@ -39,9 +40,10 @@ MAX_FACET_VALUES = 50
 MAX_VERDICT_LABELS = 30
 """A list-valued verdict with more distinct elements than this filters as `some` / `none`."""
 
-_LETTER_PREFIXES = ("group_", "option_", "p_")
+_LETTER_PREFIXES = ("group_", "option_", "p_", "label_")
 _SHOWN = {"prompt_id", "prompt", "letter_mass", "greedy_letter", "greedy_group", "greedy_valid", "argmax_token_id",
-          "argmax_token", "argmax_prob", "generation", "parsed_letter", "parsed_group"}
+          "argmax_token", "argmax_prob", "generation", "parsed_letter", "parsed_group", "variant", "variant_name",
+          "variant_levels"}
 """Samples columns the page shows in their own places (with the design's condition and target
 columns); every other column is listed as a field."""
 
@@ -69,7 +71,7 @@ class SampleSet:
 def sample_set(run: Run, label: str, design: Design) -> SampleSet:
     """A run's samples at its analysis temperature, named `label`; `design` is its bench's."""
     facets = tuple(f.name for f in run.prompts.schema if f.type == pa.string()
-                   and f.name not in ("text", design.condition, design.target))
+                   and f.name not in ("text", design.condition, design.target, *design.structured))
     temperature = run.manifest.temperature
     return SampleSet(label=label, bench=str(run.manifest.bench.name), model=str(run.manifest.model.name),
                      letters=run.manifest.letters, frame=run.samples(temperature),
@@ -107,15 +109,20 @@ def _records(run: int, s: SampleSet) -> list[dict[str, Any]]:
     groups = [f"group_{L}" for L in letters if f"group_{L}" in has]
     options = [f"option_{L}" for L in letters if f"option_{L}" in has]
     probs = [f"p_{L}" for L in letters if f"p_{L}" in has]
+    labels = [f"label_{L}" for L in letters if f"label_{L}" in has]
     verdicts = [c for c in frame.columns if "." in c]
     cond, target = s.design.condition, s.design.target
-    fields = [c for c in frame.columns if c not in _SHOWN and c not in (cond, target) and c not in verdicts
+    objects = [c for c in s.design.structured if c in has]
+    fields = [c for c in frame.columns if c not in _SHOWN and c not in (cond, target, *objects) and c not in verdicts
               and not (c.startswith(_LETTER_PREFIXES) and c.split("_", 1)[1] in letters)]
     lists = _collapsed_lists(frame, verdicts)
     out = []
     for row in frame.to_dict("records"):
         pick = _clean(row.get("greedy_letter", row.get("parsed_letter")))
+        shown = [_clean(row[c]) for c in labels] or None
         out.append({
+            "vi": _clean(row.get("variant")), "var": _variant_label(row), "lv": _levels(row), "labels": shown,
+            "obj": [[c, _object(row[c])] for c in objects if _clean(row[c]) is not None],
             "r": run, "id": int(row["prompt_id"]), "cond": _clean(row.get(cond) if cond else None),
             "target": _clean(row.get(target) if target else None), "prompt": _clean(row.get("prompt")),
             "groups": [_clean(row[c]) for c in groups] or None, "opts": [_clean(row[c]) for c in options] or None,
@@ -129,6 +136,32 @@ def _records(run: int, s: SampleSet) -> list[dict[str, Any]]:
             "vl": _verdict_labels(row, verdicts, lists, "parsed_letter" in has),
         })
     return out
+
+
+def _variant_label(row: dict[str, Any]) -> str | None:
+    """A factor run's variant as the page names it: index and name (its levels other than the
+    protocol's, `labels=digits,cue=bare`)."""
+    if _clean(row.get("variant_name")) is None:
+        return None
+    return f"{int(row['variant'])} · {row['variant_name']}"
+
+
+def _levels(row: dict[str, Any]) -> str | None:
+    """Every factor's level of a factor run's prompt, protocol ones included."""
+    levels = row.get("variant_levels")
+    return ", ".join(f"{k}={v}" for k, v in levels.items()) if isinstance(levels, dict) else None
+
+
+def _object(value: Any) -> list[list[str]]:
+    """A JSON-object field as `[key, value text]` rows (a list value's numbers at 3 decimals)."""
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else value
+    except json.JSONDecodeError:
+        return [["(not JSON)", str(value)]]
+    if not isinstance(parsed, dict):
+        return [["(value)", str(parsed)]]
+    return [[str(k), " · ".join(f"{x:.3f}" if isinstance(x, float) else str(x) for x in v)
+             if isinstance(v, list) else str(v)] for k, v in parsed.items()]
 
 
 def _verdict_labels(row: dict[str, Any], verdicts: Sequence[str], collapsed: set[str], parsed: bool) -> list[str]:

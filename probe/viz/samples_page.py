@@ -40,6 +40,7 @@ pre { background: #f4f4f4; padding: 0.6em; white-space: pre-wrap; word-break: br
 .bar { display: inline-block; height: 0.8em; background: #4a7bd0; vertical-align: middle; }
 tr.pick td { font-weight: bold; }
 .note { color: #666; font-size: 0.9em; }
+#detail td { overflow-wrap: anywhere; }
 """
 
 SCRIPT = r"""
@@ -48,7 +49,7 @@ SCRIPT = r"""
   var PAGE = 500;
   var body = document.body, status = document.getElementById("status");
   var meta = JSON.parse(document.getElementById("meta").textContent);
-  var rows = [], matching = [], shown = 0, selected = null, controls = {};
+  var rows = [], matching = [], shown = 0, selected = null, controls = {}, hasVariants = false;
 
   function el(tag, text, cls) {
     var e = document.createElement(tag);
@@ -77,17 +78,18 @@ SCRIPT = r"""
     run: function (r, v) { return meta.runs[r.r].label === v; },
     bench: function (r, v) { return meta.runs[r.r].bench === v; },
     condition: function (r, v) { return r.cond === v; },
+    variant: function (r, v) { return r.vi !== null && String(r.vi) === v; },
     group: function (r, v) { return (r.groups !== null && r.groups.indexOf(v) >= 0) || r.target === v; },
     verdict: function (r, v) { return v === "(no verdict)" ? r.vl.length === 0 : r.vl.indexOf(v) >= 0; },
     mass_min: function (r, v) { return r.mass !== null && r.mass >= Number(v); },
     mass_max: function (r, v) { return r.mass !== null && r.mass <= Number(v); }
   };
 
-  function addSelect(form, name, label, values) {
+  function addSelect(form, name, label, values, texts) {
     var box = el("label", label), select = el("select");
     select.id = "f-" + name;
     select.appendChild(el("option", "all")).value = "";
-    values.forEach(function (v) { select.appendChild(el("option", v)).value = v; });
+    values.forEach(function (v, i) { select.appendChild(el("option", texts ? texts[i] : v)).value = v; });
     select.disabled = values.length === 0;
     select.addEventListener("change", function () { apply(true); });
     box.appendChild(select);
@@ -115,6 +117,20 @@ SCRIPT = r"""
     if (meta.runs.length > 1) addSelect(form, "run", "run", uniq(meta.runs.map(function (m) { return m.label; })));
     addSelect(form, "bench", "bench", uniq(meta.runs.map(function (m) { return m.bench; })));
     addSelect(form, "condition", "condition", uniq(rows.map(function (r) { return r.cond; })));
+    var variants = {};
+    rows.forEach(function (r) { if (r.vi !== null) variants[r.vi] = r["var"]; });
+    var indices = Object.keys(variants).sort(function (a, b) { return a - b; });
+    if (indices.length) addSelect(form, "variant", "variant (index · levels)", indices,
+                                  indices.map(function (i) { return variants[i]; }));
+    var keys = {};  // a JSON-object field's keys (GlobalOpinionQA: the countries with answer shares)
+    rows.forEach(function (r) { r.obj.forEach(function (o) {
+      keys[o[0]] = keys[o[0]] || []; o[1].forEach(function (kv) { keys[o[0]].push(kv[0]); }); }); });
+    Object.keys(keys).forEach(function (name) {
+      TESTS[name] = function (r, v) {
+        return r.obj.some(function (o) { return o[0] === name && o[1].some(function (kv) { return kv[0] === v; }); });
+      };
+      addSelect(form, name, name + " has", uniq(keys[name]));
+    });
     addSelect(form, "group", "group (shown or target)", uniq(groups));
     addSelect(form, "verdict", "verdict or check", uniq(verdicts).concat(["(no verdict)"]));
     addNumber(form, "mass_min", "letter mass ≥");
@@ -155,8 +171,9 @@ SCRIPT = r"""
     var list = document.getElementById("list");
     list.textContent = "";
     var table = el("table"), head = el("tr");
-    ["run", "prompt", "condition", "target", "pick", "P(pick)", "letter mass", "argmax token", "answer",
-     "verdicts, checks"].forEach(function (h) { head.appendChild(el("th", h)); });
+    hasVariants = rows.some(function (r) { return r.vi !== null; });
+    ["run", "prompt", "condition"].concat(hasVariants ? ["variant"] : []).concat(["target", "pick", "P(pick)", "letter mass", "argmax token", "answer",
+     "verdicts, checks"]).forEach(function (h) { head.appendChild(el("th", h)); });
     table.appendChild(el("thead")).appendChild(head);
     table.appendChild(el("tbody"));
     list.appendChild(table);
@@ -187,12 +204,17 @@ SCRIPT = r"""
     var k = meta.runs[r.r].letters.indexOf(r.pick);
     return k < 0 ? null : r.p[k];
   }
+  function shownLabel(r, letter) {  // the label the prompt showed at a letter's position
+    var k = meta.runs[r.r].letters.indexOf(letter);
+    return r.labels && k >= 0 && r.labels[k] !== null ? r.labels[k] : letter;
+  }
   function rowElement(r) {
     var tr = el("tr", null, "sample");
     tr.dataset.run = String(r.r); tr.dataset.id = String(r.id);
-    var pick = r.pick === null ? "–" : r.pick + (r.pg ? " · " + r.pg : "");
+    var pick = r.pick === null ? "–" : shownLabel(r, r.pick) + (r.pg ? " · " + r.pg : "");
     var argmax = r.ai === null ? "–" : JSON.stringify(r.at === null ? "#" + r.ai : r.at) + " " + fmt(r.ap);
-    [meta.runs[r.r].label, r.id, r.cond || "–", r.target || "–", pick].forEach(function (v) { tr.appendChild(el("td", v)); });
+    [meta.runs[r.r].label, r.id, r.cond || "–"].concat(hasVariants ? [r["var"] || "–"] : [])
+      .concat([r.target || "–", pick]).forEach(function (v) { tr.appendChild(el("td", v)); });
     tr.appendChild(el("td", fmt(pickProb(r)), "num"));
     tr.appendChild(el("td", fmt(r.mass), "num"));
     tr.appendChild(el("td", argmax, "clip"));
@@ -213,11 +235,12 @@ SCRIPT = r"""
   }
   function letterTable(r) {
     var letters = meta.runs[r.r].letters, table = el("table"), head = el("tr");
-    ["letter", "group", "option", "P (T = " + meta.runs[r.r].temperature + ")", ""].forEach(function (h) { head.appendChild(el("th", h)); });
+    [r.labels ? "label (letter)" : "letter", "group", "option", "P (T = " + meta.runs[r.r].temperature + ")", ""].forEach(function (h) { head.appendChild(el("th", h)); });
     table.appendChild(head);
     letters.forEach(function (L, k) {
       var tr = table.appendChild(el("tr", null, L === r.pick ? "pick" : null));
-      tr.appendChild(el("td", L));
+      var label = shownLabel(r, L);
+      tr.appendChild(el("td", label === L ? L : label + " (" + L + ")"));
       tr.appendChild(el("td", r.groups ? r.groups[k] : "–"));
       tr.appendChild(el("td", r.opts ? r.opts[k] : "–", "num"));
       var p = r.p ? r.p[k] : null;
@@ -246,7 +269,8 @@ SCRIPT = r"""
       right.appendChild(el("h3", "Letters"));
       right.appendChild(letterTable(r));
     }
-    var answer = run.letters.length ? [["pick", r.pick === null ? "–" : r.pick + (r.pg ? " (" + r.pg + ")" : "")]] : [];
+    var answer = run.letters.length ? [["pick", r.pick === null ? "–" : shownLabel(r, r.pick) +
+                                        (r.pg ? " (" + r.pg + ")" : "")]] : [];
     if (r.mass !== null) answer.push(["letter mass", fmt(r.mass)]);
     if (r.ai !== null) answer.push(["full-vocabulary argmax", JSON.stringify(r.at === null ? "" : r.at) + " (id " +
                                     r.ai + "), p = " + fmt(r.ap) + (r.valid ? "; a letter" : "; not a letter")]);
@@ -256,7 +280,9 @@ SCRIPT = r"""
     right.appendChild(el("h3", "Verdicts"));
     right.appendChild(r.v.length ? keyValues(r.v) : el("p", "none stored for this prompt", "note"));
     right.appendChild(el("h3", "Fields"));
-    right.appendChild(keyValues([["condition", r.cond || "–"], ["target", r.target || "–"]].concat(r.f)));
+    var fields = [["condition", r.cond || "–"]].concat(r.vi !== null ? [["variant", r["var"]], ["levels", r.lv]] : []);
+    right.appendChild(keyValues(fields.concat([["target", r.target || "–"]]).concat(r.f)));
+    r.obj.forEach(function (o) { right.appendChild(el("h3", o[0])); right.appendChild(keyValues(o[1])); });
   }
 
   inflate(document.getElementById("data").textContent).then(function (data) {

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from probe.benches.orders import DEFAULT_CAP, OrderName
 from probe.benches.sources import fetch
-from probe.config import Ge
+from probe.config import Ge, nearest
 from probe.errors import ProbeInputError, bounded_repr
 from probe.files import utf8_error
 from probe.types import LETTERS, Item, Option
@@ -147,14 +147,23 @@ def load_questions(path: Path, sum_tolerance: float = 0.02,
     return questions, Counts(**counts)
 
 
+def _country_like(name: str, known: Sequence[str]) -> str | None:
+    """The file's country a mistyped `name` most likely means: one it begins (`India` → `India
+    (Current national sample)`), else the closest spelling."""
+    starts = [k for k in known if k.casefold().startswith(name.strip().casefold())]
+    return starts[0] if starts else nearest(name, known)
+
+
 def select(questions: Sequence[Question], spec: GlobalOpinionSpec) -> list[Question]:
     """The questions of `spec.source`, restricted to `spec.countries` (questions without any
     dropped), then the first `spec.limit`."""
     known = {c for q in questions for c, _ in q.shares}
     unknown = [c for c in spec.countries if c not in known]
     if unknown:
-        raise ProbeInputError(f"bench.countries: unknown countries {unknown}; the file has {len(known)}: "
-                              f"{sorted(known)}")
+        hints = {c: _country_like(c, sorted(known)) for c in unknown}
+        said = "; ".join(f"{c!r}: did you mean {h!r}?" for c, h in hints.items() if h)
+        raise ProbeInputError(f"bench.countries: unknown countries {unknown}" + (f" ({said})" if said else "")
+                              + f"; the file has {len(known)}: {sorted(known)}")
     wanted = set(spec.countries)
     out = []
     for q in questions:

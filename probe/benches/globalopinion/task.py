@@ -84,8 +84,10 @@ DESIGN_COLUMNS: tuple[pa.Field, ...] = (
 """The prompts table's design columns: condition, cued country, rotation and the answer shares."""
 
 DESIGN = Design(condition=CONDITION, target=TARGET, ordering=ROTATION,
-                contrast=Contrast(source="cross_national", dest="default"), reference="default")
-"""Conditions analysed apart, the cued country as target, rotations within a prompt group."""
+                contrast=Contrast(source="cross_national", dest="default"), reference="default",
+                structured=(HUMAN,))
+"""Conditions analysed apart, the cued country as target, rotations within a prompt group; the
+answer shares (`{country: [share per option]}`) a JSON object."""
 
 
 def _human(run: Run) -> dict[str, dict[str, np.ndarray]]:
