@@ -109,15 +109,19 @@ def test_export_writes_a_new_file_whole(finished: Path, tmp_path: Path, capsys: 
 
 
 def test_a_full_disk_during_export_is_one_line_and_leaves_no_file(finished: Path, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    def half(run: object, stream: object) -> int:
-        stream.write('{"prompt_id": 0, "cut')  # type: ignore[attr-defined]
-        stream.flush()  # type: ignore[attr-defined]
-        raise OSError(errno.EFBIG, "File too large")
+    """A real file-size limit (`ulimit -f`): the write fails part way, the temporary file goes."""
+    import resource
+    import signal
 
-    monkeypatch.setattr(export_command, "write_jsonl", half)
-    code, err = _cli(export_command.main, [str(finished), "--out", str(tmp_path / "out.jsonl")], capsys)
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG from write() instead of the signal
+    resource.setrlimit(resource.RLIMIT_FSIZE, (200, limit[1]))
+    try:
+        code, err = _cli(export_command.main, [str(finished), "--out", str(tmp_path / "out.jsonl")], capsys)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+        signal.signal(signal.SIGXFSZ, previous)
     assert code == 2 and "File too large" in _one_line(err)
     assert os.listdir(tmp_path) == []
 
