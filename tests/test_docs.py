@@ -306,7 +306,7 @@ def test_inline_commands_name_real_subcommands(where: str, span: str) -> None:
     "probe compare runs/a runs/b blok=greedy",
     "probe ls bench=demo backend=vlm",
     "probe anlyze runs/x",                                # a misspelt subcommand
-    "probe export runs/x --format csv",                   # a format it does not write
+    "probe export runs/x --format xlsx",                  # a format it does not write
     "probe runs runs/a runs/b",                           # one directory at most
 ])
 def test_a_misspelt_command_fails(line: str, tmp_path: Path) -> None:
