@@ -6,7 +6,9 @@ option. The assistant turn is pre-filled with `If had to select one of the optio
 would be (` (the paper's wording, "If had" sic), so the next token is the letter. Base models
 get the same text as `Human: {user turn}\\n\\nAssistant:`, and probe's base rendering adds a
 newline and the pre-fill. `cross_national` puts `How would someone from {country} answer the
-following question:` on a line before the question.
+following question:` on a line before the question, the country by its display name
+(`countries.display_name`: `S. Korea` → South Korea, sampling notes removed); the design field
+`target` keeps the survey label.
 
 Every question is asked under all K cyclic rotations (option (i + k) mod K at letter i), so each
 option visits each letter once: the distribution over options is exact and the letter prior
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from probe.benches.globalopinion.countries import display_name
 from probe.benches.globalopinion.data import Question
 from probe.prompts.text_forms import TEXT_FORMAT_LINE
 from probe.prompts.variants import Wording
@@ -42,11 +45,16 @@ def render_message(question: str, options: Sequence[str], country: str | None = 
     """The user turn: optional country cue, the question, a blank line, the lettered options.
     `wording` (a prompt factor's variant) changes the labels or the option lines, or adds its
     instruction line after the options (the protocol has none: its pre-filled answer asks)."""
-    head = question if country is None else f"{CROSS_NATIONAL.format(country=country)}\n{question}"
+    head = cued(question, country)
     labels = wording.labels or LETTERS
     lines = [wording.option_line(labels[i], o, f"({labels[i]}) {o}") for i, o in enumerate(options)]
     instruction = [] if wording.instruction is None else [wording.instruction]
     return "\n".join([head, "", "Here are the options:", *lines, *instruction])
+
+
+def cued(question: str, country: str | None) -> str:
+    """The question, under a cue naming `country` (a survey label, said by its display name) when given."""
+    return question if country is None else f"{CROSS_NATIONAL.format(country=display_name(country))}\n{question}"
 
 
 def reword(item: Item, prompt: Prompt, wording: Wording) -> str:
@@ -97,7 +105,7 @@ def text_message(item: Item, prompt: Prompt, form: str) -> str:
     question and cue share it); hybrid, the options shown under the prompt's order and the text
     format line. A letter the prompt does not show (`order` −1) gets no continuation."""
     country = prompt.value(TARGET)
-    head = item.question if country is None else f"{CROSS_NATIONAL.format(country=country)}\n{item.question}"
+    head = cued(item.question, None if country is None else str(country))
     if form == "cloze":
         return head
     shown = [item.options[o].text for o in prompt.order if o != NOT_SHOWN]

@@ -24,12 +24,7 @@ from probe.benches.globalopinion.data import (
     resolve_source,
     select,
 )
-from probe.benches.globalopinion.metrics import (
-    compute,
-    kendall_tau,
-    near_uniform,
-    read_human,
-)
+from probe.benches.globalopinion.metrics import compute, near_uniform, read_human
 from probe.benches.globalopinion.prompts import (
     CONDITION,
     HUMAN,
@@ -40,7 +35,8 @@ from probe.benches.globalopinion.prompts import (
     reword,
     text_message,
 )
-from probe.benches.task import Column, PreparedBench, Presentation
+from probe.benches.globalopinion.ranking import agreements, countries_block, ranking_block
+from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
 from probe.metrics.core import AnalysisOptions, get_path
@@ -59,7 +55,7 @@ def prepare(spec: GlobalOpinionSpec, generate: bool, cache_dir: Path) -> Prepare
     if not spec.conditions:
         raise ProbeInputError("bench.conditions: empty; choose default and/or cross_national")
     path = resolve_source(spec, cache_dir)
-    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals)
+    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals, spec.drop_volunteered)
     chosen = select(questions, spec)
     if not chosen:
         raise ProbeInputError(f"{path}: no question left after bench.source={spec.source} and bench.countries")
@@ -88,12 +84,16 @@ def _human(run: Run) -> dict[str, dict[str, np.ndarray]]:
 
 
 def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
-    """The forced-choice metrics with this bench's formulas, the expected-vs-debiased ranking τ
-    and the near-uniform check."""
+    """The forced-choice metrics with this bench's formulas, the countries' names and samples,
+    the ranking by lift (`ranking.py`) with its rank agreements, and the near-uniform check."""
     human = _human(run)
     out = forced.letter_metrics(lambda t, o, s: compute(t, o, human), GlobalOpinionSpec, DESIGN)(run, mask, opts)
-    exp, deb = get_path(out, "expected", "default", "similarity"), get_path(out, "debiased", "default", "similarity")
-    out["ranking_tau"] = kendall_tau(exp, deb) if exp and deb else None
+    out["countries"] = countries_block(out)
+    if out.get("expected") is not None:
+        out["ranking"] = ranking_block(out, bench_spec(GlobalOpinionSpec, run.manifest.bench.config))
+        out.update(agreements(out, out["ranking"]["ranked"]))
+    else:
+        out["ranking_tau"] = None
     if not forced.is_generation_run(run) and out.get("expected") is not None:
         table = run.table()
         if mask is not None:
