@@ -27,14 +27,19 @@ from probe.errors import ProbeInputError
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
+from probe.metrics.factorial_shares import ShareCube
 from probe.metrics.tree import Headline, MetricsTree, MetricValue
 from probe.prompts.render import ANSWER_CUE
 from probe.prompts.text_forms import TextMessage
 from probe.prompts.variants import Reword, no_reword
 from probe.results.run import Run
+from probe.results.scores import ScoreTable
 from probe.results.schemas import judgements_schema
 from probe.types import Design, GroupNoun, Item, Prompt, RenderedPrompt
 from probe.viz.figures import Figure
+
+FactorCube = Callable[[ScoreTable, Design, Sequence[str], float], ShareCube]
+"""`(table, design, variant names, temperature) → ShareCube` (`Task.factor_cube`)."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +248,10 @@ class Task:
     reword: Reword = no_reword
     """`(item, prompt, wording) → user message` under another label set, instruction line or
     option layout (`probe.prompts.variants`); default: refused (it admits none of those factors)."""
+    factor_cube: FactorCube | None = None
+    """A factor run's `[item, variant, group]` response for the format-robustness analysis, when the
+    bench's groups are not its options' groups (GlobalOpinionQA: countries); None: the options'
+    group shares (`probe.metrics.variant_shares.share_cube`)."""
     modes: tuple[tuple[str, Task], ...] = ()
     """`bench.mode` value → the task that runs it, when one bench offers readings that differ in
     kind (open answers and scored texts): the run's spec and its recorded `kind` become that

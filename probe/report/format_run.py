@@ -63,7 +63,8 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
         factorial, design = factorial_of([rec["levels"] for rec in records], names), "factorial"
     except FactorialError:  # explicit variants, not every combination: the wording as one factor
         factorial, design = factorial_of([{"variant": n} for n in names], names), "one-way"
-    result = analyse(share_cube(table, task.design, names, opts.temperature), factorial, n_boot=opts.n_boot,
+    cube_of = task.factor_cube or share_cube  # a bench whose groups are not its options' supplies its own
+    result = analyse(cube_of(table, task.design, names, opts.temperature), factorial, n_boot=opts.n_boot,
                      seed=opts.seed)
     return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,
             "cost": cost(run), **robustness_json(result)}

@@ -10,8 +10,8 @@ from probe.metrics.core import jsd_bits
 
 def similarity(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """`1 − sqrt(JSD_2(p, q))` on the last axis (1: identical, 0: disjoint supports). Base-2
-    logs: natural-log reproductions (scipy's `jensenshannon` default) give a larger distance by
-    √ln 2 ≈ 0.83⁻¹, so their similarities are not comparable with these."""
+    logs: natural-log reproductions (scipy's `jensenshannon` default) give distances √ln 2 ≈ 0.83
+    times these (higher similarities), so the two are not comparable."""
     return 1.0 - np.sqrt(np.clip(jsd_bits(p, q), 0.0, 1.0))
 
 

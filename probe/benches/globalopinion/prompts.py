@@ -20,6 +20,7 @@ group "" there (its metrics read the first K letters only).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 
 from probe.benches.globalopinion.countries import display_name
@@ -31,6 +32,8 @@ from probe.types import LETTERS, Item, Prompt
 PREFILL = "If had to select one of the options, my answer would be ("
 """The assistant turn's pre-filled start (verbatim from the paper's prompt, "If had" included)."""
 CROSS_NATIONAL = "How would someone from {country} answer the following question:"
+_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)?")
+"""An option text that is a number (a point of a 0–10 scale)."""
 NOT_SHOWN = -1
 """`order` at a letter beyond the prompt's own K (no option shown there)."""
 HUMAN = "human"
@@ -44,9 +47,12 @@ def render_message(question: str, options: Sequence[str], country: str | None = 
                    wording: Wording = Wording()) -> str:
     """The user turn: optional country cue, the question, a blank line, the lettered options.
     `wording` (a prompt factor's variant) changes the labels or the option lines, or adds its
-    instruction line after the options (the protocol has none: its pre-filled answer asks)."""
+    instruction line after the options (the protocol has none: its pre-filled answer asks). Under
+    digit labels a numeric option text is quoted (`(2) "1"`), so label and text stay apart."""
     head = cued(question, country)
     labels = wording.labels or LETTERS
+    if any(label.isdigit() for label in labels[:len(options)]):  # `(2) 1` would read as two numbers
+        options = [f'"{o}"' if _NUMBER.fullmatch(o) else o for o in options]
     lines = [wording.option_line(labels[i], o, f"({labels[i]}) {o}") for i, o in enumerate(options)]
     instruction = [] if wording.instruction is None else [wording.instruction]
     return "\n".join([head, "", "Here are the options:", *lines, *instruction])

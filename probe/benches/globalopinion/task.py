@@ -18,6 +18,9 @@ import pyarrow as pa
 
 from probe.benches import forced
 from probe.benches.globalopinion import figures, report
+from probe.benches.globalopinion.conclusion import ranked
+from probe.benches.globalopinion.countries import table_name
+from probe.benches.globalopinion.factors import factor_cube
 from probe.benches.globalopinion.data import (
     GlobalOpinionSpec,
     load_questions,
@@ -39,7 +42,7 @@ from probe.benches.globalopinion.ranking import agreements, countries_block, ran
 from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
-from probe.metrics.core import AnalysisOptions, get_path
+from probe.metrics.core import AnalysisOptions
 from probe.metrics.tree import MetricsTree
 from probe.prompts.factors import BUILTIN_FACTORS
 from probe.results.run import Run
@@ -108,10 +111,11 @@ def _unused_compute(table: ScoreTable, opts: AnalysisOptions, spec: Any) -> dict
 
 
 def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3, furthest: bool = False) -> str:
-    """The `n` countries closest to the model under `default` (`furthest`: the `n` furthest, furthest first)."""
-    sim = get_path(m, tree, "default", "similarity") or {}
-    ranked = sorted(sim.items(), key=lambda kv: kv[1] if furthest else -kv[1])
-    return ", ".join(f"{c} {v:.3f}" for c, v in ranked[:n]) or "–"
+    """The `n` ranked countries with the highest lift in one reading (`furthest`: the `n` lowest, lowest first)."""
+    order = ranked(m, tree)
+    if furthest:
+        order = order[::-1]
+    return ", ".join(f"{table_name(c)} {v:+.3f}" for c, v in order[:n]) or "–"
 
 
 def _mean(path: str) -> Column:
@@ -126,16 +130,18 @@ _TASK = forced.forced_choice_task(
                         design_columns=DESIGN_COLUMNS, design=DESIGN, text_message=text_message,
                         factors=tuple(BUILTIN_FACTORS), reword=reword),
     Presentation(
-        sweep_columns=(Column("closest countries", "default.similarity", cell=_top),
-                       Column("furthest countries", "default.similarity", cell=lambda m: _top(m, furthest=True)),
-                       Column("closest, debiased", "default.similarity", cell=lambda m: _top(m, "debiased"),
-                              undefined="no debiased similarity: the letter prior could not be estimated"),
-                       _mean("default.mean.similarity"), _mean("default.mean.lift"),
-                       _mean("cross_national.mean.gain"), *forced.letter_columns()),
-        sweep_note="Similarity = 1 − Jensen–Shannon distance (base 2) to each country's answer shares; expected "
-                   "(probability-weighted) values with 95% bootstrap CIs over questions.",
+        sweep_columns=(Column("highest lift", "default.lift", cell=_top),
+                       Column("lowest lift", "default.lift", cell=lambda m: _top(m, furthest=True)),
+                       Column("highest lift, debiased", "default.lift", cell=lambda m: _top(m, "debiased"),
+                              undefined="no debiased lift: the letter prior could not be estimated"),
+                       _mean("default.mean.similarity"), _mean("default.mean.lift"), _mean("default.mean.macro_lift"),
+                       _mean("cross_national.mean.gain"), _mean("cross_national.mean.specificity"),
+                       *forced.letter_columns()),
+        sweep_note="Similarity = 1 − Jensen–Shannon distance (base 2) to each country's answer shares; lift = "
+                   "similarity − a uniform model's; countries ranked by lift (those with enough questions, national "
+                   "samples); expected (probability-weighted) values with 95% bootstrap CIs over questions.",
         pair_columns=(Column("mean similarity", "default.mean.similarity"), Column("lift", "default.mean.lift")),
         curve_metrics=(Column("mean similarity (default)", "default.mean.similarity"),),
         groups=GroupNoun("country", "countries")),
 )
-TASK = replace(_TASK, metrics=metrics)
+TASK = replace(_TASK, metrics=metrics, factor_cube=factor_cube)
