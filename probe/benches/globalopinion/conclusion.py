@@ -122,7 +122,8 @@ def _reading(m: Mapping[str, Any], block: str) -> str:
     if block != "expected":  # the second reading: the same facts, said short
         return f"{head} highest lift {_name(m, top, block, cond)}, lowest {_name(m, low, block, cond)}; {means}."
     return (f"{head} {CONDITION_WORDS[cond]} (`{cond}`), ranked by lift over a uniform model among the "
-            f"{len(order)} countries with at least {rank.get('min_questions')} questions"
+            f"{len(order)} countries with at least {rank.get('min_questions')} "
+            f"question{'s' * (rank.get('min_questions') != 1)}"
             f"{' (national samples)' if rank.get('samples') == 'national' else ''}, the model's answers gain most "
             f"on {_name(m, top, block, cond)} and least on {_name(m, low, block, cond)}; {means} "
             f"(similarity {_mean(m, block, cond, 'similarity')} against {fmt(get_path(m, block, cond, 'mean', 'uniform'))}"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from probe.benches.globalopinion.conclusion import at, condition, opening, ranked
-from probe.benches.globalopinion.countries import table_name
+from probe.benches.globalopinion.countries import sample, table_name
 from probe.metrics.core import get_path
 from probe.viz.markdown import fmt, table, undefined, value_ci
 
@@ -21,7 +21,7 @@ def _label(m: Mapping[str, Any], c: str) -> str:
     its sample when not national."""
     info = (m.get("countries") or {}).get(c) or {}
     name = info.get("name") or table_name(c)
-    mark = SAMPLE_MARK.get(str(info.get("sample")), "")
+    mark = SAMPLE_MARK[info.get("sample") or sample(c)]
     return name + (f" (`{c}`)" if name != c else "") + (f", *{mark}*" if mark else "")
 
 
