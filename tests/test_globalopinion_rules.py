@@ -237,3 +237,24 @@ def _json(human: dict[str, dict[str, np.ndarray]]) -> str:
     import json
 
     return json.dumps({c: list(v) for c, v in human["q1"].items()})
+
+
+def test_scales_are_recognised_and_read_ordinally() -> None:
+    from probe.benches.globalopinion.scales import scale_positions
+
+    assert scale_positions(["Very good", "Somewhat good", "Somewhat bad", "Very bad", "DK/Refused"]) == (0, 1, 2, 3)
+    assert scale_positions(["Not at all", "2", "3", "4", "Very much", "No answer"]) == (0, 1, 2, 3, 4)
+    assert scale_positions(["A great deal", "Quite a lot", "Not very much", "None at all"]) == (0, 1, 2, 3)
+    assert scale_positions(["Yes", "No", "Maybe"]) is None and scale_positions(["Good", "Bad"]) is None
+    assert scale_positions(["Very good", "Very bad", "Somewhat good"]) is None  # a scrambled scale is no scale
+    table, human = planted()
+    texts = ["Very good", "Somewhat good", "Very bad"]
+    lp = np.stack([np.log(option_dist(P[t], 0)[table.order[i]]) for i, t in enumerate(table.design["target"])])
+    scale = ScoreTable(**{**table.__dict__, "logprobs": lp.astype(np.float32),
+                          "groups": np.array([[texts[o] for o in row] for row in table.order], dtype=object)})
+    m = compute(scale, AnalysisOptions(n_boot=0), human)
+    got = m["expected"]["default"]["ordinal"]
+    assert m["n_scale_questions"] == 1
+    assert math.isclose(got["similarity"]["X"], float(ordinal_similarity(P[None], H["X"])), abs_tol=1e-6)
+    assert math.isclose(got["jsd_similarity"]["Y"], float(similarity(P[None], H["Y"])), abs_tol=1e-6)
+    assert "ordinal" not in compute(table, AnalysisOptions(n_boot=0), human)["expected"]["default"]

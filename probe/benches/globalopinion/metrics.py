@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from probe.benches.globalopinion.measures import similarity
+from probe.benches.globalopinion.measures import ordinal_similarity, similarity
+from probe.benches.globalopinion.scales import scale_positions
 from probe.benches.globalopinion.prompts import CONDITION, HUMAN, ROTATION, TARGET
 from probe.benches.globalopinion.specificity import Specificity, cue_specificity
 from probe.errors import ProbeInputError
@@ -76,6 +77,21 @@ class Sums:
     """`[condition, item, country]` similarity of the survey-order (rotation 0) reading (0 where absent)."""
     specificity: Specificity
     """The cue's specificity per (question, cued country)."""
+    ordinal: Ordinal
+    """The ordinal similarity on the questions that are ordered scales."""
+
+
+@dataclass(frozen=True)
+class Ordinal:
+    """`1 − W1/(K − 1)` per (condition, item, country) on ordered-scale questions (`scales.py`),
+    over the scale's options renormalised (non-answer and volunteered codes set aside)."""
+
+    sim: np.ndarray
+    """`[condition, item, country]` (0 where absent)."""
+    uniform: np.ndarray
+    """`[item, country]` the same for the uniform distribution over the scale's options."""
+    present: np.ndarray
+    """`[condition, item, country]` 1 where the item is a scale and the pair was asked."""
 
 
 Key = tuple[str, str, str | None]
@@ -116,6 +132,8 @@ def item_sums(table: ScoreTable, probs: np.ndarray, human: Human) -> Sums:
     survey_keys, survey_dists = model_distributions(table.subset(first), probs[first])
     survey_of = dict(zip(survey_keys, survey_dists))
     survey = np.zeros_like(sim)
+    scales = _scales(table)
+    ordinal = Ordinal(sim=np.zeros_like(sim), uniform=np.zeros_like(uniform), present=np.zeros_like(sim))
     for (item, cond, target), dist in zip(keys, dists):
         if cond not in CONDITIONS:
             raise ProbeInputError(f"GlobalOpinionQA metrics: unknown condition {cond!r}; expected {list(CONDITIONS)}")
@@ -129,9 +147,39 @@ def item_sums(table: ScoreTable, probs: np.ndarray, human: Human) -> Sums:
             survey[di, ii, ci] = similarity(survey_of[(item, cond, target)][:k], shares[country])
             present[di, ii, ci] = 1.0
             uniform[ii, ci] = similarity(np.full(k, 1.0 / k), shares[country])
+            _ordinal(ordinal, (di, ii, ci), scales.get(item), dist[:k], shares[country])
     specificity = cue_specificity(dict(zip(keys, dists)), human, items, countries)
     return Sums(countries=countries, sources=sources, sim=sim, uniform=uniform, present=present, source=source,
-                survey=survey, specificity=specificity)
+                survey=survey, specificity=specificity, ordinal=ordinal)
+
+
+def _scales(table: ScoreTable) -> dict[str, tuple[int, ...]]:
+    """item → its scale's option positions (survey order), for the items that are ordered scales:
+    the option texts are the groups a rotation-0 prompt shows, letter by letter."""
+    out: dict[str, tuple[int, ...] | None] = {}
+    rows = np.nonzero(np.asarray(table.column(ROTATION)) == 0)[0]
+    order = np.asarray(table.order)
+    for r in rows:
+        item = str(table.item_id[r])
+        if item not in out:
+            k = int((order[r] >= 0).sum())
+            out[item] = scale_positions([str(g) for g in table.groups[r][:k]])
+    return {i: pos for i, pos in out.items() if pos is not None}
+
+
+def _ordinal(o: Ordinal, at: tuple[int, int, int], positions: tuple[int, ...] | None, p: np.ndarray,
+             h: np.ndarray) -> None:
+    """Fill one (condition, item, country) cell of `o` when the item is a scale the country answered."""
+    if positions is None:
+        return
+    pos = list(positions)
+    mass = h[pos].sum()
+    if mass <= 0 or p[pos].sum() <= 0:  # the country's respondents all gave off-scale answers
+        return
+    hr, pr = h[pos] / mass, p[pos] / p[pos].sum()
+    o.sim[at] = ordinal_similarity(pr, hr)
+    o.uniform[at[1:]] = ordinal_similarity(np.full(len(pos), 1.0 / len(pos)), hr)
+    o.present[at] = 1.0
 
 
 def evaluate(s: Sums, w: np.ndarray) -> dict[str, Any]:
@@ -150,6 +198,8 @@ def evaluate(s: Sums, w: np.ndarray) -> dict[str, Any]:
             "by_source": {src: _source(s, di, w, j) for j, src in enumerate(s.sources)},
             "survey_order": _survey_order(s, di, w, uni),
         }
+        if s.ordinal.present[di].any():
+            tree["ordinal"] = _ordinal_tree(s, di, w)
         tree["mean"]["lift"] = tree["mean"]["similarity"] - tree["mean"]["uniform"]
         tree["mean"].update(_macro(s, sim, uni, s.present[di]))
         out[cond] = tree
@@ -178,6 +228,22 @@ def _macro(s: Sums, sim: np.ndarray, uni: np.ndarray, present: np.ndarray) -> di
         return ratio(np.where(ok, x, 0.0).sum(axis=-1), ok.sum(axis=-1).astype(np.float64))
 
     return {"macro_similarity": mean(sim[..., asked]), "macro_lift": mean((sim - uni)[..., asked])}
+
+
+def _ordinal_tree(s: Sums, di: int, w: np.ndarray) -> dict[str, Any]:
+    """Per country and pooled over the scale questions: the ordinal similarity, its uniform and
+    lift, and 1 − JS distance on the same (question, country) pairs (`jsd_similarity`)."""
+    o = s.ordinal
+    present = o.present[di]
+    n, pooled_n = wsum(w, present), wsum(w, present.sum(1))
+    sim, uni = ratio(wsum(w, o.sim[di]), n), ratio(wsum(w, o.uniform * present), n)
+    jsd = ratio(wsum(w, s.sim[di] * present), n)
+    mean_sim = ratio(wsum(w, o.sim[di].sum(1)), pooled_n)
+    mean_uni = ratio(wsum(w, (o.uniform * present).sum(1)), pooled_n)
+    return {"similarity": _by_country(s, sim, present), "uniform": _by_country(s, uni, present),
+            "lift": _by_country(s, sim - uni, present), "jsd_similarity": _by_country(s, jsd, present),
+            "mean": {"similarity": mean_sim, "uniform": mean_uni, "lift": mean_sim - mean_uni,
+                     "jsd_similarity": ratio(wsum(w, (s.sim[di] * present).sum(1)), pooled_n)}}
 
 
 def _survey_order(s: Sums, di: int, w: np.ndarray, uni: np.ndarray) -> dict[str, Any]:
@@ -214,6 +280,7 @@ def compute(table: ScoreTable, opts: AnalysisOptions, human: Human) -> Measured:
     asked = {cond: _asked(table, human, cond) for cond in CONDITIONS if cond in {str(c) for c in table.column(CONDITION)}}
     out["n_pairs"] = {cond: sum(n.values()) for cond, n in asked.items()}
     out["n_questions"] = asked
+    out["n_scale_questions"] = len(_scales(table))
     return out
 
 

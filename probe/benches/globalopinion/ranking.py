@@ -76,7 +76,9 @@ def tau_over(ranked: list[str], a: Mapping[str, Any] | None, b: Mapping[str, Any
 def agreements(m: Mapping[str, Any], ranked: list[str]) -> dict[str, float | None]:
     """τ between the expected lift ranking and: the debiased one (`ranking_tau`), the survey-order
     reading's (`survey_order_tau`), the uniform model's similarity (`uniform_tau`: near 0 when the
-    ranking is not the uniform model's), and the raw-similarity ranking (`similarity_tau`)."""
+    ranking is not the uniform model's), and the raw-similarity ranking (`similarity_tau`); and
+    `ordinal_tau`, the ordinal similarity's ranking against 1 − JS distance's on the same scale
+    questions."""
     cond = condition_of(m)
 
     def tree(*path: str) -> Mapping[str, Any] | None:
@@ -86,7 +88,9 @@ def agreements(m: Mapping[str, Any], ranked: list[str]) -> dict[str, float | Non
     return {"ranking_tau": tau_over(ranked, exp, tree("debiased", cond, RANK_BY)),
             "survey_order_tau": tau_over(ranked, exp, tree("expected", cond, "survey_order", RANK_BY)),
             "uniform_tau": tau_over(ranked, exp, tree("expected", cond, "uniform")),
-            "similarity_tau": tau_over(ranked, exp, tree("expected", cond, "similarity"))}
+            "similarity_tau": tau_over(ranked, exp, tree("expected", cond, "similarity")),
+            "ordinal_tau": tau_over(ranked, tree("expected", cond, "ordinal", "similarity"),
+                                    tree("expected", cond, "ordinal", "jsd_similarity"))}
 
 
 def _finite(v: Any) -> bool:

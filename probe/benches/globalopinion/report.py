@@ -98,6 +98,24 @@ def _taus(m: Mapping[str, Any]) -> str:
             + " (the uniform model's ranking near 0: the ranking is not the uniform model's).")
 
 
+def _ordinal_section(m: Mapping[str, Any]) -> list[str]:
+    """The ordinal similarity on the questions that are ordered scales, beside 1 − JS distance."""
+    cond = condition(m)
+    if get_path(m, "expected", cond, "ordinal") is None:
+        return []
+
+    def cell(key: str) -> str:
+        return value_ci(get_path(m, "expected", cond, "ordinal", "mean", key),
+                        get_path(m, "ci95", "expected", cond, "ordinal", "mean", key))
+
+    return ["", "## Ordered scales", "",
+            f"On the {m.get('n_scale_questions')} questions whose options form an ordered scale (numeric, or a "
+            "verbal ladder such as very / somewhat / not too / not at all; non-answer and volunteered codes set "
+            "aside), the ordinal similarity 1 − W1/(K − 1) over the survey's order (Santurkar et al. 2023) is "
+            f"{cell('similarity')}, lift {cell('lift')} over a uniform model; 1 − JS distance on the same pairs "
+            f"{cell('jsd_similarity')}. The two measures rank the ranked countries with τ = {fmt(m.get('ordinal_tau'))}."]
+
+
 def _cue_section(m: Mapping[str, Any]) -> list[str]:
     if not get_path(m, "expected", "cross_national", "gain"):
         return []
@@ -135,6 +153,7 @@ def report(m: Mapping[str, Any]) -> str:
     lines += ["", "## Readings", "", "Pooled means weight a country by its questions; macro means count each "
               "country once. Survey order: the options read once, in the survey's order (rotation 0).", "",
               *_means_table(m), "", _taus(m)]
+    lines += _ordinal_section(m)
     lines += _cue_section(m)
     lines += ["", "## By survey", "", *_source_table(m)]
     lines += _wordings(m)
