@@ -34,11 +34,12 @@ import numpy as np
 from probe.benches.globalopinion.measures import ordinal_similarity, similarity
 from probe.benches.globalopinion.scales import scale_positions
 from probe.benches.globalopinion.prompts import CONDITION, HUMAN, ROTATION, TARGET
-from probe.benches.globalopinion.specificity import Specificity, cue_specificity
+from probe.benches.globalopinion.specificity import Specificity, cue_matrix, cue_specificity
 from probe.errors import ProbeInputError
 from probe.metrics.core import (
     AnalysisOptions,
     Measured,
+    choice_probs,
     expected_greedy_ci,
     ratio,
     wsum,
@@ -281,6 +282,9 @@ def compute(table: ScoreTable, opts: AnalysisOptions, human: Human) -> Measured:
     out["n_pairs"] = {cond: sum(n.values()) for cond, n in asked.items()}
     out["n_questions"] = asked
     out["n_scale_questions"] = len(_scales(table))
+    if "cross_national" in asked:
+        keys, dists = model_distributions(table, choice_probs(lp, opts.temperature))
+        out["cue_matrix"] = cue_matrix(dict(zip(keys, dists)), human)
     return out
 
 

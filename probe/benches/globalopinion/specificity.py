@@ -66,3 +66,20 @@ def _contrast(sims: np.ndarray, x: int) -> float:
     """sims[x] − the mean of the other entries."""
     others = np.delete(sims, x)
     return float(sims[x] - others.mean())
+
+
+def cue_matrix(dists: Dists, human: Human) -> dict[str, dict[str, dict[str, float]]]:
+    """The cue × country similarity matrix: for each cued country X and each country Y asked with it
+    on some question, the mean over those questions of sim(p_cue X, h_Y) (`similarity`) and their
+    number (`questions`). Point values of one reading; the diagonal is each cue's own similarity."""
+    sums: dict[str, dict[str, list[float]]] = {}
+    for (item, cond, x), dist in dists.items():
+        if cond != "cross_national" or x is None:
+            continue
+        shares = human[item]
+        k = len(next(iter(shares.values())))
+        row = sums.setdefault(x, {})
+        for y, h in shares.items():
+            row.setdefault(y, []).append(float(similarity(dist[:k], np.asarray(h))))
+    return {"similarity": {x: {y: float(np.mean(v)) for y, v in sorted(row.items())} for x, row in sorted(sums.items())},
+            "questions": {x: {y: len(v) for y, v in sorted(row.items())} for x, row in sorted(sums.items())}}
