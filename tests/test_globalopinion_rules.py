@@ -156,8 +156,9 @@ def test_specificity_of_a_content_reading_model_by_hand() -> None:
     """A model that reads the content (the same option distribution under every rotation)."""
     table, human = planted()
     lp = np.stack([np.log(option_dist(P[t], 0)[table.order[i]]) for i, t in enumerate(table.design["target"])])
-    m = compute(ScoreTable(**{**table.__dict__, "logprobs": lp.astype(np.float32)}), AnalysisOptions(n_boot=0),
-                human)["expected"]
+    out = compute(ScoreTable(**{**table.__dict__, "logprobs": lp.astype(np.float32)}), AnalysisOptions(n_boot=0),
+                  human)
+    m = out["expected"]
 
     def s(t: str | None, c: str) -> float:
         return float(similarity(P[t], H[c]))
@@ -168,6 +169,9 @@ def test_specificity_of_a_content_reading_model_by_hand() -> None:
     assert math.isclose(got["specificity"]["X"], spec_x, abs_tol=1e-6)
     assert math.isclose(got["specificity"]["Y"], spec_y, abs_tol=1e-6)
     assert math.isclose(got["mean"]["specificity"], (spec_x + spec_y) / 2, abs_tol=1e-6) and spec_x > 0
+    matrix = out["cue_matrix"]
+    assert math.isclose(matrix["similarity"]["X"]["Y"], s("X", "Y"), abs_tol=1e-6)
+    assert matrix["questions"] == {"X": {"X": 1, "Y": 1}, "Y": {"X": 1, "Y": 1}}
     lifts_ = [m["default"]["lift"][c] for c in "XY"]
     assert math.isclose(m["default"]["mean"]["macro_lift"], float(np.mean(lifts_)), abs_tol=1e-12)
 
