@@ -29,6 +29,7 @@ from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
 from probe.metrics.factorial_shares import ShareCube
 from probe.metrics.tree import Headline, MetricsTree, MetricValue
+from probe.metrics.variant_shares import share_cube
 from probe.prompts.render import ANSWER_CUE
 from probe.prompts.text_forms import TextMessage
 from probe.prompts.variants import Reword, no_reword
@@ -248,10 +249,10 @@ class Task:
     reword: Reword = no_reword
     """`(item, prompt, wording) → user message` under another label set, instruction line or
     option layout (`probe.prompts.variants`); default: refused (it admits none of those factors)."""
-    factor_cube: FactorCube | None = None
-    """A factor run's `[item, variant, group]` response for the format-robustness analysis, when the
-    bench's groups are not its options' groups (GlobalOpinionQA: countries); None: the options'
-    group shares (`probe.metrics.variant_shares.share_cube`)."""
+    factor_cube: FactorCube = share_cube
+    """A factor run's `[item, variant, group]` response for the format-robustness analysis: by
+    default the options' group shares (`probe.metrics.variant_shares.share_cube`); a bench whose
+    groups are not its options' supplies its own (GlobalOpinionQA: countries)."""
     modes: tuple[tuple[str, Task], ...] = ()
     """`bench.mode` value → the task that runs it, when one bench offers readings that differ in
     kind (open answers and scored texts): the run's spec and its recorded `kind` become that

@@ -28,7 +28,6 @@ from probe.metrics.variant_shares import (
     VARIANT,
     analysed_condition,
     factorial_of,
-    share_cube,
 )
 from probe.results.run import Run
 from probe.viz.markdown import value_ci
@@ -63,8 +62,7 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
         factorial, design = factorial_of([rec["levels"] for rec in records], names), "factorial"
     except FactorialError:  # explicit variants, not every combination: the wording as one factor
         factorial, design = factorial_of([{"variant": n} for n in names], names), "one-way"
-    cube_of = task.factor_cube or share_cube  # a bench whose groups are not its options' supplies its own
-    result = analyse(cube_of(table, task.design, names, opts.temperature), factorial, n_boot=opts.n_boot,
+    result = analyse(task.factor_cube(table, task.design, names, opts.temperature), factorial, n_boot=opts.n_boot,
                      seed=opts.seed)
     return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,
             "cost": cost(run), **robustness_json(result)}
