@@ -202,8 +202,9 @@ def test_the_report_opens_with_its_conclusion_in_both_readings(sweep) -> None:
 
     def cell(tree: dict, ci: dict, country: str) -> str:
         lo, hi = ci["lift"][country]
-        return (f"**{table_name(country)}** (lift {tree['lift'][country]:.3f} [{lo:.3f}, {hi:.3f}], similarity "
-                f"{tree['similarity'][country]:.3f}, {n[country]} questions)")
+        interval = ", n = 1, no interval" if n[country] == 1 else f" [{lo:.3f}, {hi:.3f}]"
+        return (f"**{table_name(country)}** (lift {tree['lift'][country]:.3f}{interval}, similarity "
+                f"{tree['similarity'][country]:.3f}, {n[country]} question{'s' * (n[country] != 1)})")
 
     assert first.startswith("**In short:** Expected reading (probability-weighted answers): with no country named "
                             f"(`default`), ranked by lift over a uniform model among the {len(lift)} countries with at "

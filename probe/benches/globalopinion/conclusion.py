@@ -98,9 +98,10 @@ def opening(m: Mapping[str, Any]) -> list[str]:
 def _name(m: Mapping[str, Any], label: str, block: str, cond: str) -> str:
     """A ranked country in bold by its display name, with its lift, similarity and question count."""
     n = at(m, label, "n_questions", cond)
-    lift = value_ci(at(m, label, block, cond, "lift"), at(m, label, "ci95", block, cond, "lift"))
+    interval = None if n == 1 else at(m, label, "ci95", block, cond, "lift")  # one question: no interval
+    lift = value_ci(at(m, label, block, cond, "lift"), interval) + (", n = 1, no interval" if n == 1 else "")
     return (f"**{table_name(label)}** (lift {lift}, similarity {fmt(at(m, label, block, cond, 'similarity'))}, "
-            f"{n} questions)")
+            f"{n} question{'s' * (n != 1)})")
 
 
 def _mean(m: Mapping[str, Any], block: str, cond: str, key: str) -> str:
