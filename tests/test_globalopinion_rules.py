@@ -262,3 +262,14 @@ def test_scales_are_recognised_and_read_ordinally() -> None:
     assert math.isclose(got["similarity"]["X"], float(ordinal_similarity(P[None], H["X"])), abs_tol=1e-6)
     assert math.isclose(got["jsd_similarity"]["Y"], float(similarity(P[None], H["Y"])), abs_tol=1e-6)
     assert "ordinal" not in compute(table, AnalysisOptions(n_boot=0), human)["expected"]["default"]
+
+
+def test_a_base_model_gets_a_space_before_the_prefill(tmp_path: Path) -> None:
+    from probe.benches.globalopinion.prompts import PREFILL
+    from probe.benches.globalopinion.task import prepare
+    from probe.prompts.render import RenderSettings, render_text
+
+    bench = prepare(GlobalOpinionSpec(path=str(write(tmp_path, [row()]))), False, tmp_path / "cache")
+    assert bench.base_joiner == " "
+    text = render_text(None, bench.prompts[0], RenderSettings(kind="base", cue=bench.cue, base_joiner=bench.base_joiner))
+    assert text.endswith(f"\n\nAssistant: {PREFILL}") and text.startswith("Human: Is it good?\n\n")

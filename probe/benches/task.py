@@ -58,6 +58,8 @@ class PreparedBench:
     cue: str | None = ANSWER_CUE
     """What the answer starts with, pre-filled so the next token is the letter; None for open
     answers (the model answers after the generation prompt)."""
+    base_joiner: str = "\n"
+    """What a base model's text puts between the prompt and the cue (`RenderSettings.base_joiner`)."""
     data_files: tuple[Path, ...] = ()
     """Every data file `prepare` read, in the order read: the run key holds a digest of their
     bytes (`probe.benches.sources.data_digest`), so a resumed run, a merge or a comparison notices

@@ -4,9 +4,10 @@ this bench's `Prompt` records.
 User turn: the question, a blank line, `Here are the options:`, one `(A) {option}` line per
 option. The assistant turn is pre-filled with `If had to select one of the options, my answer
 would be (` (the paper's wording, "If had" sic), so the next token is the letter. Base models
-get the same text as `Human: {user turn}\\n\\nAssistant:`, and probe's base rendering adds a
-newline and the pre-fill. `cross_national` puts `How would someone from {country} answer the
-following question:` on a line before the question, the country by its display name
+get the same text as `Human: {user turn}\\n\\nAssistant:`, then a space and the pre-fill, as in
+the paper (`PreparedBench.base_joiner`; probe's other benches put a newline there).
+`cross_national` puts `How would someone from {country} answer the following question:` on a
+line before the question, the country by its display name
 (`countries.display_name`: `S. Korea` → South Korea, sampling notes removed); the design field
 `target` keeps the survey label.
 

@@ -68,7 +68,7 @@ def prepare(spec: GlobalOpinionSpec, generate: bool, cache_dir: Path) -> Prepare
               "questions": len(chosen), "distributions": sum(len(q.shares) for q in chosen),
               "countries": len({c for q in chosen for c, _ in q.shares})}
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:width], items=[q.item for q in chosen],
-                         prompts=prompts, source=source, cue=PREFILL, data_files=(path,))
+                         prompts=prompts, source=source, cue=PREFILL, base_joiner=" ", data_files=(path,))
 
 
 DESIGN_COLUMNS: tuple[pa.Field, ...] = (
