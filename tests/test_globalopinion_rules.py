@@ -32,6 +32,7 @@ SURVEY_LABELS = re.compile(r"sample\)|S\. Korea|S\. Africa|Palest\. ter\.|Czech 
 
 
 def test_display_names_and_samples() -> None:
+    assert display_name("Central African Rep.") == "Central African Republic" and display_name("S. Sudan") == "South Sudan"
     assert [display_name(c) for c in ("S. Korea", "Palest. ter.", "Czech Rep.", "Nigeria (Non-national sample)",
                                       "India (Old national sample)", "India (Current national sample)", "Britain")] \
         == ["South Korea", "the Palestinian territories", "the Czech Republic", "Nigeria", "India", "India", "Britain"]

@@ -4,7 +4,8 @@ The survey labels are abbreviated (`S. Korea`, `Palest. ter.`, `Czech Rep.`) and
 sampling note (`Nigeria (Non-national sample)`, `India (Old national sample)`). The label stays
 the key everywhere (metrics, tables, `bench.countries`); the cross-national cue and the report's
 text show the display name: the sampling note removed and the abbreviation spelled out. A label
-this map does not know is shown as it is, less its sampling note.
+the map does not list is shown less its sampling note, with the surveys' abbreviations (`S.`,
+`N.`, `Rep.`, `ter.`, `Is.`) spelled out.
 """
 
 from __future__ import annotations
@@ -45,10 +46,21 @@ def _split(label: str) -> tuple[str, str]:
     return (label[: match.start()].strip(), match.group(1).lower()) if match else (label.strip(), "")
 
 
+_ABBREVIATIONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\AS\. "), "South "), (re.compile(r"\AN\. "), "North "), (re.compile(r"\bRep\.(?=\s|\Z)"), "Republic"),
+    (re.compile(r"\bter\.(?=\s|\Z)"), "territories"), (re.compile(r"\bIs\.(?=\s|\Z)"), "Islands"),
+)
+"""Survey abbreviations spelled out in a label the map does not list."""
+
+
 def display_name(label: str) -> str:
     """The name the cue and the report's sentences use for a survey label."""
     base, _ = _split(label)
-    return DISPLAY_NAMES.get(base, base)
+    if base in DISPLAY_NAMES:
+        return DISPLAY_NAMES[base]
+    for pattern, word in _ABBREVIATIONS:
+        base = pattern.sub(word, base)
+    return base
 
 
 def table_name(label: str) -> str:
