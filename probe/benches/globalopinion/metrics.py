@@ -301,17 +301,6 @@ def _asked(table: ScoreTable, human: Human, cond: str) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def kendall_tau(a: Mapping[str, float], b: Mapping[str, float]) -> float | None:
-    """Kendall's τ-b between two country → value maps over their shared countries (None below 2)."""
-    from scipy.stats import kendalltau
-
-    keys = sorted(set(a) & set(b))
-    if len(keys) < 2:
-        return None
-    tau = kendalltau([a[k] for k in keys], [b[k] for k in keys]).statistic
-    return None if tau is None or not np.isfinite(tau) else float(tau)
-
-
 def near_uniform(table: ScoreTable, opts: AnalysisOptions, threshold: float = 0.9) -> float:
     """Mean normalised entropy of the model's per-question distributions (1: uniform). Above
     `threshold` the similarity ranking mostly tracks how uniform each country's answers are."""
