@@ -204,6 +204,15 @@ def test_ranking_leaves_out_thin_and_non_national_countries() -> None:
     assert "| Nigeria (`Nigeria (Non-national sample)`), *non-national sample* |" in text
 
 
+def test_a_run_with_no_ranked_country_says_so() -> None:
+    m = metrics_of({"Kenya": 0.1, "Chile": 0.0}, {"Kenya": 2, "Chile": 1})
+    m["ranking"] = ranking_block(m, GlobalOpinionSpec())
+    text = report(m)
+    assert "so no country is ranked; mean lift 0.010." in text and "**" not in text.split("\n")[2][13:]
+    assert "Debiased reading (letter prior removed): mean lift 0.010." in text
+    assert "No country is ranked (the countries listed apart below say why)." in text and "| rank |" not in text
+
+
 def test_no_measurable_opinion_is_said_so() -> None:
     m = metrics_of({"Kenya": 0.1, "Chile": 0.0}, {"Kenya": 5, "Chile": 5})
     m["ranking"] = ranking_block(m, GlobalOpinionSpec())

@@ -73,6 +73,8 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     parts = [_reading(m, "expected")]
     if m.get("debiased") is None:
         parts.append(f"No debiased reading: {no_debiased(m).removeprefix('no debiased metrics: ')}.")
+    elif not ranked(m, "expected"):  # nothing ranked: the pooled mean is all there is to say
+        parts.append(f"Debiased reading (letter prior removed): mean lift {_mean(m, 'debiased', condition(m), 'lift')}.")
     elif not ranked(m, "debiased"):
         parts.append("No debiased reading: no ranked country's debiased lift is defined.")
     else:
@@ -116,7 +118,8 @@ def _reading(m: Mapping[str, Any], block: str) -> str:
     rank = m.get("ranking") or {}
     if len(order) < 2:
         return (f"{head} fewer than two countries have {rank.get('min_questions')} or more questions "
-                f"(`bench.min_questions`), so no country is ranked; mean lift {_mean(m, block, cond, 'lift')}.")
+                f"(`bench.min_questions`){' and a national sample' if rank.get('samples') == 'national' else ''}, so "
+                f"no country is ranked; mean lift {_mean(m, block, cond, 'lift')}.")
     top, low = order[0][0], order[-1][0]
     means = (f"mean lift {_mean(m, block, cond, 'lift')} over all (question, country) pairs, macro lift "
              f"{_mean(m, block, cond, 'macro_lift')}")

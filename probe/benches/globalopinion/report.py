@@ -147,7 +147,9 @@ def report(m: Mapping[str, Any]) -> str:
               f"country's questions, 95% bootstrap CIs over questions. Ranked: countries with at least "
               f"{rank.get('min_questions')} questions (`bench.min_questions`)"
               + (", national samples only (`bench.rank_samples`)" if rank.get("samples") == "national" else "")
-              + ". " + UNIFORM_NOTE, "", *_country_table(m)]
+              + ". " + UNIFORM_NOTE, "",
+              *(_country_table(m) if ranked(m) else
+                ["No country is ranked (the countries listed apart below say why)."])]
     if rank.get("apart"):
         lines += ["", "## Countries listed apart (not ranked)", "", *_apart_table(m)]
     lines += ["", "## Readings", "", "Pooled means weight a country by its questions; macro means count each "
