@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import shared_dir
 
+from probe.benches.globalopinion.countries import display_name
 from probe.benches.globalopinion.data import GlobalOpinionSpec, load_questions, select
 from probe.benches.globalopinion.metrics import similarity
 from probe.benches.globalopinion.prompts import PREFILL, base_text, build_prompts, render_message
@@ -99,7 +100,8 @@ def test_eighteen_options_render_with_eighteen_letters() -> None:
     assert first.startswith(q18.item.question + "\n\nHere are the options:\n(A) ")
     assert "\n(R) " in first and "\n(S) " not in first
     cued = next(p for p in prompts if p.value("condition") == "cross_national")
-    assert cued.message.startswith(f"How would someone from {cued.value('target')} answer the following question:\n")
+    name = display_name(str(cued.value("target")))
+    assert cued.message.startswith(f"How would someone from {name} answer the following question:\n")
 
 
 # --- validation errors name the row ---

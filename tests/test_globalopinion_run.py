@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -63,9 +64,49 @@ def recompute(run_dir: Path, score: Callable[[dict], list[float]] = lambda r: r[
     return {cond: {c: float(np.mean(v)) for c, v in by.items()} for cond, by in sims.items()}
 
 
+def survey_order_and_specificity(run_dir: Path) -> tuple[dict[str, dict[str, float]], float]:
+    """Written without the bench's code: per condition and country, the mean similarity of the
+    rotation-0 distribution (options in the survey's order, softmax over its K letters) to the
+    country's shares; and the cue's overall specificity, the mean over (question with ≥ 2
+    countries, cued country X) of [s(cue X, X) − mean_{Y≠X} s(cue X, Y)] − [the same under
+    default], on the rotation-mean distributions."""
+    prompts = pq.read_table(run_dir / "prompts.parquet").to_pylist()
+    scores = {r["prompt_id"]: r["letter_logprobs"] for r in pq.read_table(run_dir / "scores.parquet").to_pylist()}
+    human = {p["item_id"]: json.loads(p["human"]) for p in prompts if p["human"] is not None}
+    first: dict[tuple[str, str, str | None], np.ndarray] = {}
+    mean: dict[tuple[str, str, str | None], list[np.ndarray]] = {}
+    for p in prompts:
+        k = sum(o >= 0 for o in p["order"])
+        lp = np.array(scores[p["prompt_id"]][:k], dtype=np.float64)
+        probs = np.exp(lp - lp.max()) / np.exp(lp - lp.max()).sum()
+        dist = np.zeros(k)
+        dist[list(p["order"][:k])] = probs
+        key = (p["item_id"], p["condition"], p["target"])
+        mean.setdefault(key, []).append(dist)
+        if p["rotation"] == 0:
+            first[key] = dist
+
+    def sim(a: np.ndarray, b: list[float]) -> float:
+        return 1.0 - float(jensenshannon(a, np.array(b), base=2))
+
+    sims: dict[str, dict[str, list[float]]] = {}
+    for (item, cond, target), dist in first.items():
+        for country in ([target] if cond == "cross_national" else list(human[item])):
+            sims.setdefault(cond, {}).setdefault(country, []).append(sim(dist, human[item][country]))
+    specs = []
+    for (item, cond, x), dists in mean.items():
+        others = [y for y in human[item] if y != x]
+        if cond != "cross_national" or not others or (item, "default", None) not in mean:
+            continue
+        cue, base = np.mean(dists, axis=0), np.mean(mean[(item, "default", None)], axis=0)
+        contrast = [sim(p, human[item][x]) - np.mean([sim(p, human[item][y]) for y in others]) for p in (cue, base)]
+        specs.append(contrast[0] - contrast[1])
+    return {c: {k: float(np.mean(v)) for k, v in by.items()} for c, by in sims.items()}, float(np.mean(specs))
+
+
 def test_tiny_run_matches_an_independent_recomputation(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    metrics = run(out, "bench.limit=5")
+    metrics = run(out, "bench.limit=5", "bench.min_questions=2")
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["bench"]["zero_distributions"], manifest["bench"]["questions"]) == (9, 5)
     expected = recompute(out)
@@ -77,7 +118,20 @@ def test_tiny_run_matches_an_independent_recomputation(tmp_path: Path) -> None:
     gain = metrics["expected"]["cross_national"]["gain"]
     assert all(abs(gain[c] - (expected["cross_national"][c] - expected["default"][c])) <= 1e-9 for c in gain)
     assert metrics["ranking_tau"] is not None and metrics["debiased"] is not None
-    assert "closest to **" in (out / "report.md").read_text()
+    survey, spec = survey_order_and_specificity(out)
+    for cond in ("default", "cross_national"):
+        got = metrics["expected"][cond]["survey_order"]["similarity"]
+        assert set(got) == set(survey[cond]) and all(abs(got[c] - v) <= 1e-9 for c, v in survey[cond].items())
+    assert abs(metrics["expected"]["cross_national"]["mean"]["specificity"] - spec) <= 1e-9
+    # the ranking: national samples with ≥ 2 questions, by lift; the headline names ranked countries only
+    n, lift = metrics["n_questions"]["default"], metrics["expected"]["default"]["lift"]
+    ranked = metrics["ranking"]["ranked"]
+    national = [c for c in lift if "sample)" not in c or "(Current national sample)" in c]
+    assert ranked == sorted((c for c in national if n[c] >= 2), key=lambda c: -lift[c]) and len(ranked) >= 2
+    names = {metrics["countries"][c]["name"]: c for c in ranked}
+    first = (out / "report.md").read_text().split("\n")[2]
+    bold = re.findall(r"\*\*([^*]+)\*\*", first.removeprefix("**In short:**"))
+    assert bold and all(b in names and n[names[b]] >= 2 for b in bold)
     assert (out / "figures" / "country_similarity.png").is_file()
     # re-analysis from the stored tables gives the same numbers
     proc = run_probe(["analyze", str(out)], cwd=REPO,

@@ -21,6 +21,7 @@ from test_globalopinion_run import recompute
 from test_view import _dom, _listed
 
 from probe.benches.globalopinion.conclusion import TERMS
+from probe.benches.globalopinion.countries import display_name, table_name
 from probe.benches.globalopinion.report import report
 from probe.commands.compare import compare_runs
 from probe.commands.view import main as view
@@ -28,16 +29,18 @@ from probe.errors import ProbeInputError
 from probe.results.run import load_run
 
 REPO = Path(__file__).resolve().parent.parent
-MEANS = ("default.mean.similarity", "default.mean.lift", "cross_national.mean.gain")
+MEANS = ("default.mean.similarity", "default.mean.lift", "default.mean.macro_lift", "cross_national.mean.gain",
+         "cross_national.mean.specificity")
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """`probe -m model=tiny bench=globalopinion bench.limit=3 backend.mode=letters,text,letters+text`:
+    """`probe -m model=tiny bench=globalopinion bench.limit=3 bench.min_questions=1
+    backend.mode=letters,text,letters+text` (every national sample ranked):
     the sweep directory and what the multirun printed."""
     root = tmp_path_factory.mktemp("goqa_sweep")
     proc = run_probe(["-m", "model=tiny", "bench=globalopinion",
-                           f"bench.path={subset()}", "bench.limit=3", "backend.mode=letters,text,letters+text",
+                      f"bench.path={subset()}", "bench.limit=3", "bench.min_questions=1", "backend.mode=letters,text,letters+text",
                            f"hydra.sweep.dir={root / 'sweep'}", "analysis.n_boot=100", "progress=false"],
                           cwd=REPO, env=probe_env(root / "cache"), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -71,7 +74,8 @@ def test_text_reading_is_the_softmax_of_the_stored_option_loglikelihoods(sweep) 
         k = sum(o >= 0 for o in p["order"])
         # cloze: the question alone (cued when cross_national), no option list
         assert "Here are the options:" not in p["text_prompt"]
-        assert (f"How would someone from {p['target']} answer" in p["text_prompt"]) == (p["condition"] == "cross_national")
+        cue = f"How would someone from {display_name(p['target'])} answer" if p["target"] else "How would someone"
+        assert (cue in p["text_prompt"]) == (p["condition"] == "cross_national")
         # letters beyond the question's K have no continuation
         assert s["text_logprobs"][k:] == [float("-inf")] * (len(p["order"]) - k)
         assert s["text_n_bytes"][k:] == [0] * (len(p["order"]) - k) and all(n > 0 for n in s["text_n_bytes"][:k])
@@ -145,11 +149,12 @@ def test_sweep_table_shows_every_run_with_its_intervals(sweep) -> None:
             assert (stored["value"], stored["lo"], stored["hi"]) == (value, lo, hi), (mode, path)
             if path.replace(".", " ") in cells:
                 assert cells[path.replace(".", " ")] == f"{value:.3f} [{lo:.3f}, {hi:.3f}]", (mode, path)
-        ranked = sorted(m["expected"]["default"]["similarity"].items(), key=lambda kv: kv[1])
-        for label, (country, value) in (("furthest countries", ranked[0]), ("closest countries", ranked[-1])):
+        lift = m["expected"]["default"]["lift"]
+        ranked = sorted(((c, lift[c]) for c in m["ranking"]["ranked"]), key=lambda kv: kv[1])
+        for label, (country, value) in (("lowest lift", ranked[0]), ("highest lift", ranked[-1])):
             if label in cells:
-                assert cells[label].startswith(f"{country} {value:.3f}")
-    assert "closest countries" in columns and re.search(r"\(\d+ more columns? in ", table)
+                assert cells[label].startswith(f"{table_name(country)} {value:+.3f}")
+    assert "highest lift" in columns and re.search(r"\(\d+ more columns? in ", table)
 
 
 def test_view_lists_the_hand_counted_prompts(sweep, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -171,44 +176,55 @@ def test_view_lists_the_hand_counted_prompts(sweep, tmp_path: Path, capsys: pyte
 
 def test_report_finds_countries_whose_names_hold_dots(sweep) -> None:
     m = _metrics(_run(sweep, "letters"))
-    country = max(m["expected"]["default"]["similarity"], key=m["expected"]["default"]["similarity"].get)
+    country = m["ranking"]["ranked"][0]
     renamed = json.loads(json.dumps(m).replace(json.dumps(country), json.dumps("S. Korea")))
-    before = next(line for line in report(m).splitlines() if f"| {country} |" in line)
-    after = next(line for line in report(renamed).splitlines() if "| S. Korea |" in line)
-    assert after == before.replace(country, "S. Korea") and "–" not in after
-    assert "closest to **S. Korea** (similarity " in report(renamed)
+    renamed.pop("countries")  # its names were renamed too; without it a table names the label's display name
+    before = next(line for line in report(m).splitlines() if line.startswith(f"| 1 | {table_name(country)}"))
+    after = next(line for line in report(renamed).splitlines() if "| South Korea (`S. Korea`) |" in line)
+    assert after == before.replace(table_name(country), "South Korea (`S. Korea`)") and "| – |" not in after[:60]
+    assert "gain most on **South Korea** (lift " in report(renamed)
 
 
 def test_the_report_opens_with_its_conclusion_in_both_readings(sweep) -> None:
-    """The first paragraph names the closest and furthest countries (found again by the
-    independent recomputation), their similarities and intervals, the mean lift over a uniform
-    model, the debiased reading's closest and furthest, τ, the near-uniform and letter caveats."""
+    """The first paragraph names the ranked countries with the highest and lowest lift (found
+    again from the independent recomputation), their lifts and intervals, the pooled and macro
+    mean lift, the debiased reading's, τ, the survey-order reading, the cue's specificity and the
+    near-uniform and letter caveats."""
     run = _run(sweep, "letters")
     m, text = _metrics(run), (run / "report.md").read_text()
     first = text.split("\n")[2]
     by_hand = recompute(run)["default"]
-    top, low = max(by_hand, key=by_hand.get), min(by_hand, key=by_hand.get)
+    uniform = m["expected"]["default"]["uniform"]
+    lift = {c: by_hand[c] - uniform[c] for c in m["ranking"]["ranked"]}
+    top, low = max(lift, key=lift.get), min(lift, key=lift.get)
     exp, cis = m["expected"]["default"], m["ci95"]["expected"]["default"]
+    n = m["n_questions"]["default"]
 
     def cell(tree: dict, ci: dict, country: str) -> str:
-        lo, hi = ci["similarity"][country]
-        return f"{tree['similarity'][country]:.3f} [{lo:.3f}, {hi:.3f}], lift {tree['lift'][country]:.3f}"
+        lo, hi = ci["lift"][country]
+        interval = ", n = 1, no interval" if n[country] == 1 else f" [{lo:.3f}, {hi:.3f}]"
+        return (f"**{table_name(country)}** (lift {tree['lift'][country]:.3f}{interval}, similarity "
+                f"{tree['similarity'][country]:.3f}, {n[country]} question{'s' * (n[country] != 1)})")
 
     assert first.startswith("**In short:** Expected reading (probability-weighted answers): with no country named "
-                            f"(`default`), the model's answers are closest to **{top}** (similarity {by_hand[top]:.3f} ")
-    assert f"**{top}** (similarity {cell(exp, cis, top)}) and furthest from **{low}** ({cell(exp, cis, low)})" in first
-    lift, lift_ci = exp["mean"]["similarity"] - exp["mean"]["uniform"], cis["mean"]["lift"]
-    assert (f"a mean lift of {lift:.3f} [{lift_ci[0]:.3f}, {lift_ci[1]:.3f}] over a uniform model "
-            f"({exp['mean']['uniform']:.3f}).") in first
+                            f"(`default`), ranked by lift over a uniform model among the {len(lift)} countries with at "
+                            "least 1 question (national samples), the model's answers gain most on ")
+    assert f"gain most on {cell(exp, cis, top)} and least on {cell(exp, cis, low)}; mean lift " in first
+    mean_lift, lift_ci = exp["mean"]["similarity"] - exp["mean"]["uniform"], cis["mean"]["lift"]
+    assert f"mean lift {mean_lift:.3f} [{lift_ci[0]:.3f}, {lift_ci[1]:.3f}] over all (question, country) pairs" in first
     deb, dcis = m["debiased"]["default"], m["ci95"]["debiased"]["default"]
-    dtop, dlow = max(deb["similarity"], key=deb["similarity"].get), min(deb["similarity"], key=deb["similarity"].get)
-    assert (f"Debiased reading (letter prior removed): closest **{dtop}** ({cell(deb, dcis, dtop)}), furthest "
-            f"**{dlow}** ({cell(deb, dcis, dlow)}); mean similarity {deb['mean']['similarity']:.3f} [") in first
-    assert f"The two readings rank the countries with τ = {m['ranking_tau']:.3f} (1 = same order)." in first
+    dlift = {c: deb["lift"][c] for c in lift}
+    dtop, dlow = max(dlift, key=dlift.get), min(dlift, key=dlift.get)
+    assert (f"Debiased reading (letter prior removed): highest lift {cell(deb, dcis, dtop)}, lowest "
+            f"{cell(deb, dcis, dlow)}; mean lift ") in first
+    assert f"The two readings rank the countries' lifts with τ = {m['ranking_tau']:.3f} (1 = same order)." in first
+    assert "Read once in the survey's order (the paper's protocol), the mean lift is " in first
+    assert f"Cue specificity {m['expected']['cross_national']['mean']['specificity']:.3f} [" in first
     # the tiny model is near uniform and letter-driven: the conclusion says what that does to the reading
-    assert m["near_uniform"] and (f"(mean normalised entropy {m['model_entropy']:.3f}, 1 = uniform): the similarity "
-                                  "then tracks how uniform each country's answers are") in first
-    assert m["letter_warnings"] and first.endswith("the debiased reading is the one that speaks about the countries.")
+    assert m["near_uniform"] and (f"(mean normalised entropy {m['model_entropy']:.3f}, 1 = uniform): its lifts are "
+                                  "small") in first
+    assert m["letter_warnings"] and ("the model shows no measurable opinion" in first
+                                     or first.endswith("the debiased reading is the one that speaks about the countries."))
     terms = text.split("\n")[4]
     assert terms.startswith("**Terms:** similarity = 1 − Jensen–Shannon distance (base 2)")
     assert all(f"{name} = " in terms for name, _ in TERMS) and text.index(terms) < text.index("| rank |")
@@ -219,6 +235,5 @@ def test_the_conclusion_says_why_a_reading_is_missing(sweep) -> None:
     none = {**m, "debiased": None, "near_uniform": False, "letter_warnings": [],
             "letter_prior_estimator": {"default (K=4)": {"estimator": "none", "reason": "one ordering per item"}}}
     first = report(none).split("\n")[2]
-    assert first.endswith("No debiased reading: no letter prior could be estimated (default (K=4): one ordering per "
-                          "item).")
+    assert "No debiased reading: no letter prior could be estimated (default (K=4): one ordering per item)." in first
     assert "close to uniform" not in first

@@ -28,14 +28,20 @@ from probe.files import check_name
 from probe.judges.base import JudgeRequest, JudgeResult
 from probe.judges.registry import judge_task
 from probe.metrics.core import AnalysisOptions
+from probe.metrics.factorial_shares import ShareCube
 from probe.metrics.tree import Headline, MetricsTree, MetricValue
+from probe.metrics.variant_shares import share_cube
 from probe.prompts.render import ANSWER_CUE
 from probe.prompts.text_forms import TextMessage
 from probe.prompts.variants import Reword, no_reword
 from probe.results.run import Run
+from probe.results.scores import ScoreTable
 from probe.results.schemas import judgements_schema
 from probe.types import Design, GroupNoun, Item, Prompt, RenderedPrompt
 from probe.viz.figures import Figure
+
+FactorCube = Callable[[ScoreTable, Design, Sequence[str], float], ShareCube]
+"""`(table, design, variant names, temperature) → ShareCube` (`Task.factor_cube`)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,8 @@ class PreparedBench:
     cue: str | None = ANSWER_CUE
     """What the answer starts with, pre-filled so the next token is the letter; None for open
     answers (the model answers after the generation prompt)."""
+    base_joiner: str = "\n"
+    """What a base model's text puts between the prompt and the cue (`RenderSettings.base_joiner`)."""
     data_files: tuple[Path, ...] = ()
     """Every data file `prepare` read, in the order read: the run key holds a digest of their
     bytes (`probe.benches.sources.data_digest`), so a resumed run, a merge or a comparison notices
@@ -244,6 +252,10 @@ class Task:
     reword: Reword = no_reword
     """`(item, prompt, wording) → user message` under another label set, instruction line or
     option layout (`probe.prompts.variants`); default: refused (it admits none of those factors)."""
+    factor_cube: FactorCube = share_cube
+    """A factor run's `[item, variant, group]` response for the format-robustness analysis: by
+    default the options' group shares (`probe.metrics.variant_shares.share_cube`); a bench whose
+    groups are not its options' supplies its own (GlobalOpinionQA: countries)."""
     modes: tuple[tuple[str, Task], ...] = ()
     """`bench.mode` value → the task that runs it, when one bench offers readings that differ in
     kind (open answers and scored texts): the run's spec and its recorded `kind` become that

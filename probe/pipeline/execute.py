@@ -87,7 +87,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf" and not cfg.dry_run)
     cfg = replace(cfg, model=resolve_kind(cfg.model, loaded.tokenizer))
     load_s = time.perf_counter() - t0
-    settings = replace(cfg.model.render_settings(), cue=bench.cue)
+    settings = replace(cfg.model.render_settings(), cue=bench.cue, base_joiner=bench.base_joiner)
     check_data_text(loaded.tokenizer, bench.prompts, bench.data_label, cfg.model.name)
     if cfg.variants:
         bench, rendered, letter_ids, variants = render_variants_of(cfg, bench, loaded, settings)

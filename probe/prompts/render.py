@@ -35,6 +35,9 @@ class RenderSettings:
     cue: str | None = ANSWER_CUE
     """What the answer starts with, pre-filled; None for open answers (nothing pre-filled)."""
     system_prompt: str | None = None
+    base_joiner: str = "\n"
+    """What a base model's text puts between the prompt and the pre-filled cue (a bench's protocol
+    may say otherwise: GlobalOpinionQA's paper has a space)."""
     template_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Extra chat-template variables: a fixed `date_string` for Llama 3.x (whose template
     otherwise stamps today's date), `enable_thinking=False` for Qwen3."""
@@ -46,11 +49,11 @@ def render_text(tokenizer: Tokenizer, prompt: Prompt, settings: RenderSettings) 
 
     Instruct models get optional system turn, the prompt's example turns, the user message, then
     either the pre-filled cue (`continue_final_message`) or the generation prompt. Base models get
-    `prompt.base_text` (or the message), then a newline and the cue.
+    `prompt.base_text` (or the message), then `settings.base_joiner` (a newline) and the cue.
     """
     if settings.kind == "base":
         body = prompt.base_text if prompt.base_text is not None else prompt.message
-        return body if settings.cue is None else f"{body}\n{settings.cue}"
+        return body if settings.cue is None else f"{body}{settings.base_joiner}{settings.cue}"
     if not getattr(tokenizer, "chat_template", None):
         raise ProbeInputError(
             f"model is configured as `instruct` but tokenizer {tokenizer.name_or_path!r} has no chat "
@@ -228,6 +231,8 @@ def template_hash(tokenizer: Tokenizer, settings: RenderSettings) -> str:
         "cue": settings.cue,
         "system_prompt": settings.system_prompt,
         "template_kwargs": dict(settings.template_kwargs),
+        # only where a bench changes it, so every other run keeps its hash
+        **({"base_joiner": settings.base_joiner} if settings.base_joiner != "\n" else {}),
     }, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 

@@ -29,7 +29,6 @@ from probe.metrics.variant_shares import (
     VARIANT,
     analysed_condition,
     factorial_of,
-    share_cube,
 )
 from probe.report.format_checks import MIN_LETTER_MASS, headline_spread, kept_variants, variant_validity
 from probe.results.run import Run
@@ -71,7 +70,7 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
         factorial, design = factorial_of(levels, kept), "factorial"
     except FactorialError:  # explicit variants (or some left out), not every combination: the wording as one factor
         factorial, design = factorial_of([{"variant": n} for n in kept], kept), "one-way"
-    cube = share_cube(table, task.design, names, opts.temperature)
+    cube = task.factor_cube(table, task.design, names, opts.temperature)  # the bench's groups and response
     result = analyse(cube.only(kept), factorial, n_boot=opts.n_boot, seed=opts.seed)
     excluded = [{"name": n, "reason": c["reason"]} for n, c in zip(names, checks) if n not in kept]
     return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,

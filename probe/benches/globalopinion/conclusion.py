@@ -1,50 +1,71 @@
-"""What a GlobalOpinionQA report says first, in plain words: which countries' answer shares the
-model's answers are closest to and furthest from, and how much closer than a uniform model it is
-on average — once for the `expected` reading and once for the `debiased` one (letter prior
-removed) — and the terms the report abbreviates, defined before any table uses them."""
+"""What a GlobalOpinionQA report says first, in plain words: which ranked countries the model's
+answers gain most and least on over a uniform model (`lift`; only countries with enough questions
+and, by default, national samples: `ranking.py`), the pooled and macro means, whether naming a
+country moves the model toward *that* country (`specificity.py`), how the survey-order reading
+compares — once for the `expected` reading and once, said short, for the `debiased` one — and the
+terms the report abbreviates, defined before any table uses them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from probe.benches.globalopinion.countries import table_name
+from probe.benches.globalopinion.ranking import RANK_BY, condition_of
 from probe.metrics.core import get_path
 from probe.viz.letters import no_debiased
-from probe.viz.markdown import fmt, opening_paragraphs, undefined, value_ci
+from probe.viz.markdown import fmt, opening_paragraphs, side, undefined, value_ci
 
 TERMS = (
     ("similarity", "1 − Jensen–Shannon distance (base 2) between the model's distribution over a question's "
                    "options and a country's answer shares (1 = identical, 0 = no option in common)"),
     ("uniform", "the similarity of a model that gives every option probability 1/K"),
-    ("lift", "similarity − uniform (above 0: closer to the country than a uniform model)"),
-    ("expected", "probability-weighted answers"),
+    ("lift", "similarity − uniform (above 0: closer to the country than a uniform model); countries are ranked "
+             "by it"),
+    ("macro", "the mean over countries, each counted once (the pooled mean weights a country by its questions)"),
+    ("survey order", "the options read once, in the survey's order (rotation 0: the paper's protocol)"),
+    ("specificity", "how much closer naming country X brings the model to X than to the question's other "
+                    "countries, beyond where it stood unprompted"),
+    ("expected", "probability-weighted answers over every rotation of the options"),
     ("greedy", "the argmax letter's answer"),
     ("debiased", "the same with the letter prior π, the model's preference for a letter whatever it shows, "
                  "removed from every question's distribution"),
     ("CI", "95% confidence interval, a bootstrap over questions"),
-    ("τ", "Kendall's rank correlation of the expected and the debiased country rankings (1 = same order)"),
+    ("τ", "Kendall's rank correlation of two country rankings (1 = same order)"),
     ("K", "the number of options of a question"),
 )
 """Every term a GlobalOpinionQA report abbreviates or uses in its own sense, in the `Terms` order."""
 
 CONDITION_WORDS = {"default": "with no country named", "cross_national": "with each country named in the question"}
+CONTENT_MEASURABLE = 0.05
+"""Mean content share of the log-prob variance (over the letter split's (condition, K) cells) below
+which the model is said to show no measurable opinion: the debiased reading then has little to read."""
 
 
 def condition(m: Mapping[str, Any]) -> str:
     """The condition the report ranks countries under: `default` when the run has it."""
-    return "default" if get_path(m, "expected", "default") else "cross_national"
+    return condition_of(m)
 
 
 def at(m: Mapping[str, Any], country: str, *path: str) -> Any:
     """A country's value in the block at `path`: looked up by key, not along a dotted path
-    (country names hold dots: `S. Korea`, `Czech Rep.`)."""
+    (country labels hold dots: `S. Korea`, `Czech Rep.`)."""
     return (get_path(m, *path) or {}).get(country)
 
 
 def ranked(m: Mapping[str, Any], block: str = "expected") -> list[tuple[str, float]]:
-    """The countries of one reading under `condition(m)`, closest first (undefined ones left out)."""
-    sim = get_path(m, block, condition(m), "similarity") or {}
-    return sorted(((c, v) for c, v in sim.items() if not undefined(v)), key=lambda kv: -kv[1])
+    """The ranked countries (`metrics.json`'s `ranking`) by one reading's lift, highest first
+    (undefined ones left out)."""
+    lift = get_path(m, block, condition(m), RANK_BY) or {}
+    names = (m.get("ranking") or {}).get("ranked") or []
+    return sorted(((c, lift[c]) for c in names if not undefined(lift.get(c))), key=lambda kv: -kv[1])
+
+
+def content_share(m: Mapping[str, Any]) -> float | None:
+    """The mean content share of the letter split's cells (None without a split)."""
+    cells = [v.get("content") for v in (m.get("letter_split") or {}).values() if isinstance(v, Mapping)]
+    cells = [c for c in cells if not undefined(c)]
+    return sum(cells) / len(cells) if cells else None
 
 
 def opening(m: Mapping[str, Any]) -> list[str]:
@@ -52,42 +73,89 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     parts = [_reading(m, "expected")]
     if m.get("debiased") is None:
         parts.append(f"No debiased reading: {no_debiased(m).removeprefix('no debiased metrics: ')}.")
+    elif not ranked(m, "expected"):  # nothing ranked: the pooled mean is all there is to say
+        parts.append(f"Debiased reading (letter prior removed): mean lift {_mean(m, 'debiased', condition(m), 'lift')}.")
     elif not ranked(m, "debiased"):
-        parts.append("No debiased reading: no country's debiased similarity is defined.")
+        parts.append("No debiased reading: no ranked country's debiased lift is defined.")
     else:
         parts.append(_reading(m, "debiased"))
         if not undefined(m.get("ranking_tau")):
-            parts.append(f"The two readings rank the countries with τ = {m['ranking_tau']:.3f} (1 = same order).")
+            parts.append(f"The two readings rank the countries' lifts with τ = {m['ranking_tau']:.3f} (1 = same order).")
+    parts += [_survey_order(m), _specificity(m)]
     if m.get("near_uniform"):
         parts.append(f"The model's answers are close to uniform (mean normalised entropy {fmt(m.get('model_entropy'))}, "
-                     "1 = uniform): the similarity then tracks how uniform each country's answers are, not what "
-                     "the model thinks, so read the lifts rather than the ranking.")
+                     "1 = uniform): its lifts are small and its ranking says little about the countries.")
     if m.get("letter_warnings"):
-        parts.append("The letter drives the answers (warning below): the debiased reading is the one that speaks "
-                     "about the countries.")
+        share = content_share(m)
+        if share is not None and share < CONTENT_MEASURABLE:
+            parts.append(f"The letter drives the answers (warning below) and the options' content explains "
+                         f"{share:.1%} of the log-prob variance on average: the model shows no measurable opinion, "
+                         "in either reading.")
+        else:
+            parts.append("The letter drives the answers (warning below): the debiased reading is the one that speaks "
+                         "about the countries.")
     return opening_paragraphs(parts, TERMS)
 
 
+def _name(m: Mapping[str, Any], label: str, block: str, cond: str) -> str:
+    """A ranked country in bold by its display name, with its lift, similarity and question count."""
+    n = at(m, label, "n_questions", cond)
+    interval = None if n == 1 else at(m, label, "ci95", block, cond, "lift")  # one question: no interval
+    lift = value_ci(at(m, label, block, cond, "lift"), interval) + (", n = 1, no interval" if n == 1 else "")
+    return (f"**{table_name(label)}** (lift {lift}, similarity {fmt(at(m, label, block, cond, 'similarity'))}, "
+            f"{n} question{'s' * (n != 1)})")
+
+
+def _mean(m: Mapping[str, Any], block: str, cond: str, key: str) -> str:
+    return value_ci(get_path(m, block, cond, "mean", key), get_path(m, "ci95", block, cond, "mean", key))
+
+
 def _reading(m: Mapping[str, Any], block: str) -> str:
-    """The closest and furthest country of one reading and its mean similarity and lift."""
+    """The ranked countries with the highest and lowest lift in one reading, and its means."""
     cond, order = condition(m), ranked(m, block)
     head = ("Expected reading (probability-weighted answers):" if block == "expected"
             else "Debiased reading (letter prior removed):")
-    if not order:
-        return f"{head} no (question, country) pair was scored."
-    (top, _), (low, _) = order[0], order[-1]
-
-    def country(name: str) -> str:
-        return (f"{value_ci(at(m, name, block, cond, 'similarity'), at(m, name, 'ci95', block, cond, 'similarity'))}"
-                f", lift {fmt(at(m, name, block, cond, 'lift'))}")
-
-    def mean(key: str) -> str:
-        return value_ci(get_path(m, block, cond, "mean", key), get_path(m, "ci95", block, cond, "mean", key))
-
+    rank = m.get("ranking") or {}
+    if len(order) < 2:
+        return (f"{head} fewer than two countries have {rank.get('min_questions')} or more questions "
+                f"(`bench.min_questions`){' and a national sample' if rank.get('samples') == 'national' else ''}, so "
+                f"no country is ranked; mean lift {_mean(m, block, cond, 'lift')}.")
+    top, low = order[0][0], order[-1][0]
+    means = (f"mean lift {_mean(m, block, cond, 'lift')} over all (question, country) pairs, macro lift "
+             f"{_mean(m, block, cond, 'macro_lift')}")
     if block != "expected":  # the second reading: the same facts, said short
-        return (f"{head} closest **{top}** ({country(top)}), furthest **{low}** ({country(low)}); mean similarity "
-                f"{mean('similarity')}, mean lift {mean('lift')}.")
-    return (f"{head} {CONDITION_WORDS[cond]} (`{cond}`), the model's answers are closest to **{top}** (similarity "
-            f"{country(top)}) and furthest from **{low}** ({country(low)}) of {len(order)} countries; over all "
-            f"(question, country) pairs the similarity is {mean('similarity')}, a mean lift of {mean('lift')} over "
-            f"a uniform model ({fmt(get_path(m, block, cond, 'mean', 'uniform'))}).")
+        return f"{head} highest lift {_name(m, top, block, cond)}, lowest {_name(m, low, block, cond)}; {means}."
+    return (f"{head} {CONDITION_WORDS[cond]} (`{cond}`), ranked by lift over a uniform model among the "
+            f"{len(order)} countries with at least {rank.get('min_questions')} "
+            f"question{'s' * (rank.get('min_questions') != 1)}"
+            f"{' (national samples)' if rank.get('samples') == 'national' else ''}, the model's answers gain most "
+            f"on {_name(m, top, block, cond)} and least on {_name(m, low, block, cond)}; {means} "
+            f"(similarity {_mean(m, block, cond, 'similarity')} against {fmt(get_path(m, block, cond, 'mean', 'uniform'))}"
+            f" for a uniform model).")
+
+
+def _survey_order(m: Mapping[str, Any]) -> str:
+    """The survey-order reading's mean lift and its rank agreement with the expected one."""
+    cond = condition(m)
+    if get_path(m, "expected", cond, "survey_order") is None:
+        return ""
+    tau = m.get("survey_order_tau")
+    return (f"Read once in the survey's order (the paper's protocol), the mean lift is "
+            f"{value_ci(get_path(m, 'expected', cond, 'survey_order', 'mean', 'lift'), get_path(m, 'ci95', 'expected', cond, 'survey_order', 'mean', 'lift'))}"
+            + ("" if undefined(tau) else f"; its country ranking agrees with the rotation-exact one at τ = {tau:.3f}")
+            + ".")
+
+
+def _specificity(m: Mapping[str, Any]) -> str:
+    """Whether naming a country moves the model toward that country rather than the others."""
+    value = get_path(m, "expected", "cross_national", "mean", "specificity")
+    if undefined(value):
+        return ""
+    interval = get_path(m, "ci95", "expected", "cross_national", "mean", "specificity")
+    verdict = {1: "naming a country moves the model toward that country more than toward the question's other "
+                  "countries",
+               -1: "naming a country moves the model away from that country relative to the question's other "
+                   "countries",
+               0: "naming a country does not measurably move the model toward that country rather than toward "
+                  "the question's other countries"}[side(value, interval)]
+    return f"Cue specificity {value_ci(value, interval)}: {verdict}."

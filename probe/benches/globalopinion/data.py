@@ -45,9 +45,27 @@ RENORMALISED_ABOVE = 1e-9
 """A distribution counts as renormalised when its sum is off 1 by more than this (float noise of
 adding three-decimal shares is ~1e-16)."""
 _DEFAULTDICT = re.compile(r"\Adefaultdict\(<class 'list'>, (\{.*\})\)\Z", re.DOTALL)
-REFUSAL = re.compile(r"\A(dk/refused|don[’']?t know|no answer|refused|(other )?missing\b.*|not asked\b.*)\Z",
-                     re.IGNORECASE)
-"""Option texts that record a non-answer (survey missing-value codes), removed by `bench.drop_refusals`."""
+VOLUNTEERED = re.compile(r"[(\[]\s*(?:vol\.?|volunteered|do not read|don[’']?t read)\s*[)\]]", re.IGNORECASE)
+"""An option the interviewer did not read out (`(VOL)`, `(Vol.)`, `(DO NOT READ)`): an answer some
+respondents volunteered, not one every respondent was offered (`bench.drop_volunteered`)."""
+REFUSAL = re.compile(r"\A(?:dk|d/k|don[’']?t know|dont know|do not know|refused|refusal|refuse to answer|no answer|"
+                     r"no response|(?:other )?missing|not asked|not applicable|not available|n/?a)\b.*\Z",
+                     re.IGNORECASE | re.DOTALL)
+"""A survey's non-answer code, read on the option text with any volunteered marker removed: every
+spelling of don't know / refused / no answer (`DK/Refused`, `Don't know/Refused`, `No answer/refused`),
+and the processing codes (`Missing; Unknown`, `Other missing; …`, `Not asked`, `Not applicable`).
+Removed by `bench.drop_refusals`."""
+
+
+def is_refusal(option: str) -> bool:
+    """Whether an option text is a non-answer code (`REFUSAL`; a `(VOL)` marker does not hide one)."""
+    return bool(REFUSAL.match(VOLUNTEERED.sub(" ", option).strip(" .;,")))
+
+
+def is_volunteered(option: str) -> bool:
+    """Whether an option is marked as volunteered, not read out (and is not a non-answer code)."""
+    return bool(VOLUNTEERED.search(option)) and not is_refusal(option)
+
 
 Condition = Literal["default", "cross_national"]
 
@@ -77,7 +95,13 @@ class GlobalOpinionSpec:
     conditions: tuple[Condition, ...] = ("default", "cross_national")
     """default: no country named; cross_national: "How would someone from {country} answer …", one prompt set per country."""
     drop_refusals: bool = False
-    """Remove refusal options (DK/Refused, Don't know, No answer, Missing; …) from the prompt and the shares, renormalised."""
+    """Remove non-answer codes (every spelling of don't know / refused / no answer, and Missing; …, Not asked, Not applicable) from the prompt and the shares, renormalised."""
+    drop_volunteered: bool = False
+    """Remove the options not read to respondents (marked (VOL) or (DO NOT READ)) from the prompt and the shares, renormalised."""
+    min_questions: Annotated[int, Ge(1)] = 5
+    """Questions a country needs to be ranked; countries with fewer are listed apart, never named in the headline."""
+    rank_samples: Literal["national", "all"] = "national"
+    """Which samples the ranking and the headline name: national (non-national and old samples listed apart) | all."""
     sum_tolerance: Annotated[float, Ge(0)] = 0.02
     """Largest |sum of a country's shares − 1| accepted (then renormalised and counted); more is an input error."""
     text_form: Literal["hybrid", "cloze"] = "cloze"
@@ -117,7 +141,9 @@ class Counts:
     renormalised: int = 0
     """Distributions whose sum was off 1 by more than 1e-9 (within the tolerance) and were rescaled."""
     refusal_options: int = 0
-    """Refusal options removed (`bench.drop_refusals`)."""
+    """Non-answer options removed (`bench.drop_refusals`)."""
+    volunteered_options: int = 0
+    """Volunteered options removed (`bench.drop_volunteered`)."""
 
 
 def resolve_source(spec: GlobalOpinionSpec, cache_dir: Path) -> Path:
@@ -126,15 +152,17 @@ def resolve_source(spec: GlobalOpinionSpec, cache_dir: Path) -> Path:
                  spec.max_download_bytes)
 
 
-def load_questions(path: Path, sum_tolerance: float = 0.02,
-                   drop_refusals: bool = False) -> tuple[list[Question], Counts]:
-    """Read and validate the whole file; all-zero distributions (and questions left with none) are skipped."""
+def load_questions(path: Path, sum_tolerance: float = 0.02, drop_refusals: bool = False,
+                   drop_volunteered: bool = False) -> tuple[list[Question], Counts]:
+    """Read and validate the whole file; all-zero distributions (and questions left with none) are
+    skipped; non-answer and volunteered options removed when asked (`Drop`)."""
     rows = _read_rows(path)
     counts: dict[str, int] = {"questions_read": len(rows)}
     seen: dict[tuple[str, tuple[str, ...]], int] = {}
     questions = []
     for number, row in enumerate(rows, start=1):
-        q, options = _question(row, number, f"{path}: row {number}", sum_tolerance, drop_refusals, counts)
+        q, options = _question(row, number, f"{path}: row {number}", sum_tolerance,
+                               Drop(drop_refusals, drop_volunteered), counts)
         key = (" ".join(q.item.question.split()), options)
         if key in seen:
             raise ProbeInputError(f"{path}: row {number}, field 'question': duplicate of row {seen[key]} "
@@ -256,9 +284,25 @@ def parse_options(text: str, where: str) -> list[str]:
     return out
 
 
-def _question(row: dict[str, str], number: int, where: str, tolerance: float, drop_refusals: bool,
+@dataclass(frozen=True)
+class Drop:
+    """Which option classes the loader removes."""
+
+    refusals: bool = False
+    volunteered: bool = False
+
+    def drops(self, option: str) -> str | None:
+        """The counter an option is removed under (None: kept)."""
+        if self.refusals and is_refusal(option):
+            return "refusal_options"
+        if self.volunteered and is_volunteered(option):
+            return "volunteered_options"
+        return None
+
+
+def _question(row: dict[str, str], number: int, where: str, tolerance: float, drop: Drop,
               counts: dict[str, int]) -> tuple[Question, tuple[str, ...]]:
-    """One row's question (refusal options removed when asked) and its full option list."""
+    """One row's question (non-answer and volunteered options removed when asked) and its full option list."""
     question = row["question"].strip()
     if not question:
         raise ProbeInputError(f"{where}, field 'question': empty")
@@ -266,8 +310,11 @@ def _question(row: dict[str, str], number: int, where: str, tolerance: float, dr
     if source not in SOURCES:
         raise ProbeInputError(f"{where}, field 'source': expected one of {list(SOURCES)}, got {source!r}")
     options = parse_options(row["options"], where)
-    keep = [i for i, o in enumerate(options) if not (drop_refusals and REFUSAL.match(o))]
-    _add(counts, "refusal_options", len(options) - len(keep))
+    dropped = [drop.drops(o) for o in options]
+    keep = [i for i, why in enumerate(dropped) if why is None]
+    for why in dropped:
+        if why is not None:
+            _add(counts, why, 1)
     shares = []
     for country, values in parse_selections(row["selections"], where).items():
         _add(counts, "distributions_read", 1)
@@ -280,7 +327,7 @@ def _question(row: dict[str, str], number: int, where: str, tolerance: float, dr
         if abs(total - 1) > RENORMALISED_ABOVE:
             _add(counts, "renormalised", 1)
         shares.append((country.strip(), tuple(v / total for v in kept)))
-    if len(keep) < 2:  # every option but one was a refusal code: no choice left to ask
+    if len(keep) < 2:  # every option but one was dropped: no choice left to ask
         shares = []
     item = Item(item_id=f"goqa-{number:04d}", question=question, category=source,
                 options=tuple(Option(key=str(i), text=options[i], group=options[i]) for i in keep))

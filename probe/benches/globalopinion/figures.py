@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from probe.benches.globalopinion.countries import table_name
 from probe.metrics.core import get_path
 from probe.results.run import Run
 from probe.viz.figures import Figure, num, pyplot, save, yerr
@@ -17,7 +18,13 @@ CAPTIONS: dict[str, str] = {
                               "tick is the same for a uniform model (the lift is the bar above it).",
     "cross_national_gain.png": "Change in similarity when the question names the country (\"How would someone "
                                "from {country} answer …\") minus without it, paired over questions, with 95% CIs.",
+    "cue_country_similarity.png": "Similarity of the model's answers under the cue naming the row's country to "
+                                  "each column country's answer shares, mean over the questions both share, each "
+                                  "column centred on its mean (expected reading; the countries with the most cued "
+                                  "questions; grey: no shared question). A specific cue shows red on the diagonal.",
 }
+HEATMAP_COUNTRIES = 25
+"""Countries a cue × country heatmap shows at most (those with the most cued questions)."""
 
 
 def run_figures(run: Run, out_dir: Path) -> list[Figure]:
@@ -32,7 +39,37 @@ def run_figures(run: Run, out_dir: Path) -> list[Figure]:
     if get_path(m, "expected", "cross_national", "gain"):
         figs.append(_bars(m, "cross_national", "gain", out_dir, "cross_national_gain.png",
                           "similarity gain from the country cue", None))
+    heatmap = _cue_heatmap(m, out_dir)
+    if heatmap is not None:
+        figs.append(heatmap)
     return figs
+
+
+def _cue_heatmap(m: dict[str, Any], out_dir: Path) -> Figure | None:
+    """The cue × country similarity matrix (`metrics.json`'s `cue_matrix`), each column centred, on
+    the countries cued most often; None when fewer than two of them share a question."""
+    block = m.get("cue_matrix") or {}
+    sims, counts = block.get("similarity") or {}, block.get("questions") or {}
+    top = sorted(sims, key=lambda c: (-counts.get(c, {}).get(c, 0), c))[:HEATMAP_COUNTRIES]
+    grid = np.array([[num((sims.get(x) or {}).get(y)) for y in top] for x in top], dtype=np.float64)
+    if len(top) < 2 or np.isfinite(grid[~np.eye(len(top), dtype=bool)]).sum() == 0:
+        return None
+    with np.errstate(invalid="ignore"):
+        centred = grid - np.nanmean(grid, axis=0, keepdims=True)
+    plt = pyplot()
+    size = max(4.0, 0.28 * len(top) + 2)
+    fig, ax = plt.subplots(figsize=(size + 1, size), constrained_layout=True)
+    cmap = plt.get_cmap("RdBu_r").copy()
+    cmap.set_bad("lightgrey")  # no question shared by the pair
+    image = ax.imshow(np.ma.masked_invalid(centred), cmap=cmap, vmin=-np.nanmax(np.abs(centred)),
+                      vmax=np.nanmax(np.abs(centred)))
+    names = [table_name(c) for c in top]
+    ax.set_xticks(range(len(top)), names, rotation=90, fontsize=7)
+    ax.set_yticks(range(len(top)), names, fontsize=7)
+    ax.set(xlabel="country compared with", ylabel="country named in the cue",
+           title=f"{m.get('model', '')}: cue × country similarity (column-centred)")
+    fig.colorbar(image, ax=ax, shrink=0.8, label="similarity − column mean")
+    return save(fig, out_dir, "cue_country_similarity.png", CAPTIONS["cue_country_similarity.png"])
 
 
 def _bars(m: dict[str, Any], cond: str, key: str, out_dir: Path, name: str, label: str,

@@ -14,6 +14,12 @@ whichever country answers closest to uniform). Per country: the mean over its qu
 `gain` of the cue, its similarity under its own cue minus under `default`, over the questions
 that have both. Per survey (`by_source`): the mean over its (question, country) pairs. Every
 value is a ratio of sums over questions, so the 95% intervals resample questions.
+
+Beside them: `mean.macro_similarity` / `mean.macro_lift`, the unweighted mean over countries of
+their own means (the pooled `mean` weights a country by its question count); `survey_order`, the
+same similarity and lift read from the rotation that shows the options in the survey's order
+only (rotation 0, the paper's protocol); and under `cross_national` the cue's `specificity`
+(`specificity.py`).
 """
 
 from __future__ import annotations
@@ -25,13 +31,16 @@ from typing import Any
 
 import numpy as np
 
-from probe.benches.globalopinion.prompts import CONDITION, HUMAN, TARGET
+from probe.benches.globalopinion.measures import ordinal_similarity, similarity
+from probe.benches.globalopinion.scales import scale_positions
+from probe.benches.globalopinion.prompts import CONDITION, HUMAN, ROTATION, TARGET
+from probe.benches.globalopinion.specificity import Specificity, cue_matrix, cue_specificity
 from probe.errors import ProbeInputError
 from probe.metrics.core import (
     AnalysisOptions,
     Measured,
+    choice_probs,
     expected_greedy_ci,
-    jsd_bits,
     ratio,
     wsum,
 )
@@ -40,11 +49,6 @@ from probe.results.scores import ScoreTable
 Human = Mapping[str, Mapping[str, np.ndarray]]
 """item id → country → answer shares in source option order."""
 CONDITIONS = ("default", "cross_national")
-
-
-def similarity(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """`1 − sqrt(JSD_2(p, q))` on the last axis (1: identical, 0: disjoint supports)."""
-    return 1.0 - np.sqrt(np.clip(jsd_bits(p, q), 0.0, 1.0))
 
 
 def read_human(prompts: Any) -> dict[str, dict[str, np.ndarray]]:
@@ -70,11 +74,34 @@ class Sums:
     """`[condition, item, country]` 1 where the pair was asked."""
     source: np.ndarray
     """`[item, source]` one-hot survey."""
+    survey: np.ndarray
+    """`[condition, item, country]` similarity of the survey-order (rotation 0) reading (0 where absent)."""
+    specificity: Specificity
+    """The cue's specificity per (question, cued country)."""
+    ordinal: Ordinal
+    """The ordinal similarity on the questions that are ordered scales."""
 
 
-def model_distributions(table: ScoreTable, probs: np.ndarray) -> tuple[list[tuple[str, str, str | None]], np.ndarray]:
+@dataclass(frozen=True)
+class Ordinal:
+    """`1 − W1/(K − 1)` per (condition, item, country) on ordered-scale questions (`scales.py`),
+    over the scale's options renormalised (non-answer and volunteered codes set aside)."""
+
+    sim: np.ndarray
+    """`[condition, item, country]` (0 where absent)."""
+    uniform: np.ndarray
+    """`[item, country]` the same for the uniform distribution over the scale's options."""
+    present: np.ndarray
+    """`[condition, item, country]` 1 where the item is a scale and the pair was asked."""
+
+
+Key = tuple[str, str, str | None]
+"""(item, condition, cued country)."""
+
+
+def model_distributions(table: ScoreTable, probs: np.ndarray) -> tuple[list[Key], np.ndarray]:
     """Per (item, condition, target): the rotation-mean distribution over source options `[group, K_max]`."""
-    keys: dict[tuple[str, str, str | None], int] = {}
+    keys: dict[Key, int] = {}
     index = np.array([keys.setdefault((str(i), str(c), t), len(keys))
                       for i, c, t in zip(table.item_id, table.column(CONDITION), table.column(TARGET))], dtype=np.int64)
     order = np.asarray(table.order)
@@ -102,6 +129,12 @@ def item_sums(table: ScoreTable, probs: np.ndarray, human: Human) -> Sums:
     source = np.zeros((len(items), len(sources)))
     source[[iidx[str(i)] for i in table.item_id], [sources.index(str(s)) for s in table.category]] = 1.0
     keys, dists = model_distributions(table, probs)
+    first = np.asarray(table.column(ROTATION)) == 0
+    survey_keys, survey_dists = model_distributions(table.subset(first), probs[first])
+    survey_of = dict(zip(survey_keys, survey_dists))
+    survey = np.zeros_like(sim)
+    scales = _scales(table)
+    ordinal = Ordinal(sim=np.zeros_like(sim), uniform=np.zeros_like(uniform), present=np.zeros_like(sim))
     for (item, cond, target), dist in zip(keys, dists):
         if cond not in CONDITIONS:
             raise ProbeInputError(f"GlobalOpinionQA metrics: unknown condition {cond!r}; expected {list(CONDITIONS)}")
@@ -112,9 +145,42 @@ def item_sums(table: ScoreTable, probs: np.ndarray, human: Human) -> Sums:
                 raise ProbeInputError(f"GlobalOpinionQA metrics: item {item!r} has no shares for {country!r}")
             ci, ii, di = cidx[country], iidx[item], CONDITIONS.index(cond)
             sim[di, ii, ci] = similarity(dist[:k], shares[country])
+            survey[di, ii, ci] = similarity(survey_of[(item, cond, target)][:k], shares[country])
             present[di, ii, ci] = 1.0
             uniform[ii, ci] = similarity(np.full(k, 1.0 / k), shares[country])
-    return Sums(countries=countries, sources=sources, sim=sim, uniform=uniform, present=present, source=source)
+            _ordinal(ordinal, (di, ii, ci), scales.get(item), dist[:k], shares[country])
+    specificity = cue_specificity(dict(zip(keys, dists)), human, items, countries)
+    return Sums(countries=countries, sources=sources, sim=sim, uniform=uniform, present=present, source=source,
+                survey=survey, specificity=specificity, ordinal=ordinal)
+
+
+def _scales(table: ScoreTable) -> dict[str, tuple[int, ...]]:
+    """item → its scale's option positions (survey order), for the items that are ordered scales:
+    the option texts are the groups a rotation-0 prompt shows, letter by letter."""
+    out: dict[str, tuple[int, ...] | None] = {}
+    rows = np.nonzero(np.asarray(table.column(ROTATION)) == 0)[0]
+    order = np.asarray(table.order)
+    for r in rows:
+        item = str(table.item_id[r])
+        if item not in out:
+            k = int((order[r] >= 0).sum())
+            out[item] = scale_positions([str(g) for g in table.groups[r][:k]])
+    return {i: pos for i, pos in out.items() if pos is not None}
+
+
+def _ordinal(o: Ordinal, at: tuple[int, int, int], positions: tuple[int, ...] | None, p: np.ndarray,
+             h: np.ndarray) -> None:
+    """Fill one (condition, item, country) cell of `o` when the item is a scale the country answered."""
+    if positions is None:
+        return
+    pos = list(positions)
+    mass = h[pos].sum()
+    if mass <= 0 or p[pos].sum() <= 0:  # the country's respondents all gave off-scale answers
+        return
+    hr, pr = h[pos] / mass, p[pos] / p[pos].sum()
+    o.sim[at] = ordinal_similarity(pr, hr)
+    o.uniform[at[1:]] = ordinal_similarity(np.full(len(pos), 1.0 / len(pos)), hr)
+    o.present[at] = 1.0
 
 
 def evaluate(s: Sums, w: np.ndarray) -> dict[str, Any]:
@@ -131,8 +197,12 @@ def evaluate(s: Sums, w: np.ndarray) -> dict[str, Any]:
             "mean": {"similarity": ratio(wsum(w, s.sim[di].sum(1)), wsum(w, s.present[di].sum(1))),
                      "uniform": ratio(wsum(w, (s.uniform * s.present[di]).sum(1)), wsum(w, s.present[di].sum(1)))},
             "by_source": {src: _source(s, di, w, j) for j, src in enumerate(s.sources)},
+            "survey_order": _survey_order(s, di, w, uni),
         }
+        if s.ordinal.present[di].any():
+            tree["ordinal"] = _ordinal_tree(s, di, w)
         tree["mean"]["lift"] = tree["mean"]["similarity"] - tree["mean"]["uniform"]
+        tree["mean"].update(_macro(s, sim, uni, s.present[di]))
         out[cond] = tree
     if "default" in out and "cross_national" in out:
         both = s.present[0] * s.present[1]
@@ -140,7 +210,52 @@ def evaluate(s: Sums, w: np.ndarray) -> dict[str, Any]:
         out["cross_national"]["gain"] = _by_country(s, gain, both)
         out["cross_national"]["mean"]["gain"] = ratio(wsum(w, ((s.sim[1] - s.sim[0]) * both).sum(1)),
                                                       wsum(w, both.sum(1)))
+        sp = s.specificity
+        if sp.present.any():
+            out["cross_national"]["specificity"] = _by_country(s, ratio(wsum(w, sp.value), wsum(w, sp.present)),
+                                                               sp.present)
+            out["cross_national"]["mean"]["specificity"] = ratio(wsum(w, sp.value.sum(1)), wsum(w, sp.present.sum(1)))
     return out
+
+
+def _macro(s: Sums, sim: np.ndarray, uni: np.ndarray, present: np.ndarray) -> dict[str, np.ndarray]:
+    """The unweighted mean over countries of their own mean similarity and lift (`[..., country]`
+    → `[...]`): every country counts once, whatever its question count. A country absent from a
+    bootstrap resample (its mean NaN there) is left out of that replicate's mean."""
+    asked = present.sum(axis=0) > 0
+
+    def mean(x: np.ndarray) -> np.ndarray:
+        ok = np.isfinite(x)
+        return ratio(np.where(ok, x, 0.0).sum(axis=-1), ok.sum(axis=-1).astype(np.float64))
+
+    return {"macro_similarity": mean(sim[..., asked]), "macro_lift": mean((sim - uni)[..., asked])}
+
+
+def _ordinal_tree(s: Sums, di: int, w: np.ndarray) -> dict[str, Any]:
+    """Per country and pooled over the scale questions: the ordinal similarity, its uniform and
+    lift, and 1 − JS distance on the same (question, country) pairs (`jsd_similarity`)."""
+    o = s.ordinal
+    present = o.present[di]
+    n, pooled_n = wsum(w, present), wsum(w, present.sum(1))
+    sim, uni = ratio(wsum(w, o.sim[di]), n), ratio(wsum(w, o.uniform * present), n)
+    jsd = ratio(wsum(w, s.sim[di] * present), n)
+    mean_sim = ratio(wsum(w, o.sim[di].sum(1)), pooled_n)
+    mean_uni = ratio(wsum(w, (o.uniform * present).sum(1)), pooled_n)
+    return {"similarity": _by_country(s, sim, present), "uniform": _by_country(s, uni, present),
+            "lift": _by_country(s, sim - uni, present), "jsd_similarity": _by_country(s, jsd, present),
+            "mean": {"similarity": mean_sim, "uniform": mean_uni, "lift": mean_sim - mean_uni,
+                     "jsd_similarity": ratio(wsum(w, (s.sim[di] * present).sum(1)), pooled_n)}}
+
+
+def _survey_order(s: Sums, di: int, w: np.ndarray, uni: np.ndarray) -> dict[str, Any]:
+    """The survey-order reading: per country and pooled, similarity and lift of the rotation-0 distribution."""
+    present = s.present[di]
+    n = wsum(w, present)
+    sim = ratio(wsum(w, s.survey[di]), n)
+    pooled = ratio(wsum(w, s.survey[di].sum(1)), wsum(w, present.sum(1)))
+    pooled_uni = ratio(wsum(w, (s.uniform * present).sum(1)), wsum(w, present.sum(1)))
+    return {"similarity": _by_country(s, sim, present), "lift": _by_country(s, sim - uni, present),
+            "mean": {"similarity": pooled, "lift": pooled - pooled_uni, **_macro(s, sim, uni, present)}}
 
 
 def _by_country(s: Sums, values: np.ndarray, present: np.ndarray) -> dict[str, np.ndarray]:
@@ -166,6 +281,10 @@ def compute(table: ScoreTable, opts: AnalysisOptions, human: Human) -> Measured:
     asked = {cond: _asked(table, human, cond) for cond in CONDITIONS if cond in {str(c) for c in table.column(CONDITION)}}
     out["n_pairs"] = {cond: sum(n.values()) for cond, n in asked.items()}
     out["n_questions"] = asked
+    out["n_scale_questions"] = len(_scales(table))
+    if "cross_national" in asked:
+        keys, dists = model_distributions(table, choice_probs(lp, opts.temperature))
+        out["cue_matrix"] = cue_matrix(dict(zip(keys, dists)), human)
     return out
 
 
@@ -180,17 +299,6 @@ def _asked(table: ScoreTable, human: Human, cond: str) -> dict[str, int]:
     for _, country in sorted(pairs):
         out[country] = out.get(country, 0) + 1
     return dict(sorted(out.items()))
-
-
-def kendall_tau(a: Mapping[str, float], b: Mapping[str, float]) -> float | None:
-    """Kendall's τ-b between two country → value maps over their shared countries (None below 2)."""
-    from scipy.stats import kendalltau
-
-    keys = sorted(set(a) & set(b))
-    if len(keys) < 2:
-        return None
-    tau = kendalltau([a[k] for k in keys], [b[k] for k in keys]).statistic
-    return None if tau is None or not np.isfinite(tau) else float(tau)
 
 
 def near_uniform(table: ScoreTable, opts: AnalysisOptions, threshold: float = 0.9) -> float:

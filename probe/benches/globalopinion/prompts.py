@@ -4,9 +4,12 @@ this bench's `Prompt` records.
 User turn: the question, a blank line, `Here are the options:`, one `(A) {option}` line per
 option. The assistant turn is pre-filled with `If had to select one of the options, my answer
 would be (` (the paper's wording, "If had" sic), so the next token is the letter. Base models
-get the same text as `Human: {user turn}\\n\\nAssistant:`, and probe's base rendering adds a
-newline and the pre-fill. `cross_national` puts `How would someone from {country} answer the
-following question:` on a line before the question.
+get the same text as `Human: {user turn}\\n\\nAssistant:`, then a space and the pre-fill, as in
+the paper (`PreparedBench.base_joiner`; probe's other benches put a newline there).
+`cross_national` puts `How would someone from {country} answer the following question:` on a
+line before the question, the country by its display name
+(`countries.display_name`: `S. Korea` → South Korea, sampling notes removed); the design field
+`target` keeps the survey label.
 
 Every question is asked under all K cyclic rotations (option (i + k) mod K at letter i) by default,
 or under the orderings of `bench.orders` (`reverse`: the scale's order and its reverse), so each
@@ -19,8 +22,10 @@ group "" there (its metrics read the first K letters only).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 
+from probe.benches.globalopinion.countries import display_name
 from probe.benches.globalopinion.data import Question
 from probe.prompts.text_forms import TEXT_FORMAT_LINE
 from probe.prompts.variants import Wording
@@ -29,6 +34,8 @@ from probe.types import LETTERS, Item, Prompt
 PREFILL = "If had to select one of the options, my answer would be ("
 """The assistant turn's pre-filled start (verbatim from the paper's prompt, "If had" included)."""
 CROSS_NATIONAL = "How would someone from {country} answer the following question:"
+_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)?")
+"""An option text that is a number (a point of a 0–10 scale)."""
 NOT_SHOWN = -1
 """`order` at a letter beyond the prompt's own K (no option shown there)."""
 HUMAN = "human"
@@ -42,12 +49,20 @@ def render_message(question: str, options: Sequence[str], country: str | None = 
                    wording: Wording = Wording()) -> str:
     """The user turn: optional country cue, the question, a blank line, the lettered options.
     `wording` (a prompt factor's variant) changes the labels or the option lines, or adds its
-    instruction line after the options (the protocol has none: its pre-filled answer asks)."""
-    head = question if country is None else f"{CROSS_NATIONAL.format(country=country)}\n{question}"
+    instruction line after the options (the protocol has none: its pre-filled answer asks). Under
+    digit labels a numeric option text is quoted (`(2) "1"`), so label and text stay apart."""
+    head = cued(question, country)
     labels = wording.labels or LETTERS
+    if any(label.isdigit() for label in labels[:len(options)]):  # `(2) 1` would read as two numbers
+        options = [f'"{o}"' if _NUMBER.fullmatch(o) else o for o in options]
     lines = [wording.option_line(labels[i], o, f"({labels[i]}) {o}") for i, o in enumerate(options)]
     instruction = [] if wording.instruction is None else [wording.instruction]
     return "\n".join([head, "", "Here are the options:", *lines, *instruction])
+
+
+def cued(question: str, country: str | None) -> str:
+    """The question, under a cue naming `country` (a survey label, said by its display name) when given."""
+    return question if country is None else f"{CROSS_NATIONAL.format(country=display_name(country))}\n{question}"
 
 
 def reword(item: Item, prompt: Prompt, wording: Wording) -> str:
@@ -101,7 +116,7 @@ def text_message(item: Item, prompt: Prompt, form: str) -> str:
     question and cue share it); hybrid, the options shown under the prompt's order and the text
     format line. A letter the prompt does not show (`order` −1) gets no continuation."""
     country = prompt.value(TARGET)
-    head = item.question if country is None else f"{CROSS_NATIONAL.format(country=country)}\n{item.question}"
+    head = cued(item.question, None if country is None else str(country))
     if form == "cloze":
         return head
     shown = [item.options[o].text for o in prompt.order if o != NOT_SHOWN]

@@ -18,18 +18,16 @@ import pyarrow as pa
 
 from probe.benches import forced
 from probe.benches.globalopinion import figures, report
+from probe.benches.globalopinion.conclusion import ranked
+from probe.benches.globalopinion.countries import table_name
+from probe.benches.globalopinion.factors import factor_cube
 from probe.benches.globalopinion.data import (
     GlobalOpinionSpec,
     load_questions,
     resolve_source,
     select,
 )
-from probe.benches.globalopinion.metrics import (
-    compute,
-    kendall_tau,
-    near_uniform,
-    read_human,
-)
+from probe.benches.globalopinion.metrics import compute, near_uniform, read_human
 from probe.benches.globalopinion.prompts import (
     CONDITION,
     HUMAN,
@@ -40,11 +38,12 @@ from probe.benches.globalopinion.prompts import (
     reword,
     text_message,
 )
+from probe.benches.globalopinion.ranking import agreements, countries_block, ranking_block
 from probe.benches.orders import plan_orders
-from probe.benches.task import Column, PreparedBench, Presentation
+from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
-from probe.metrics.core import AnalysisOptions, get_path
+from probe.metrics.core import AnalysisOptions
 from probe.metrics.tree import MetricsTree
 from probe.prompts.factors import BUILTIN_FACTORS
 from probe.results.run import Run
@@ -60,7 +59,7 @@ def prepare(spec: GlobalOpinionSpec, generate: bool, cache_dir: Path) -> Prepare
     if not spec.conditions:
         raise ProbeInputError("bench.conditions: empty; choose default and/or cross_national")
     path = resolve_source(spec, cache_dir)
-    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals)
+    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals, spec.drop_volunteered)
     chosen = select(questions, spec)
     if not chosen:
         raise ProbeInputError(f"{path}: no question left after bench.source={spec.source} and bench.countries")
@@ -74,7 +73,7 @@ def prepare(spec: GlobalOpinionSpec, generate: bool, cache_dir: Path) -> Prepare
     if record is not None:  # a default (rotations) run's manifest stays as it was
         source["orders"] = record
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:width], items=[q.item for q in chosen],
-                         prompts=prompts, source=source, cue=PREFILL, data_files=(path,))
+                         prompts=prompts, source=source, cue=PREFILL, base_joiner=" ", data_files=(path,))
 
 
 DESIGN_COLUMNS: tuple[pa.Field, ...] = (
@@ -95,12 +94,16 @@ def _human(run: Run) -> dict[str, dict[str, np.ndarray]]:
 
 
 def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> MetricsTree:
-    """The forced-choice metrics with this bench's formulas, the expected-vs-debiased ranking τ
-    and the near-uniform check."""
+    """The forced-choice metrics with this bench's formulas, the countries' names and samples,
+    the ranking by lift (`ranking.py`) with its rank agreements, and the near-uniform check."""
     human = _human(run)
     out = forced.letter_metrics(lambda t, o, s: compute(t, o, human), GlobalOpinionSpec, DESIGN)(run, mask, opts)
-    exp, deb = get_path(out, "expected", "default", "similarity"), get_path(out, "debiased", "default", "similarity")
-    out["ranking_tau"] = kendall_tau(exp, deb) if exp and deb else None
+    out["countries"] = countries_block(out)
+    if out.get("expected") is not None:
+        out["ranking"] = ranking_block(out, bench_spec(GlobalOpinionSpec, run.manifest.bench.config))
+        out.update(agreements(out, out["ranking"]["ranked"]))
+    else:
+        out["ranking_tau"] = None
     if not forced.is_generation_run(run) and out.get("expected") is not None:
         table = run.table()
         if mask is not None:
@@ -115,10 +118,11 @@ def _unused_compute(table: ScoreTable, opts: AnalysisOptions, spec: Any) -> dict
 
 
 def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3, furthest: bool = False) -> str:
-    """The `n` countries closest to the model under `default` (`furthest`: the `n` furthest, furthest first)."""
-    sim = get_path(m, tree, "default", "similarity") or {}
-    ranked = sorted(sim.items(), key=lambda kv: kv[1] if furthest else -kv[1])
-    return ", ".join(f"{c} {v:.3f}" for c, v in ranked[:n]) or "–"
+    """The `n` ranked countries with the highest lift in one reading (`furthest`: the `n` lowest, lowest first)."""
+    order = ranked(m, tree)
+    if furthest:
+        order = order[::-1]
+    return ", ".join(f"{table_name(c)} {v:+.3f}" for c, v in order[:n]) or "–"
 
 
 def _mean(path: str) -> Column:
@@ -133,16 +137,18 @@ _TASK = forced.forced_choice_task(
                         design_columns=DESIGN_COLUMNS, design=DESIGN, text_message=text_message,
                         factors=tuple(BUILTIN_FACTORS), reword=reword),
     Presentation(
-        sweep_columns=(Column("closest countries", "default.similarity", cell=_top),
-                       Column("furthest countries", "default.similarity", cell=lambda m: _top(m, furthest=True)),
-                       Column("closest, debiased", "default.similarity", cell=lambda m: _top(m, "debiased"),
-                              undefined="no debiased similarity: the letter prior could not be estimated"),
-                       _mean("default.mean.similarity"), _mean("default.mean.lift"),
-                       _mean("cross_national.mean.gain"), *forced.letter_columns()),
-        sweep_note="Similarity = 1 − Jensen–Shannon distance (base 2) to each country's answer shares; expected "
-                   "(probability-weighted) values with 95% bootstrap CIs over questions.",
+        sweep_columns=(Column("highest lift", "default.lift", cell=_top),
+                       Column("lowest lift", "default.lift", cell=lambda m: _top(m, furthest=True)),
+                       Column("highest lift, debiased", "default.lift", cell=lambda m: _top(m, "debiased"),
+                              undefined="no debiased lift: the letter prior could not be estimated"),
+                       _mean("default.mean.similarity"), _mean("default.mean.lift"), _mean("default.mean.macro_lift"),
+                       _mean("cross_national.mean.gain"), _mean("cross_national.mean.specificity"),
+                       *forced.letter_columns()),
+        sweep_note="Similarity = 1 − Jensen–Shannon distance (base 2) to each country's answer shares; lift = "
+                   "similarity − a uniform model's; countries ranked by lift (those with enough questions, national "
+                   "samples); expected (probability-weighted) values with 95% bootstrap CIs over questions.",
         pair_columns=(Column("mean similarity", "default.mean.similarity"), Column("lift", "default.mean.lift")),
         curve_metrics=(Column("mean similarity (default)", "default.mean.similarity"),),
         groups=GroupNoun("country", "countries")),
 )
-TASK = replace(_TASK, metrics=metrics)
+TASK = replace(_TASK, metrics=metrics, factor_cube=factor_cube)
