@@ -59,8 +59,7 @@ def _cue_heatmap(m: dict[str, Any], out_dir: Path) -> Figure | None:
     plt = pyplot()
     size = max(4.0, 0.28 * len(top) + 2)
     fig, ax = plt.subplots(figsize=(size + 1, size), constrained_layout=True)
-    cmap = plt.get_cmap("RdBu_r").copy()
-    cmap.set_bad("lightgrey")  # no question shared by the pair
+    cmap = plt.get_cmap("RdBu_r").with_extremes(bad="lightgrey")  # grey: no question shared by the pair
     image = ax.imshow(np.ma.masked_invalid(centred), cmap=cmap, vmin=-np.nanmax(np.abs(centred)),
                       vmax=np.nanmax(np.abs(centred)))
     names = [table_name(c) for c in top]
