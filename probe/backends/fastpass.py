@@ -145,6 +145,15 @@ def _unsupported(decoder: Any) -> str | None:
     return None
 
 
+def path_name(fast: FastLayers | None) -> str:
+    """The computation a scorer runs, as the manifest names it (`backend.path`): `eager` (no
+    fast layers: off, or not applicable), `fast` (fused forwards, plain products) or
+    `fast+packed` (and oneDNN's products on packed weights)."""
+    if fast is None:
+        return "eager"
+    return "fast+packed" if fast.packed else "fast"
+
+
 PACK_OP, PRODUCT_OP = (getattr(torch.ops.mkldnn, name, None)
                        for name in ("_reorder_linear_weight", "_linear_pointwise"))
 """oneDNN's packed-weight matrix product: torch ops with no public API (torch's compiler,

@@ -27,8 +27,8 @@ class HFBackendSpec:
     """auto: all visible GPUs via accelerate's device_map, else CPU; or cpu / cuda:0."""
     prefix_reuse: bool = True
     """Run every unique token of the prompts' token trie once, on its ancestors' KV cache."""
-    fast_path: bool = False
-    """Fused Q/K/V and gate/up products, the last layer only where read, grouped-query attention without copies (Llama, Mistral, Qwen2, Gemma 3; others run eager): within 1e-5 nats of the eager path, not bit for bit; see docs/performance.md."""
+    fast_path: bool = True
+    """Fused Q/K/V and gate/up products, the last layer only where read, grouped-query attention without copies, oneDNN products on packed weights on CPU (Llama, Mistral, Qwen2, Gemma 3; other models, taps and edits run eager, and the manifest's backend.path says which ran); as close to a float64 forward as the eager path; false: the eager path, the reference; see docs/performance.md."""
     mode: Mode = "letters"
     """letters (exact letter log-probs) | generate (decode and parse; the fallback) | text (option texts' log-probs as continuations) | letters+text (both readings, paired)."""
     max_new_tokens: Annotated[int, Ge(1)] = 64
@@ -84,11 +84,13 @@ class VLLMSpec:
 
 BackendSpec = HFBackendSpec | VLLMSpec
 BACKEND_OPT_IN: tuple[str, ...] = ("fast_path",)
-"""Options added after runs were stored: recorded only when set, so the results key and the
-manifest of a run without them stay what they were (a run stored before still resumes)."""
+"""Options added after runs were stored: recorded only when true, so the results key and the
+manifest of a run without them stay what they were. `fast_path` is on by default since: a
+default run records `fast_path: true`, and `fast_path=false` (the eager path every run stored
+before it computed) keeps the key those runs have, so they still resume with it."""
 
 
 def backend_record(spec: BackendSpec) -> dict[str, object]:
-    """The backend block as a run records it (key and manifest): opt-in options only when on."""
+    """The backend block as a run records it (key and manifest): opt-in options only when true."""
     return {k: v for k, v in asdict(spec).items() if not (k in BACKEND_OPT_IN and v is False)}
 BACKENDS: dict[str, type] = {"hf": HFBackendSpec, "vllm": VLLMSpec}
