@@ -417,7 +417,7 @@ def gpu(args: argparse.Namespace) -> None:
     with torch.device(device):
         model = Gemma3ForCausalLM(config).eval()
     torch.set_default_dtype(torch.float32)
-    n_items = 4 if args.small else 304
+    n_items = 2 if args.small else 304
     prompts = perf.demo_prompts(None, repeat=n_items // 24 + 1)
     keep = set(sorted({p.item_id for p in prompts})[:n_items])
     prompts = [p for p in prompts if p.item_id in keep]

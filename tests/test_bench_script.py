@@ -30,7 +30,7 @@ def test_gpu_mode_dry_run_on_cpu() -> None:
     out = _run("--gpu", "--small", "--threads", "1", "--reference", "6")
     rows = {m[0]: m[1:] for m in re.findall(r"^\| (probe[\w-]*) \| (\d+) \| [\d.]+ \| \d+ \| \d+ \| ([\d.]+) \|", out, re.M)}
     assert set(rows) == {"probe", "probe-eager", "probe-fused", "probe-noprefix"}
-    assert rows["probe"][0] == rows["probe-noprefix"][0] == "208"  # 4 items × 52 prompts
+    assert rows["probe"][0] == rows["probe-noprefix"][0] == "104"  # 2 items × 52 prompts
     # the trie pass pads almost nothing; plain batches pad to their longest prompt and
     # compute every shared token again (about twice the unique tokens)
     assert float(rows["probe"][1]) < 1.1 < 1.8 < float(rows["probe-noprefix"][1])
