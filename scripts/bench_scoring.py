@@ -370,16 +370,12 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             print(f"max |Δ log p| {a} vs {b}: {np.abs(logprobs[a] - logprobs[b]).max():.2e}")
-    if ref is not None:  # each engine against the float64 forward, and the default rule
+    if ref is not None and "probe" in logprobs:  # each engine against the float64 forward; the default rule
+        from probe.pipeline.perf import deviation_lines
+
         rows = np.flatnonzero(~np.isnan(ref).all(axis=1))
-        print("\n" + "\n".join(perf_module().deviation_lines(logprobs, ref[rows], rows, "probe-fast", "probe")))
+        print("\n" + "\n".join(deviation_lines(logprobs, ref[rows], rows, "probe")))
     return results
-
-
-def perf_module():
-    from probe.pipeline import perf
-
-    return perf
 
 
 def memory(args: argparse.Namespace) -> None:
@@ -422,11 +418,13 @@ def gpu(args: argparse.Namespace) -> None:
     keep = set(sorted({p.item_id for p in prompts})[:n_items])
     prompts = [p for p in prompts if p.item_id in keep]
     rendered, letters = render_prompts(tok, prompts, "ABCD", RenderSettings(kind="instruct"), "gemma-3-12b-shape")
-    perf.score_with_probe(model, rendered[:64], letters, True, args.batch_tokens, args.max_batch_size, True)  # warm-up
+    perf.score_with_probe(model, rendered[:64], letters, True, args.batch_tokens, args.max_batch_size, "auto")  # warm-up
     rows, logprobs = [], {}
-    # the default (the fast path's steps that apply on CUDA), the eager path, each step, no sharing
-    engines = [("probe", True, True), ("probe-eager", True, False), ("probe-fused", True, perf.GPU_STEPS["fused projections"]),
-               ("probe-noprefix", False, False)]
+    # the default (fast_path=auto: eager on CUDA, where the packed products do not apply), the
+    # eager path, the fast path's CUDA steps one by one (on CPU, --small, auto runs them all), no sharing
+    engines = [("probe", True, "auto"), ("probe-eager", True, False),
+               ("probe-fused", True, perf.GPU_STEPS["fused projections"]),
+               *([("probe-fast", True, True)] if device == "cuda" else []), ("probe-noprefix", False, False)]
     for engine, prefix, fast in engines:
         if device == "cuda":
             torch.cuda.synchronize()
@@ -469,7 +467,7 @@ def gpu_reference(model, rendered, letters, logprobs: dict, n_reference: int) ->
     ref = reference_letters(model, [rendered[i] for i in rows], letters)
     print(f"\nfloat64 reference: {len(rows)} prompts in {time.perf_counter() - t0:.0f} s on "
           f"{next(model.parameters()).device}")
-    print("\n".join(perf.deviation_lines(logprobs, ref, rows, "probe", "probe-eager")))
+    print("\n".join(perf.deviation_lines(logprobs, ref, rows, "probe-eager")))
 
 
 def fast_steps(args: argparse.Namespace) -> None:

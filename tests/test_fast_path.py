@@ -168,10 +168,11 @@ def test_eager_attention_keeps_the_eager_path(tmp_path_factory: pytest.TempPathF
     assert HFScorer(loaded.model, HFBackendSpec(device="cpu")).stats.path == "eager"
 
 
-def test_on_by_default_and_the_eager_path_keeps_the_old_key() -> None:
-    assert HFBackendSpec().fast_path is True
-    assert backend_record(HFBackendSpec())["fast_path"] is True
-    # fast_path=false computes what every run stored before computed, under the key they have
+def test_auto_by_default_and_the_eager_path_keeps_the_old_key() -> None:
+    assert HFBackendSpec().fast_path == "auto"
+    assert backend_record(HFBackendSpec())["fast_path"] == "auto"
+    assert backend_record(HFBackendSpec(fast_path=True))["fast_path"] is True  # as runs that opted in have it
+    # fast_path=false computes what every run stored before computed by default, under the key they have
     assert "fast_path" not in backend_record(HFBackendSpec(fast_path=False))
 
 
@@ -261,7 +262,11 @@ def test_the_manifest_names_the_path_older_runs_included() -> None:
     assert scoring_path_note(run({"name": "hf"}), run({"name": "vllm"})) is None
 
 
-def test_the_scorer_records_the_path_it_runs(tiny: LoadedModel) -> None:
+def test_the_scorer_records_the_path_it_runs(tiny: LoadedModel, tiny64) -> None:
+    """`auto` (the default) runs the fast path where its packed products apply (CPU, float32) and
+    the eager path elsewhere (here a float64 model), naming it in `stats.path` only."""
     packed = torch.backends.mkldnn.is_available()
-    assert HFScorer(tiny.model, HFBackendSpec(device="cpu")).stats.path == ("fast+packed" if packed else "fast")
+    assert HFScorer(tiny.model, HFBackendSpec(device="cpu")).stats.path == ("fast+packed" if packed else "eager")
     assert HFScorer(tiny.model, HFBackendSpec(device="cpu", fast_path=False)).stats.path == "eager"
+    assert HFScorer(tiny64, HFBackendSpec(device="cpu")).stats.path == "eager"  # no packed products in float64
+    assert HFScorer(tiny64, HFBackendSpec(device="cpu", fast_path=True)).stats.path == "fast"  # asked for: plain products

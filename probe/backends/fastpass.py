@@ -145,6 +145,13 @@ def _unsupported(decoder: Any) -> str | None:
     return None
 
 
+def wanted(setting: bool | str, weight: torch.Tensor) -> bool:
+    """Whether `backend.fast_path` = `setting` asks for the fast path on a model whose weights are
+    like `weight`: true always, `auto` where the packed products apply (`packed_products_available`:
+    there it meets the float64 rule, docs/performance.md), false never."""
+    return setting is True or (setting == "auto" and packed_products_available(weight))
+
+
 def path_name(fast: FastLayers | None) -> str:
     """The computation a scorer runs, as the manifest names it (`backend.path`): `eager` (no
     fast layers: off, or not applicable), `fast` (fused forwards, plain products) or

@@ -139,22 +139,22 @@ def peak_rss_mb() -> float:
 
 def score_with_probe(
     model: Any, rendered: list[RenderedPrompt], letters: LetterIds, prefix_reuse: bool,
-    batch_tokens: int, max_batch_size: int, fast_path: bool | FastSteps = False,
+    batch_tokens: int, max_batch_size: int, fast_path: bool | str | FastSteps = False,
 ) -> tuple[np.ndarray, Timing]:
     """Letter log-probs `[prompt, letter]` in `rendered` order, and the wall time of scoring
     (the head check included, as a run pays it; building the scorer is `setup_seconds`).
-    `fast_path`: false (the eager path), true (the fast path, every step) or some `FastSteps`."""
+    `fast_path`: as `backend.fast_path` (false, true, `auto`), or the fast path's `FastSteps`."""
     s0 = time.perf_counter()
     steps = fast_path if isinstance(fast_path, FastSteps) else FastSteps()
+    setting = True if isinstance(fast_path, FastSteps) else fast_path
     scorer = HFScorer(model, HFBackendSpec(batch_tokens=batch_tokens, max_batch_size=max_batch_size,
-                                           prefix_reuse=prefix_reuse, fast_path=fast_path is not False),
-                      fast_steps=steps)
+                                           prefix_reuse=prefix_reuse, fast_path=setting), fast_steps=steps)
     setup = time.perf_counter() - s0
     t0, c0 = time.perf_counter(), time.process_time()
     got = {s.prompt_id: s.letter_logprobs for batch in scorer.score(rendered, letters) for s in batch}
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     lp = np.array([got[r.prompt.prompt_id] for r in rendered], dtype=np.float64)
-    name = ("probe" if prefix_reuse else "probe-noprefix") + ("-fast" if fast_path is not False else "")
+    name = ("probe" if prefix_reuse else "probe-noprefix") + ("-fast" if scorer.stats.path != "eager" else "")
     stats = scorer.stats
     return lp, Timing(name, len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
                       stats.unique_tokens, stats.padded_tokens, PassShares.of(stats), cpu, setup)
@@ -198,7 +198,7 @@ GPU_STEPS: dict[str, FastSteps | None] = {
 }
 """The fast path's steps that apply on CUDA, each on top of the one before (`bench_scoring.py
 --gpu`): grouped-query heads are repeated and products are plain there whatever `FastSteps`
-asks (`FastLayers.of`), so the last row is the default there."""
+asks (`FastLayers.of`), so the last row is `backend.fast_path=true` there."""
 
 
 def reference_rows(n_prompts: int, n_reference: int) -> np.ndarray:
@@ -210,22 +210,20 @@ def reference_rows(n_prompts: int, n_reference: int) -> np.ndarray:
 
 
 def deviation_lines(logprobs: dict[str, np.ndarray], reference: np.ndarray, rows: np.ndarray,
-                    default: str, baseline: str) -> list[str]:
+                    baseline: str) -> list[str]:
     """A markdown table: each engine's max and mean |Δ log p| against the float64 reference on
-    `rows`, and whether `default` meets the default rule against `baseline` (the eager path)."""
+    `rows`, as multiples of `baseline`'s (the eager path), and whether it meets the default rule
+    against it (`probe.backends.reference.meets_default_rule`)."""
     devs = {name: Deviation.of(lp[rows], reference) for name, lp in logprobs.items()}
-    lines = [f"float64 reference on {len(rows)} prompts ({devs[baseline].n if baseline in devs else '?'} values)",
-             "", "| engine | max |Δ log p| vs float64 | mean |Δ log p| vs float64 | max / eager's | mean / eager's |",
-             "|---|---|---|---|---|"]
-    base = devs.get(baseline)
+    base = devs[baseline]
+    lines = [f"float64 reference on {len(rows)} prompts ({base.n} values); the default rule: max and mean each "
+             f"≤ {DEFAULT_RULE_FACTOR}× {baseline}'s, or ≤ {DEFAULT_RULE_FLOOR:g} nats", "",
+             "| engine | max |Δ log p| vs float64 | mean |Δ log p| vs float64 | max / eager's | mean / eager's "
+             "| default rule |", "|---|---|---|---|---|---|"]
     for name, d in devs.items():
-        ratio = (f"{d.max / base.max:.2f}× | {d.mean / base.mean:.2f}×" if base and base.max and base.mean
-                 else "– | –")
-        lines.append(f"| {name} | {d.max:.2e} | {d.mean:.2e} | {ratio} |")
-    if base is not None and default in devs:
-        verdict = "meets" if meets_default_rule(devs[default], base) else "FAILS"
-        lines.append(f"\n{default} {verdict} the default rule against {baseline} (max and mean ≤ "
-                     f"{DEFAULT_RULE_FACTOR}× the eager path's, or ≤ {DEFAULT_RULE_FLOOR:g} nats)")
+        ratio = f"{d.max / base.max:.2f}× | {d.mean / base.mean:.2f}×" if base.max and base.mean else "– | –"
+        verdict = "–" if name == baseline else "meets" if meets_default_rule(d, base) else "FAILS"
+        lines.append(f"| {name} | {d.max:.2e} | {d.mean:.2e} | {ratio} | {verdict} |")
     return lines
 
 
