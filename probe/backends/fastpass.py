@@ -1,4 +1,4 @@
-"""The fast path of a trie pass (`backend.fast_path=true`): the same decoder, less work per token.
+"""The fast path of a trie pass (`backend.fast_path`, `auto` by default): the same decoder, less work per token.
 
 While a pass runs, the attention and MLP modules of the decoder's layers run these forwards
 instead of their own (the decoder's skeleton — embedding, rotary tables, masks, norms, the
@@ -21,7 +21,9 @@ cache — stays the model's):
   weights in memory; where torch has no oneDNN, the plain products run.
 
 The results differ from the eager path's in the last bits only (a fused or oneDNN product sums
-in another order): within 1e-5 nats on letters and texts, tested. The head check compares
+in another order): within 1e-5 nats on letters and texts, tested, and as close to a float64
+forward as the eager path (`probe.backends.reference`; the default rule, docs/performance.md),
+which is why `auto` runs it where the packed products apply. The head check compares
 this path with the model's own forward, so a wrong fast path stops a run. Architectures not
 listed in `SUPPORTED` keep the eager path.
 """
