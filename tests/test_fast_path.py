@@ -270,3 +270,22 @@ def test_the_scorer_records_the_path_it_runs(tiny: LoadedModel, tiny64) -> None:
     assert HFScorer(tiny.model, HFBackendSpec(device="cpu", fast_path=False)).stats.path == "eager"
     assert HFScorer(tiny64, HFBackendSpec(device="cpu")).stats.path == "eager"  # no packed products in float64
     assert HFScorer(tiny64, HFBackendSpec(device="cpu", fast_path=True)).stats.path == "fast"  # asked for: plain products
+
+
+def test_the_benchmark_reference_rows_and_verdicts() -> None:
+    """`bench_scoring.py`'s float64 engine: which prompts it scores, and the table's verdicts on planted gaps."""
+    from probe.pipeline.perf import deviation_lines, reference_rows
+
+    assert reference_rows(10, 4).tolist() == [0, 3, 6, 9]
+    assert reference_rows(5, 0).tolist() == reference_rows(5, 9).tolist() == [0, 1, 2, 3, 4]
+    ref = np.zeros((3, 2))
+    eager, fast, bad = (np.zeros((6, 2)) for _ in range(3))
+    rows = np.array([0, 2, 4])
+    eager[0, 0], fast[2, 1], bad[4, 0] = 4e-5, 5e-5, 1e-3  # bad: 25× eager's max, over the floor
+    eager[:] += 1e-6
+    lines = deviation_lines({"probe": eager, "probe-fast": fast, "bad": bad}, ref, rows, "probe")
+    assert lines[0].startswith("float64 reference on 3 prompts (6 values)")
+    table = {line.split(" | ")[0][2:]: line.split(" | ") for line in lines if line.startswith("| ") and "---" not in line}
+    assert table["probe"][1] == "4.10e-05" and table["probe"][-1] == "– |"
+    assert table["probe-fast"][3] == "1.22×" and table["probe-fast"][-1] == "meets |"
+    assert table["bad"][-1] == "FAILS |"
