@@ -218,7 +218,7 @@ def deviation_lines(logprobs: dict[str, np.ndarray], reference: np.ndarray, rows
     base = devs[baseline]
     lines = [f"float64 reference on {len(rows)} prompts ({base.n} values); the default rule: max and mean each "
              f"≤ {DEFAULT_RULE_FACTOR}× {baseline}'s, or ≤ {DEFAULT_RULE_FLOOR:g} nats", "",
-             "| engine | max |Δ log p| vs float64 | mean |Δ log p| vs float64 | max / eager's | mean / eager's "
+             "| engine | max \\|Δ log p\\| vs float64 | mean \\|Δ log p\\| vs float64 | max / eager's | mean / eager's "
              "| default rule |", "|---|---|---|---|---|---|"]
     for name, d in devs.items():
         ratio = f"{d.max / base.max:.2f}× | {d.mean / base.mean:.2f}×" if base.max and base.mean else "– | –"
