@@ -7,6 +7,8 @@
     python scripts/bench_scoring.py --mixes demo,short,long --items 8  # probe vs lm-eval per item mix
     python scripts/bench_scoring.py --mixes demo,short,long --items 4 --runs 3  # medians of 3 runs, in turn
     python scripts/bench_scoring.py --mixes demo,short,short177 --items 4 --runs 3 --engines probe,probe-fast,lm-eval
+    python scripts/bench_scoring.py --mixes demo,short,long,short177 --items 2 --engines probe,probe-fast,float64
+                                                           # each path's |Δ log p| against a float64 forward
     python scripts/bench_scoring.py --memory               # peak RSS at 1× and 4× the prompts (tiny model)
     python scripts/bench_scoring.py --generate --items 2   # generation mode: trie prefill vs plain batches
     python scripts/bench_scoring.py --fast-steps --mixes short,short177 --items 2 --runs 3 --threads 1
@@ -16,7 +18,9 @@
 
 Each engine runs in its own process (so peak RSS is its own), scores the same rendered token
 ids, and saves its letter log-probs; the parent prints prompts/s, the ratios to lm-eval, and
-the max |Δ log p| between engines, the trie limit (unique / prompt tokens) and the compute
+the max |Δ log p| between engines (with engine `float64`, each engine's max and mean |Δ log p|
+against a float64 forward of the model on `--reference` prompts spread over the set, and the
+default rule: the fast path within 1.5× the eager path's), the trie limit (unique / prompt tokens) and the compute
 limit: the unique tokens' forward FLOPs at this machine's measured fp32 GEMM peak. lm-eval
 (`pip install lm-eval`) is needed only for its column; install it in a separate environment,
 not probe's.
@@ -42,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-ENGINES = ("probe", "probe-fast", "probe-noprefix", "lm-eval", "vllm")
-PROBES = ("probe", "probe-fast")  # the trie engines: eager, and with backend.fast_path
+ENGINES = ("probe", "probe-fast", "probe-noprefix", "lm-eval", "vllm", "float64")
+PROBES = ("probe", "probe-fast")  # the trie engines: eager (backend.fast_path=false), and the fast path (the default)
 MIXES = ("demo", "short", "long", "short177")  # probe.pipeline.perf.BENCH_MIXES; arguments are parsed before importing probe
 
 
@@ -85,6 +89,8 @@ def worker(args: argparse.Namespace) -> None:
         return text_worker(args, spec, loaded)
     prompts = perf.demo_prompts(args.items, args.repeat, args.mix)
     rendered, letters = render_prompts(loaded.tokenizer, prompts, "ABCD", spec.render_settings(), spec.name)
+    if args.worker == "float64":
+        return reference_worker(args, loaded, rendered, letters)
     if args.worker == "lm-eval":
         lp, timing = score_with_lm_eval(loaded, rendered, letters, args.lm_eval_batch)
     elif args.worker == "vllm":
@@ -106,6 +112,29 @@ def worker(args: argparse.Namespace) -> None:
     print("RESULT " + json.dumps({**asdict(timing), "prompts_per_s": timing.prompts_per_s, **extra}))
 
 
+def reference_worker(args: argparse.Namespace, loaded, rendered, letters=None, requests=None) -> None:
+    """Engine `float64`: the float64 reference of the `--reference` rows (letters, or texts with
+    `requests`), NaN elsewhere; the timing line has the time it took."""
+    from probe.backends.reference import float64_model, reference_letters, reference_texts
+    from probe.pipeline import perf
+
+    n = len(requests if requests is not None else rendered)
+    rows = perf.reference_rows(n, args.reference)
+    model64 = float64_model(loaded.model)
+    t0 = time.perf_counter()
+    if requests is not None:
+        ref = reference_texts(model64, [requests[i] for i in rows])
+    else:
+        ref = reference_letters(model64, [rendered[i] for i in rows], letters)
+    seconds = time.perf_counter() - t0
+    lp = np.full((n, ref.shape[1]), np.nan)
+    lp[rows] = ref
+    np.save(args.out, lp)
+    print("RESULT " + json.dumps({"engine": "float64", "n_prompts": len(rows), "seconds": seconds,
+                                  "prompts_per_s": len(rows) / seconds, "prompt_tokens": 1, "tokens_computed": 1,
+                                  "peak_rss_mb": perf.peak_rss_mb()}))
+
+
 def text_worker(args: argparse.Namespace, spec, loaded) -> None:
     """One engine on the demo's text prompts (`--text FORM`): save `[text prompt, option]`
     log-probs, print the timing line."""
@@ -118,6 +147,8 @@ def text_worker(args: argparse.Namespace, spec, loaded) -> None:
     prompts = perf.build_prompts(items)
     design = text_design(prompts, items, args.text, text_message)
     texts = render_texts(loaded.tokenizer, design, spec.render_settings(), spec.name)
+    if args.worker == "float64":
+        return reference_worker(args, loaded, None, requests=[TextRequest(t.prompt, t.continuations) for t in texts])
     if args.worker == "lm-eval":
         continuations = [[continuation_text(o, args.text, spec.render_settings()) for o in options]
                          for options in design.options]
@@ -204,7 +235,7 @@ def spawn(engine: str, args: argparse.Namespace, out: Path, python: str, extra: 
     cmd = [python, __file__, "--worker", engine, "--out", str(out), "--items", str(args.items or 0),
            "--batch-tokens", str(args.batch_tokens), "--max-batch-size", str(args.max_batch_size),
            "--lm-eval-batch", str(args.lm_eval_batch), "--threads", str(args.threads), "--mix", args.mix, *extra,
-           "--gemm-seconds", str(args.gemm_seconds),
+           "--gemm-seconds", str(args.gemm_seconds), "--reference", str(args.reference),
            *(["--vllm-block-size", str(args.vllm_block_size)] if args.vllm_block_size else [])]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "2"}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -276,6 +307,8 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
                                "cpu_seconds": float(np.median(cpu[engine]))}
             logprobs[engine] = np.load(tmp / f"{engine}.npy")
             print(f"{engine:15s} {r['prompts_per_s']:8.2f} prompts/s", flush=True)
+    ref = logprobs.pop("float64", None)  # a reference, not an engine: no speed figures
+    results.pop("float64", None)
     base = results.get("lm-eval")
     if args.runs > 1:
         print(f"\nmedians of {args.runs} runs each; run by run: "
@@ -337,6 +370,11 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             print(f"max |Δ log p| {a} vs {b}: {np.abs(logprobs[a] - logprobs[b]).max():.2e}")
+    if ref is not None and "probe" in logprobs:  # each engine against the float64 forward; the default rule
+        from probe.pipeline.perf import deviation_lines
+
+        rows = np.flatnonzero(~np.isnan(ref).all(axis=1))
+        print("\n" + "\n".join(deviation_lines(logprobs, ref[rows], rows, "probe")))
     return results
 
 
@@ -375,23 +413,29 @@ def gpu(args: argparse.Namespace) -> None:
     with torch.device(device):
         model = Gemma3ForCausalLM(config).eval()
     torch.set_default_dtype(torch.float32)
-    n_items = 4 if args.small else 304
+    n_items = 2 if args.small else 304
     prompts = perf.demo_prompts(None, repeat=n_items // 24 + 1)
     keep = set(sorted({p.item_id for p in prompts})[:n_items])
     prompts = [p for p in prompts if p.item_id in keep]
     rendered, letters = render_prompts(tok, prompts, "ABCD", RenderSettings(kind="instruct"), "gemma-3-12b-shape")
-    perf.score_with_probe(model, rendered[:64], letters, True, args.batch_tokens, args.max_batch_size)  # warm-up
-    rows = []
-    for prefix in (True, False):
+    perf.score_with_probe(model, rendered[:64], letters, True, args.batch_tokens, args.max_batch_size, "auto")  # warm-up
+    rows, logprobs = [], {}
+    # the default (fast_path=auto: eager on CUDA, where the packed products do not apply), the
+    # eager path, the fast path's CUDA steps one by one (on CPU, --small, auto runs them all), no sharing
+    engines = [("probe", True, "auto"), ("probe-eager", True, False),
+               ("probe-fused", True, perf.GPU_STEPS["fused projections"]),
+               *([("probe-fast", True, True)] if device == "cuda" else []), ("probe-noprefix", False, False)]
+    for engine, prefix, fast in engines:
         if device == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-        lp, t = perf.score_with_probe(model, rendered, letters, prefix, args.batch_tokens, args.max_batch_size)
+        logprobs[engine], t = perf.score_with_probe(model, rendered, letters, prefix, args.batch_tokens,
+                                                    args.max_batch_size, fast)
         ctx = float(np.mean([len(r.token_ids) for r in rendered])) / 2
         # MFU counts the unique tokens only: recomputed and padded tokens are waste, not work
         flops = perf.forward_flops(config, t.unique_tokens, ctx, len(rendered))
         peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else float("nan")
-        rows.append((t.engine, t.n_prompts, t.seconds, t.prompts_per_s, t.unique_tokens / t.seconds,
+        rows.append((engine, t.n_prompts, t.seconds, t.prompts_per_s, t.unique_tokens / t.seconds,
                      t.padded_tokens / t.unique_tokens, flops / t.seconds / args.peak_tflops / 1e12, peak))
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU dry run (--small)"
     print(f"{name}, {dtype}, {len(rendered)} prompts, tokenizer "
@@ -400,6 +444,30 @@ def gpu(args: argparse.Namespace) -> None:
           "|---|---|---|---|---|---|---|---|")
     for row in rows:
         print("| {} | {} | {:.1f} | {:.0f} | {:.0f} | {:.2f} | {:.1%} | {:.1f} |".format(*row))
+    gpu_reference(model, rendered, letters, logprobs, args.reference or 64)
+
+
+def gpu_reference(model, rendered, letters, logprobs: dict, n_reference: int) -> None:
+    """`--gpu`: each engine's |Δ log p| against a float64 forward on `n_reference` prompts, and the
+    default rule. The model is turned into float64 in place (exact: every bf16 value is a float64
+    value), so this runs last; on the GPU where it fits (8 bytes per weight), else on the CPU."""
+    import torch
+
+    from probe.backends.reference import reference_letters
+    from probe.pipeline import perf
+
+    rows = perf.reference_rows(len(rendered), n_reference)
+    device = next(model.parameters()).device
+    if device.type == "cuda":  # converted weight by weight: the bf16 ones are freed as it goes
+        held = sum(p.numel() * p.element_size() for p in model.parameters())
+        if 8 * sum(p.numel() for p in model.parameters()) + 4 * 2**30 > torch.cuda.mem_get_info(device)[0] + held:
+            model.to("cpu")  # no room on the GPU for 8 bytes per weight and activations: the CPU computes it
+    model.to(torch.float64)
+    t0 = time.perf_counter()
+    ref = reference_letters(model, [rendered[i] for i in rows], letters)
+    print(f"\nfloat64 reference: {len(rows)} prompts in {time.perf_counter() - t0:.0f} s on "
+          f"{next(model.parameters()).device}")
+    print("\n".join(perf.deviation_lines(logprobs, ref, rows, "probe-eager")))
 
 
 def fast_steps(args: argparse.Namespace) -> None:
@@ -488,6 +556,9 @@ def main() -> None:
     p.add_argument("--tokenizer", default=None, help="--gpu: a real Gemma 3 tokenizer folder")
     p.add_argument("--small", action="store_true", help="--gpu: dry run of the script on a 2-layer model")
     p.add_argument("--peak-tflops", type=float, default=989.0, help="--gpu: dense bf16 peak (H100/H200 SXM)")
+    p.add_argument("--reference", type=int, default=0,
+                   help="engine float64 (and --gpu): prompts the float64 reference scores, spread over the set "
+                        "(0 = all; --gpu: 0 means 64)")
     p.add_argument("--gemm-seconds", type=float, default=2.0,
                    help="how long each GEMM rate behind the compute limits is measured (per worker)")
     p.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)

@@ -4,6 +4,7 @@ fields — creation time, git commit, timings, process ids — are blanked befor
 
     python scripts/golden.py run OUT [--kinds demo,ccd,…] [--shared DIR]   # run, write OUT/golden.json
     python scripts/golden.py run OUT --keep                                  # fingerprint OUT's finished runs again
+    python scripts/golden.py run OUT --override backend.fast_path=false      # every kind with an override added
     python scripts/golden.py diff A/golden.json B/golden.json                # list what changed
 
 `--shared` (default $PROBE_SHARED_DIR) is the reference folder with the LocQA, BLEnD and
@@ -114,7 +115,8 @@ def fingerprint(run_dir: Path, out: Path) -> dict[str, str]:
             for p in sorted(run_dir.rglob("*")) if p.is_file() and p.name not in skip}
 
 
-def run_all(out: Path, only: set[str] | None, shared: Path | None, keep: bool = False) -> None:
+def run_all(out: Path, only: set[str] | None, shared: Path | None, keep: bool = False,
+            overrides: tuple[str, ...] = ()) -> None:
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PROBE_CACHE": str(out / "cache"), "HF_HUB_OFFLINE": "1"}
@@ -127,7 +129,7 @@ def run_all(out: Path, only: set[str] | None, shared: Path | None, keep: bool = 
         if (run_dir / "DONE").is_file() and keep:
             table[name] = fingerprint(run_dir, out)
             continue
-        proc = subprocess.run([sys.executable, "-m", "probe", *BASE, *argv, f"hydra.run.dir={run_dir}"],
+        proc = subprocess.run([sys.executable, "-m", "probe", *BASE, *argv, *overrides, f"hydra.run.dir={run_dir}"],
                               cwd=REPO, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             table[name] = f"failed rc={proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"
@@ -168,6 +170,8 @@ def main() -> int:
     r.add_argument("--kinds", default="")
     r.add_argument("--shared", type=Path, default=os.environ.get("PROBE_SHARED_DIR"))
     r.add_argument("--keep", action="store_true", help="fingerprint finished runs in OUT again instead of rerunning them")
+    r.add_argument("--override", action="append", default=[],
+                   help="a config override added to every kind (repeatable), e.g. backend.fast_path=false")
     d = sub.add_parser("diff")
     d.add_argument("a", type=Path)
     d.add_argument("b", type=Path)
@@ -175,7 +179,7 @@ def main() -> int:
     if args.cmd == "diff":
         return diff(args.a, args.b)
     shared = args.shared if args.shared and Path(args.shared).is_dir() else None
-    run_all(args.out, set(filter(None, args.kinds.split(","))) or None, shared, args.keep)
+    run_all(args.out, set(filter(None, args.kinds.split(","))) or None, shared, args.keep, tuple(args.override))
     return 0
 
 

@@ -27,14 +27,21 @@ def _run(*args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_gpu_mode_dry_run_on_cpu() -> None:
-    out = _run("--gpu", "--small", "--threads", "1")
+    out = _run("--gpu", "--small", "--threads", "1", "--reference", "6")
     rows = {m[0]: m[1:] for m in re.findall(r"^\| (probe[\w-]*) \| (\d+) \| [\d.]+ \| \d+ \| \d+ \| ([\d.]+) \|", out, re.M)}
-    assert set(rows) == {"probe", "probe-noprefix"}
-    assert rows["probe"][0] == rows["probe-noprefix"][0] == "208"  # 4 items × 52 prompts
+    assert set(rows) == {"probe", "probe-eager", "probe-fused", "probe-noprefix"}  # on CUDA also probe-fast
+    assert rows["probe"][0] == rows["probe-noprefix"][0] == "104"  # 2 items × 52 prompts
     # the trie pass pads almost nothing; plain batches pad to their longest prompt and
     # compute every shared token again (about twice the unique tokens)
     assert float(rows["probe"][1]) < 1.1 < 1.8 < float(rows["probe-noprefix"][1])
+    # every engine against the float64 forward on 6 prompts (24 letters), and the default rule
+    assert "float64 reference on 6 prompts (24 values)" in out
+    devs = {m[0]: (float(m[1]), m[2]) for m in
+            re.findall(r"^\| (probe[\w-]*) \| ([\d.e+-]+) \| [\d.e+-]+ \| .* \| (\S+) \|$", out, re.M)}
+    assert set(devs) == set(rows) and all(0 < d < 1e-4 for d, _ in devs.values())
+    assert devs["probe-eager"][1] == "–" and devs["probe"][1] == "meets"  # the default (on CPU: the fast path)
 
 
 @pytest.mark.real

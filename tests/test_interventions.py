@@ -46,7 +46,8 @@ def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 
 
 def _scores(loaded, rendered, letters, reuse: bool, plan: InterventionPlan | None = None) -> dict[int, np.ndarray]:
-    scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=16, prefix_reuse=reuse),
+    # edits run the eager path, so the plain scores they are held to bit for bit are the eager path's too
+    scorer = HFScorer(loaded.model, HFBackendSpec(device="cpu", max_batch_size=16, prefix_reuse=reuse, fast_path=False),
                       intervention=plan)
     return {s.prompt_id: np.array(s.letter_logprobs) for b in scorer.score(rendered, letters) for s in b}
 

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from conftest import probe_env, run_probe
 
@@ -128,7 +130,12 @@ def test_a_kill_during_analysis_rescores_nothing(extra: list[str], tmp_path: Pat
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["backend"]["resumed_prompts"] == manifest["bench"]["n_prompts"]  # every score was kept
-    assert (out / "scores.parquet").read_bytes() == (ref / "scores.parquet").read_bytes()
+    if manifest["backend"]["path"] == json.loads((ref / "manifest.json").read_text())["backend"]["path"]:
+        assert (out / "scores.parquet").read_bytes() == (ref / "scores.parquet").read_bytes()
+    else:  # taps keep the eager path (backend.path): the reference's scores to float32 rounding, not bit for bit
+        got, want = (pq.read_table(d / "scores.parquet").to_pydict() for d in (out, ref))
+        assert got["prompt_id"] == want["prompt_id"] and got["greedy_letter"] == want["greedy_letter"]
+        assert np.abs(np.array(got["letter_logprobs"]) - np.array(want["letter_logprobs"])).max() <= 1e-5
     assert not (out / "scores.parts").exists()
 
 

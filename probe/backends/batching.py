@@ -29,6 +29,9 @@ class BackendStats:
     """Tokens of all the prompts, as if each ran alone."""
     unique_tokens: int = 0
     """Nodes of the prompts' token trie: the least work exact scoring can do."""
+    path: str | None = None
+    """The computation the HF backend ran (`probe.backends.fastpass.path_name`: `eager`, `fast`,
+    `fast+packed`); None for an engine without that choice (vLLM)."""
     head_check: dict[str, object] | None = None
     """What the HF backend's once-per-run head check measured (prompts, largest letter gap)."""
     seconds_by_rows: dict[int, float] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The fast path of a trie pass (`backend.fast_path=true`): the same decoder, less work per token.
+"""The fast path of a trie pass (`backend.fast_path`, `auto` by default): the same decoder, less work per token.
 
 While a pass runs, the attention and MLP modules of the decoder's layers run these forwards
 instead of their own (the decoder's skeleton — embedding, rotary tables, masks, norms, the
@@ -21,7 +21,9 @@ cache — stays the model's):
   weights in memory; where torch has no oneDNN, the plain products run.
 
 The results differ from the eager path's in the last bits only (a fused or oneDNN product sums
-in another order): within 1e-5 nats on letters and texts, tested. The head check compares
+in another order): within 1e-5 nats on letters and texts, tested, and as close to a float64
+forward as the eager path (`probe.backends.reference`; the default rule, docs/performance.md),
+which is why `auto` runs it where the packed products apply. The head check compares
 this path with the model's own forward, so a wrong fast path stops a run. Architectures not
 listed in `SUPPORTED` keep the eager path.
 """
@@ -143,6 +145,22 @@ def _unsupported(decoder: Any) -> str | None:
         if len({p.device for p in (attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight)}) > 1:
             return "a layer's projections on several devices"
     return None
+
+
+def wanted(setting: bool | str, weight: torch.Tensor) -> bool:
+    """Whether `backend.fast_path` = `setting` asks for the fast path on a model whose weights are
+    like `weight`: true always, `auto` where the packed products apply (`packed_products_available`:
+    there it meets the float64 rule, docs/performance.md), false never."""
+    return setting is True or (setting == "auto" and packed_products_available(weight))
+
+
+def path_name(fast: FastLayers | None) -> str:
+    """The computation a scorer runs, as the manifest names it (`backend.path`): `eager` (no
+    fast layers: off, or not applicable), `fast` (fused forwards, plain products) or
+    `fast+packed` (and oneDNN's products on packed weights)."""
+    if fast is None:
+        return "eager"
+    return "fast+packed" if fast.packed else "fast"
 
 
 PACK_OP, PRODUCT_OP = (getattr(torch.ops.mkldnn, name, None)

@@ -65,7 +65,7 @@ class HFGenerator:
         self.model, self.tokenizer, self.spec = model, tokenizer, spec
         self.template_kwargs = dict(template_kwargs or {})
         """Chat-template variables for `chat` (e.g. Qwen3's enable_thinking=False)."""
-        self.stats = BackendStats()
+        self.stats = BackendStats(path="eager")  # decoding has no fast path
         self.device = model.get_input_embeddings().weight.device
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 

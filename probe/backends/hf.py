@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel
 
 from probe.backends.batching import BackendStats
-from probe.backends.fastpass import FastLayers, FastSteps
+from probe.backends.fastpass import FastLayers, FastSteps, path_name, wanted
 from probe.backends.interventions import Edit, EditHook, InterventionPlan, node_edits
 from probe.backends.passes import PassRunner
 from probe.backends.patch_hooks import ResidualSink, run_patching
@@ -96,7 +96,9 @@ class HFScorer:
         self._edit_hook = EditHook(self.decoder.layers, sorted(edit_layers)) if edit_layers else None
         # taps and edits hook every layer's full output: they keep the eager path
         hooked = self._tap is not None or self._edit_hook is not None
-        self._fast = FastLayers.of(self.decoder, fast_steps) if spec.fast_path and not hooked else None
+        fast = wanted(spec.fast_path, self.decoder.get_input_embeddings().weight) and not hooked
+        self._fast = FastLayers.of(self.decoder, fast_steps) if fast else None
+        self.stats.path = path_name(self._fast)
         self._node_edits: Mapping[int, Edit] = {}  # the running chunk's edits, by node
         self._patch: _PatchState | None = None  # set by `patch_pass` while its passes run
 

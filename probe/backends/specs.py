@@ -29,8 +29,8 @@ class HFBackendSpec:
     """auto: all visible GPUs via accelerate's device_map, else CPU; or cpu / cuda:0."""
     prefix_reuse: bool = True
     """Run every unique token of the prompts' token trie once, on its ancestors' KV cache."""
-    fast_path: bool = False
-    """Fused Q/K/V and gate/up products, the last layer only where read, grouped-query attention without copies (Llama, Mistral, Qwen2, Gemma 3; others run eager): within 1e-5 nats of the eager path, not bit for bit; see docs/performance.md."""
+    fast_path: bool | Literal["auto"] = "auto"
+    """Fused Q/K/V and gate/up products, the last layer only where read, grouped-query attention without copies, oneDNN products on packed weights (Llama, Mistral, Qwen2, Gemma 3; other models, taps and edits run eager): auto: where its packed products apply (CPU, float32), there as close to a float64 forward as the eager path, else eager; true: wherever the model allows (GPU: not measured); false: the eager path. The manifest's backend.path says which ran; see docs/performance.md."""
     mode: Mode = "letters"
     """letters (exact letter log-probs) | generate (decode and parse; the fallback) | text (option texts' log-probs as continuations) | letters+text (both readings, paired)."""
     max_new_tokens: Annotated[int, Ge(1)] = 64
@@ -111,11 +111,13 @@ class VLLMSpec:
 
 BackendSpec = HFBackendSpec | VLLMSpec
 BACKEND_OPT_IN: tuple[str, ...] = ("fast_path",)
-"""Options added after runs were stored: recorded only when set, so the results key and the
-manifest of a run without them stay what they were (a run stored before still resumes)."""
+"""Options added after runs were stored: recorded unless false, so the results key and the
+manifest of a run without them stay what they were. `fast_path` defaults to `auto` since: a
+default run records `fast_path: auto`, and `fast_path=false` (the eager path every run stored
+before it computed by default) keeps the key those runs have, so they still resume with it."""
 
 
 def backend_record(spec: BackendSpec) -> dict[str, object]:
-    """The backend block as a run records it (key and manifest): opt-in options only when on."""
+    """The backend block as a run records it (key and manifest): opt-in options unless false."""
     return {k: v for k, v in asdict(spec).items() if not (k in BACKEND_OPT_IN and v is False)}
 BACKENDS: dict[str, type] = {"hf": HFBackendSpec, "vllm": VLLMSpec}

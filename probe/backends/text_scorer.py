@@ -37,7 +37,7 @@ from transformers import PreTrainedModel
 
 from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextChunk, TextPlan, TextRequest, TextScore, plan_texts
-from probe.backends.fastpass import FastLayers
+from probe.backends.fastpass import FastLayers, path_name
 from probe.backends.passes import PassRunner
 from probe.backends.specs import HFBackendSpec
 from probe.backends.treekv import KVStore, decoder_and_cache_kw, run_pass
@@ -64,7 +64,7 @@ class TextScorer:
         self.spec = spec
         self.check_tol = check_tol
         """Largest per-token gap (nats) the once-per-scorer check accepts against `model(input_ids)`."""
-        self.stats = BackendStats()
+        self.stats = BackendStats(path=path_name(fast))
         self.device = self.decoder.get_input_embeddings().weight.device
         self._checked = False
         self._passes = PassRunner(self.stats, self.device)

@@ -33,7 +33,13 @@ from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
 from probe.metrics.paired import Comparison, Difference
-from probe.report.paired_runs import comparable_units, compare, headline_block, shared_variants
+from probe.report.paired_runs import (
+    comparable_units,
+    compare,
+    headline_block,
+    scoring_path_note,
+    shared_variants,
+)
 from probe.report.stored_run import StoredRun
 from probe.results.layout import AGREEMENT, COMPARISON, claim_output_dir
 
@@ -141,6 +147,9 @@ def _body(argv: list[str]) -> int:
         raise ProbeInputError(f"agreement: expected true or false, got {command.overrides['agreement']!r}")
     if command.overrides.get("agreement") is True:
         return _choice_agreement(command.paths[0], command.paths[1], opts, command.overrides.get("out"))
+    note = scoring_path_note(StoredRun.open(command.paths[0]), StoredRun.open(command.paths[1]))
+    if note:
+        print(note + "\n")
     block = command.overrides.get("block")
     flavour = None if block is None else str(block)
     per_variant = compare_variants(*command.paths, flavour=flavour, **opts)

@@ -139,7 +139,8 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
 
     stats = backend.stats
     sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
-    work = {**backend_record(cfg.backend), "n_batches": stats.n_batches, "batch_sizes": sizes,
+    path = {"path": stats.path} if stats.path else {}  # the computation that ran (HF only)
+    work = {**backend_record(cfg.backend), **path, "n_batches": stats.n_batches, "batch_sizes": sizes,
             "rows_per_pass": pass_quantiles(sizes),
             "oom_splits": stats.oom_splits, "head_check": stats.head_check,
             "prompt_tokens": int(sum(len(r.token_ids) for r in own)),

@@ -16,6 +16,7 @@ from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextRequest
 from probe.backends.fastpass import FastSteps, pack, packed_products_available, product
 from probe.backends.hf import HFScorer
+from probe.backends.reference import DEFAULT_RULE_FACTOR, DEFAULT_RULE_FLOOR, Deviation, meets_default_rule
 from probe.backends.roofline import rate
 from probe.backends.specs import HFBackendSpec
 from probe.backends.treekv import KVStore
@@ -138,19 +139,22 @@ def peak_rss_mb() -> float:
 
 def score_with_probe(
     model: Any, rendered: list[RenderedPrompt], letters: LetterIds, prefix_reuse: bool,
-    batch_tokens: int, max_batch_size: int, fast_path: bool = False,
+    batch_tokens: int, max_batch_size: int, fast_path: bool | str | FastSteps = False,
 ) -> tuple[np.ndarray, Timing]:
     """Letter log-probs `[prompt, letter]` in `rendered` order, and the wall time of scoring
-    (the head check included, as a run pays it; building the scorer is `setup_seconds`)."""
+    (the head check included, as a run pays it; building the scorer is `setup_seconds`).
+    `fast_path`: as `backend.fast_path` (false, true, `auto`), or the fast path's `FastSteps`."""
     s0 = time.perf_counter()
+    steps = fast_path if isinstance(fast_path, FastSteps) else FastSteps()
+    setting = True if isinstance(fast_path, FastSteps) else fast_path
     scorer = HFScorer(model, HFBackendSpec(batch_tokens=batch_tokens, max_batch_size=max_batch_size,
-                                           prefix_reuse=prefix_reuse, fast_path=fast_path))
+                                           prefix_reuse=prefix_reuse, fast_path=setting), fast_steps=steps)
     setup = time.perf_counter() - s0
     t0, c0 = time.perf_counter(), time.process_time()
     got = {s.prompt_id: s.letter_logprobs for batch in scorer.score(rendered, letters) for s in batch}
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     lp = np.array([got[r.prompt.prompt_id] for r in rendered], dtype=np.float64)
-    name = ("probe" if prefix_reuse else "probe-noprefix") + ("-fast" if fast_path else "")
+    name = ("probe" if prefix_reuse else "probe-noprefix") + ("-fast" if scorer.stats.path != "eager" else "")
     stats = scorer.stats
     return lp, Timing(name, len(rendered), seconds, stats.prompt_tokens, stats.tokens_computed, peak_rss_mb(),
                       stats.unique_tokens, stats.padded_tokens, PassShares.of(stats), cpu, setup)
@@ -185,6 +189,42 @@ FAST_STEPS: dict[str, FastSteps | None] = {
     "+ packed products": FastSteps(),
 }
 """The fast path's steps, each on top of the ones before (None: the eager path)."""
+
+
+GPU_STEPS: dict[str, FastSteps | None] = {
+    "eager": None,
+    "fused projections": FastSteps(shared_kv_heads=False, last_layer_reads=False, packed_products=False),
+    "+ last layer where read": FastSteps(),
+}
+"""The fast path's steps that apply on CUDA, each on top of the one before (`bench_scoring.py
+--gpu`): grouped-query heads are repeated and products are plain there whatever `FastSteps`
+asks (`FastLayers.of`), so the last row is `backend.fast_path=true` there."""
+
+
+def reference_rows(n_prompts: int, n_reference: int) -> np.ndarray:
+    """Rows of the prompts the float64 reference scores: `n_reference` spread evenly over
+    `n_prompts` (all of them when `n_reference` is 0 or more than there are)."""
+    if n_reference <= 0 or n_reference >= n_prompts:
+        return np.arange(n_prompts)
+    return np.unique(np.linspace(0, n_prompts - 1, n_reference).round().astype(int))
+
+
+def deviation_lines(logprobs: dict[str, np.ndarray], reference: np.ndarray, rows: np.ndarray,
+                    baseline: str) -> list[str]:
+    """A markdown table: each engine's max and mean |Δ log p| against the float64 reference on
+    `rows`, as multiples of `baseline`'s (the eager path), and whether it meets the default rule
+    against it (`probe.backends.reference.meets_default_rule`)."""
+    devs = {name: Deviation.of(lp[rows], reference) for name, lp in logprobs.items()}
+    base = devs[baseline]
+    lines = [f"float64 reference on {len(rows)} prompts ({base.n} values); the default rule: max and mean each "
+             f"≤ {DEFAULT_RULE_FACTOR}× {baseline}'s, or ≤ {DEFAULT_RULE_FLOOR:g} nats", "",
+             "| engine | max \\|Δ log p\\| vs float64 | mean \\|Δ log p\\| vs float64 | max / eager's | mean / eager's "
+             "| default rule |", "|---|---|---|---|---|---|"]
+    for name, d in devs.items():
+        ratio = f"{d.max / base.max:.2f}× | {d.mean / base.mean:.2f}×" if base.max and base.mean else "– | –"
+        verdict = "–" if name == baseline else "meets" if meets_default_rule(d, base) else "FAILS"
+        lines.append(f"| {name} | {d.max:.2e} | {d.mean:.2e} | {ratio} | {verdict} |")
+    return lines
 
 
 def step_seconds(model: Any, rendered: list[RenderedPrompt], letters: LetterIds, rounds: int) -> list[dict[str, float]]:

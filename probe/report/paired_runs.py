@@ -24,6 +24,18 @@ PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on 
                "the metrics of each comparison.")
 
 
+def scoring_path_note(run_a: StoredRun, run_b: StoredRun) -> str | None:
+    """One line where the runs were scored by different computations (`backend.path`: eager, the
+    fast path): float32 rounding in another order moves log-probs in the last bits (about 1e-5
+    nats), so part of a tiny Δ may be that, not the runs' other difference; None where they agree
+    or a run does not say (vLLM)."""
+    a, b = run_a.manifest.backend.scoring_path, run_b.manifest.backend.scoring_path
+    if a is None or b is None or a == b:
+        return None
+    return (f"Note: A was scored on the {a} path and B on the {b} path (backend.path): their log-probs differ "
+            "in float32 rounding too (see docs/performance.md#the-fast-path).")
+
+
 def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str]]:
     """The task both runs belong to and their common bootstrap units, or an input error naming
     what differs (benchmark kind, design, data file, units) or which run is not finished."""

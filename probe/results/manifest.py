@@ -127,6 +127,22 @@ class BackendRecord:
     resumed_prompts: int | None
     prefix_cache_hit_rate: float | None
     prefix_cache_limit: float | None
+    path: str | None = None
+    """The computation that ran (HF: `eager`, `fast`, `fast+packed`); None in runs from before it
+    was recorded and for vLLM."""
+    fast_path: bool | None = None
+    """`backend.fast_path` as recorded: true, or absent (None) where it was off or predates it."""
+
+    @property
+    def scoring_path(self) -> str | None:
+        """The computation that scored the run: `path` where recorded; in older HF runs `eager`, or
+        `fast` where `fast_path` was on (whether its products ran packed was not recorded); None
+        for other backends."""
+        if self.path is not None:
+            return self.path
+        if self.name != "hf":
+            return None
+        return "fast" if self.fast_path else "eager"
 
     def counters(self) -> dict[str, int | None]:
         """The work counters (`COUNTERS`) by name."""
