@@ -5,7 +5,7 @@
     python scripts/bench_costmodel.py --overhead        # only the host dispatch per layer and per pass
     python scripts/bench_costmodel.py --gemma3 DIR      # predicted H200 time of full DiSCo on Gemma-3-12B (no weights)
 
-For each item mix of `probe.pipeline.perf.MIXES` (the demo's DiSCo prompts; `short`, every option and
+For each item mix of `probe.benches.disco.perf.MIXES` (the demo's DiSCo prompts; `short`, every option and
 context fact cut to three words; `long`, a ~300-word background passage before the question:
 the mixes `bench_scoring.py --mixes` times against lm-eval), the script plans the prompts as the HF backend does, predicts the scoring time from the plan with
 this CPU's measured fp32 GEMM rate, copy bandwidth and host dispatch (measured again just
@@ -17,7 +17,7 @@ on a warm-up prompt before the measured call.
 
 `--gemma3 DIR` (a Gemma 3 tokenizer folder) predicts, without weights, the scoring time of the
 full DiSCo protocol — 304 items × 52 prompts in the published schema, built from the demo's 24
-items, repeats differing in text (`probe.pipeline.perf.synthetic_items`) — for the published Gemma-3-12B
+items, repeats differing in text (`probe.benches.disco.perf.synthetic_items`) — for the published Gemma-3-12B
 text architecture in bfloat16 on each data-sheet GPU, with the default passes and with bigger
 ones.
 """
@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from probe.pipeline import perf
+from probe.benches.disco import perf
 from probe.backends.cost import Arch, plan_passes
 from probe.backends.hf import HFScorer
 from probe.backends.roofline import measure_host, named_device, predict
@@ -43,7 +43,7 @@ from probe.types import Prompt
 
 
 def mixes(n_items: int) -> dict[str, list[Prompt]]:
-    """The item mixes of `probe.pipeline.perf.MIXES` (those `bench_scoring.py --mixes` times), DiSCo
+    """The item mixes of `probe.benches.disco.perf.MIXES` (those `bench_scoring.py --mixes` times), DiSCo
     protocol (52 prompts per item)."""
     return {mix: perf.demo_prompts(n_items, 1, mix) for mix in perf.MIXES}
 

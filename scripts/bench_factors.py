@@ -179,7 +179,7 @@ def plan_parity(run_dir: Path, variants: list[str], dtype: str) -> list[tuple[st
     import torch
     from bench_scoring import load_smollm2
 
-    from probe.pipeline.perf import score_with_probe
+    from probe.benches.disco.perf import score_with_probe
     from probe.results.run import load_run
     from probe.types import LetterIds, Prompt, RenderedPrompt
 

@@ -48,7 +48,7 @@ import numpy as np
 
 ENGINES = ("probe", "probe-fast", "probe-noprefix", "lm-eval", "vllm", "float64")
 PROBES = ("probe", "probe-fast")  # the trie engines: eager (backend.fast_path=false), and the fast path (the default)
-MIXES = ("demo", "short", "long", "short177")  # probe.pipeline.perf.BENCH_MIXES; arguments are parsed before importing probe
+MIXES = ("demo", "short", "long", "short177")  # probe.benches.disco.perf.BENCH_MIXES; arguments are parsed before importing probe
 
 
 def load_smollm2(weights: bool = True):
@@ -62,7 +62,7 @@ def load_smollm2(weights: bool = True):
 def gemm_rates(seconds: float) -> dict[str, float]:
     """The 2048² fp32 GEMM rates behind the compute limits, on this worker's threads: torch's
     default BLAS in wall and in CPU time, and oneDNN on a packed weight (the fast path's products)."""
-    from probe.pipeline import perf
+    from probe.benches.disco import perf
 
     return {"peak_flops": perf.gemm_peak_flops(seconds),
             "peak_flops_cpu": perf.gemm_peak_flops(seconds, clock=time.process_time),
@@ -73,7 +73,7 @@ def worker(args: argparse.Namespace) -> None:
     """One engine in this process: render, score, save log-probs, print a JSON timing line."""
     import torch
 
-    from probe.pipeline import perf
+    from probe.benches.disco import perf
     from probe.prompts.render import render_prompts
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
@@ -116,7 +116,7 @@ def reference_worker(args: argparse.Namespace, loaded, rendered, letters=None, r
     """Engine `float64`: the float64 reference of the `--reference` rows (letters, or texts with
     `requests`), NaN elsewhere; the timing line has the time it took."""
     from probe.backends.reference import float64_model, reference_letters, reference_texts
-    from probe.pipeline import perf
+    from probe.benches.disco import perf
 
     n = len(requests if requests is not None else rendered)
     rows = perf.reference_rows(n, args.reference)
@@ -138,7 +138,7 @@ def reference_worker(args: argparse.Namespace, loaded, rendered, letters=None, r
 def text_worker(args: argparse.Namespace, spec, loaded) -> None:
     """One engine on the demo's text prompts (`--text FORM`): save `[text prompt, option]`
     log-probs, print the timing line."""
-    from probe.pipeline import perf
+    from probe.benches.disco import perf
     from probe.backends.continuations import TextRequest
     from probe.benches.disco.data import text_message
     from probe.prompts.text_forms import continuation_text, render_texts, text_design
@@ -178,7 +178,7 @@ def texts_with_lm_eval(loaded, texts, continuations, batch_size: int):
 
     from probe.backends.continuations import plan_texts, TextRequest
     from probe.backends.specs import HFBackendSpec
-    from probe.pipeline.perf import Timing, peak_rss_mb
+    from probe.benches.disco.perf import Timing, peak_rss_mb
 
     lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size)
     requests = [Instance(request_type="loglikelihood", doc={}, arguments=(t.prompt.text, c), idx=i)
@@ -198,7 +198,7 @@ def score_with_lm_eval(loaded, rendered, letters, batch_size: int):
     from lm_eval.models.huggingface import HFLM
 
     from probe.backends.trie import unique_tokens
-    from probe.pipeline.perf import Timing, peak_rss_mb
+    from probe.benches.disco.perf import Timing, peak_rss_mb
 
     lm = HFLM(pretrained=loaded.model, tokenizer=loaded.tokenizer, batch_size=batch_size)
     requests = [Instance(request_type="loglikelihood", doc={}, arguments=(r.text, letter), idx=i)
@@ -215,7 +215,7 @@ def score_with_vllm(loaded, rendered, letters, block_size: int | None):
     """probe's vLLM backend (float32 on CPU, prefix caching on); engine start-up not timed."""
     from probe.backends.specs import VLLMSpec
     from probe.backends.vllm import VLLMEngine
-    from probe.pipeline.perf import Timing, peak_rss_mb
+    from probe.benches.disco.perf import Timing, peak_rss_mb
 
     engine = VLLMEngine(loaded.info["ref"], None, False, VLLMSpec(dtype="float32", max_model_len=2048,
                                                                    block_size=block_size), loaded.tokenizer)
@@ -371,7 +371,7 @@ def compare(args: argparse.Namespace) -> dict[str, dict]:
         for b in names[i + 1:]:
             print(f"max |Δ log p| {a} vs {b}: {np.abs(logprobs[a] - logprobs[b]).max():.2e}")
     if ref is not None and "probe" in logprobs:  # each engine against the float64 forward; the default rule
-        from probe.pipeline.perf import deviation_lines
+        from probe.benches.disco.perf import deviation_lines
 
         rows = np.flatnonzero(~np.isnan(ref).all(axis=1))
         print("\n" + "\n".join(deviation_lines(logprobs, ref[rows], rows, "probe")))
@@ -394,7 +394,7 @@ def gpu(args: argparse.Namespace) -> None:
     import torch
     from transformers import AutoTokenizer, Gemma3ForCausalLM
 
-    from probe.pipeline import perf
+    from probe.benches.disco import perf
     from probe.prompts.render import RenderSettings, render_prompts
     from probe.models.tiny import TinySpec, build_tokenizer
 
@@ -454,7 +454,7 @@ def gpu_reference(model, rendered, letters, logprobs: dict, n_reference: int) ->
     import torch
 
     from probe.backends.reference import reference_letters
-    from probe.pipeline import perf
+    from probe.benches.disco import perf
 
     rows = perf.reference_rows(len(rendered), n_reference)
     device = next(model.parameters()).device
@@ -471,11 +471,11 @@ def gpu_reference(model, rendered, letters, logprobs: dict, n_reference: int) ->
 
 
 def fast_steps(args: argparse.Namespace) -> None:
-    """`--fast-steps`: the fast path's steps one at a time (`probe.pipeline.perf.FAST_STEPS`), in this
+    """`--fast-steps`: the fast path's steps one at a time (`probe.benches.disco.perf.FAST_STEPS`), in this
     process, SmolLM2, pass by pass in turn; CPU time, so a shared machine's other jobs count less."""
     import torch
 
-    from probe.pipeline import perf
+    from probe.benches.disco import perf
     from probe.backends.trie import unique_tokens
     from probe.prompts.render import render_prompts
 
@@ -507,7 +507,7 @@ def generation(args: argparse.Namespace) -> None:
     """HF generation mode (greedy, `--max-new-tokens`) with and without trie prefill, SmolLM2."""
     import torch
 
-    from probe.pipeline import perf
+    from probe.benches.disco import perf
     from probe.backends.generate import HFGenerator
     from probe.backends.specs import HFBackendSpec
     from probe.prompts.render import render_prompts
@@ -544,7 +544,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--runs", type=int, default=1, help="runs of each engine, in turn; medians are reported")
     p.add_argument("--vllm-block-size", type=int, default=None, help="vllm engine: KV block size (default: vLLM's)")
-    p.add_argument("--mix", choices=MIXES, default="demo", help="item mix (probe.pipeline.perf.BENCH_MIXES)")
+    p.add_argument("--mix", choices=MIXES, default="demo", help="item mix (probe.benches.disco.perf.BENCH_MIXES)")
     p.add_argument("--mixes", default=None, help="compare on each of these mixes, e.g. demo,short,long")
     p.add_argument("--text", choices=("hybrid", "cloze"), default=None,
                    help="score the option texts as continuations (answer-text reading) instead of the letters")

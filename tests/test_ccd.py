@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -150,6 +151,8 @@ def test_cli_letter_runs(ccd_json: Path, tmp_path: Path, design: str) -> None:
     assert set(m["expected"]) == M_KEYS and set(m["greedy"]) == M_KEYS and set(m["ci95"]["expected"]) == M_KEYS
     assert set(m["expected"]["shares"]) == set(CCD_CLUSTERS)
     assert sum(m["expected"]["shares"].values()) == pytest.approx(1.0)
+    report = (out / "report.md").read_text()
+    assert re.findall(r"DiSCo|\bC[0-3]\b|\bPPR\b|LocQA|BLEnD|GlobalOpinion", report) == []  # no other bench's words
     assert ("balance_score" in m) == (design == "latin_square")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["letters"] == list("ABCDEFGHIJ") and len(manifest["letter_token_ids"]) == 10

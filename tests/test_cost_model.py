@@ -24,7 +24,7 @@ from probe.backends.specs import HFBackendSpec
 from probe.backends.units import score_chunks
 from probe.models import ModelSpec, load_model
 from probe.models.tiny import TinySpec, build_model
-from probe.pipeline.perf import gemma3_12b_text_config
+from probe.benches.disco.perf import gemma3_12b_text_config
 from probe.prompts.render import render_prompts
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -190,7 +190,7 @@ def test_an_empty_plan_predicts_no_time_and_no_utilisation() -> None:
 def test_pass_shares_count_one_row_passes_by_tokens_and_time() -> None:
     """Three passes: one of one row (10 tokens, 2 s), two of four rows (30 tokens, 6 s)."""
     from probe.backends.batching import BackendStats
-    from probe.pipeline.perf import PassShares
+    from probe.benches.disco.perf import PassShares
 
     stats = BackendStats()
     stats.count_pass([10], 10)

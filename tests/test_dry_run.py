@@ -12,7 +12,7 @@ import pytest
 from conftest import probe_env, run_probe
 
 from probe.models.memory import memory_estimate
-from probe.pipeline.perf import gemma3_12b_text_config
+from probe.benches.disco.perf import gemma3_12b_text_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

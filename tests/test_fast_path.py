@@ -101,9 +101,9 @@ def test_letters_meet_the_float64_rule_on_the_demo(tiny: LoadedModel, tiny64) ->
 
 @pytest.mark.parametrize("mix", ["short", "long", "short177"])
 def test_letters_meet_the_float64_rule_on_every_item_mix(tiny: LoadedModel, tiny64, mix: str) -> None:
-    """The benchmark's item mixes (`probe.pipeline.perf.BENCH_MIXES`; the demo is above): one
+    """The benchmark's item mixes (`probe.benches.disco.perf.BENCH_MIXES`; the demo is above): one
     item each, all 52 prompts."""
-    from probe.pipeline.perf import demo_prompts
+    from probe.benches.disco.perf import demo_prompts
 
     every = demo_prompts(1, 1, mix)  # short177 has 12 items whatever is asked
     prompts = [p for p in every if p.item_id == every[0].item_id]
@@ -178,7 +178,7 @@ def test_auto_by_default_and_the_eager_path_keeps_the_old_key() -> None:
 
 def test_the_benchmark_times_every_step(tiny: LoadedModel) -> None:
     """`bench_scoring.py --fast-steps`: each step of `FAST_STEPS` timed on every pass, per round."""
-    from probe.pipeline.perf import FAST_STEPS, step_seconds
+    from probe.benches.disco.perf import FAST_STEPS, step_seconds
 
     rendered, letters = _demo(tiny, 1)
     rounds = step_seconds(tiny.model, rendered[:12], letters, 2)
@@ -216,7 +216,7 @@ def test_a_packed_product_is_the_linear_product() -> None:
 def test_gemm_rates_of_both_products() -> None:
     """The GEMM rates behind the benchmark's limits: torch's default product, and oneDNN's on a
     packed weight (NaN without oneDNN)."""
-    from probe.pipeline.perf import gemm_peak_flops
+    from probe.benches.disco.perf import gemm_peak_flops
 
     assert gemm_peak_flops(seconds=0.02, size=128) > 0
     packed = gemm_peak_flops(seconds=0.02, size=128, packed=True)
@@ -274,7 +274,7 @@ def test_the_scorer_records_the_path_it_runs(tiny: LoadedModel, tiny64) -> None:
 
 def test_the_benchmark_reference_rows_and_verdicts() -> None:
     """`bench_scoring.py`'s float64 engine: which prompts it scores, and the table's verdicts on planted gaps."""
-    from probe.pipeline.perf import deviation_lines, reference_rows
+    from probe.benches.disco.perf import deviation_lines, reference_rows
 
     assert reference_rows(10, 4).tolist() == [0, 3, 6, 9]
     assert reference_rows(5, 0).tolist() == reference_rows(5, 9).tolist() == [0, 1, 2, 3, 4]

@@ -107,6 +107,8 @@ def survey_order_and_specificity(run_dir: Path) -> tuple[dict[str, dict[str, flo
 def test_tiny_run_matches_an_independent_recomputation(tmp_path: Path) -> None:
     out = tmp_path / "run"
     metrics = run(out, "bench.limit=5", "bench.min_questions=2")
+    report = (out / "report.md").read_text()
+    assert re.findall(r"DiSCo|\bC[0-3]\b|\bPPR\b|LocQA|BLEnD|CCD", report) == []  # no other bench's words
     manifest = json.loads((out / "manifest.json").read_text())
     assert (manifest["bench"]["zero_distributions"], manifest["bench"]["questions"]) == (9, 5)
     expected = recompute(out)

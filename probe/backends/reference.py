@@ -48,6 +48,11 @@ class Deviation:
         return cls(float(gap.max()), float(gap.mean()), int(gap.size))
 
 
+def default_rule_text(current: str) -> str:
+    """The default rule in words, against the path named `current`."""
+    return f"≤ {DEFAULT_RULE_FACTOR}× {current}'s, or ≤ {DEFAULT_RULE_FLOOR:g} nats"
+
+
 def meets_default_rule(candidate: Deviation, current: Deviation, factor: float = DEFAULT_RULE_FACTOR,
                        floor: float = DEFAULT_RULE_FLOOR) -> bool:
     """Whether `candidate` may replace `current` as the default computation: its max and mean

@@ -115,12 +115,11 @@ def headline(metrics: Mapping[str, Any]) -> Headline:
 LETTER_READING = (
     "Each letter log-prob is split into a letter effect (the prior π, the same for every item), a content "
     "effect (the option shown) and a residual. The letter share is the part common to the condition's "
-    "items; letter × group is what differs between items (item-specific letter preferences; at DiSCo's "
-    "C3 also the primacy of the fact in slot 1, whose letter moves with the context rotation). The "
+    "items; letter × group is what differs between items (item-specific letter preferences).{note} The "
     "`debiased` column of the tables above is every metric recomputed on the debiased distribution: for an "
     "item shown under all K orderings, each question's own letter effects are removed (the closed form; π "
     "is not used); for an item with fewer orderings, the prompt's distribution is divided by π and "
-    "renormalised. Metrics of position itself (letter probabilities, PPR) are 1/K there by construction. "
+    "renormalised. Metrics of position itself (the letter probabilities) are 1/K there by construction. "
     "The shares are of the log-prob variance, where an improbable letter weighs as much as a probable one; "
     "the lines below say the same on the probability scale (the mass the letter moves) and how much of the "
     "debiased content would come back from other orderings (content reliability). Top pick share: "
@@ -133,7 +132,7 @@ ESTIMATORS = {
     "prior_division": "prior pooled over the run's balanced design, each prompt debiased as p / π renormalised "
                       "(PriDe); assumes the design balances content across letters",
     "mixed": "closed form where an item has all orderings, p / π elsewhere (π from the complete groups; an "
-             "incomplete group keeps its own letter effects, e.g. DiSCo C3's primacy)",
+             "incomplete group keeps its own letter effects, e.g. a context whose position moves with the ordering)",
     "count_fit": "fit of the choice counts: π by the pairwise conditional likelihood within each item's orderings "
                  "(free of the contents), contents by iterative proportional fitting with π held; with one ordering "
                  "per item, both jointly by IPF with content per label",
@@ -141,11 +140,14 @@ ESTIMATORS = {
 """What each letter-prior estimator (`probe.metrics.letters`) does, as the report says it."""
 
 
-def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Run], str]:
+def letter_report(body: Callable[[Mapping[str, Any]], str],
+                  letter_note: str = "") -> Callable[[Mapping[str, Any], Run], str]:
     """The `Task.report` hook: the bench's own markdown, opened by the letter-prior warning when it
-    fires and followed by the letter-prior section (and, with a text reading, the letter-vs-text
-    agreement section); a plain note when no answer was valid, and in
-    generation mode the list of invalid outputs."""
+    fires and followed by the letter-prior section (`LETTER_READING` with the bench's own
+    `letter_note`; and, with a text reading, the letter-vs-text agreement section); a plain note
+    when no answer was valid, and in generation mode the list of invalid outputs."""
+    reading = LETTER_READING.format(note=f" {letter_note}" if letter_note else "")
+
     def report(metrics: Mapping[str, Any], run: Run) -> str:
         text = body(metrics) if metrics.get("expected") is not None else (
             f"# {metrics['bench']} — {metrics['model']}\n\nNo valid answers: all {metrics['n_prompts']} "
@@ -153,7 +155,7 @@ def letter_report(body: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping
         head, rest = split_opening(text)
         # the letter warning comes right after the conclusion: it changes how every number below reads
         text = "\n".join([head, "", *warnings_block(metrics), rest.lstrip("\n")])
-        text += letter_section(metrics, LETTER_READING, ESTIMATORS) + orders_section(metrics) + agreement_section(metrics)
+        text += letter_section(metrics, reading, ESTIMATORS) + orders_section(metrics) + agreement_section(metrics)
         if is_generation_run(run):
             text += invalid_section(read_generation_table(run.path, run.letters)[1])
         return text
@@ -230,6 +232,9 @@ class ForcedChoice:
     need `reword`."""
     reword: Reword | None = None
     """Its user message under another wording (`Task.reword`); None: the message stays its own."""
+    letter_note: str = ""
+    """What the letter-prior section adds for this bench: what its design puts into letter ×
+    group, its own metrics of position (one or two sentences; empty: nothing)."""
 
     def __post_init__(self) -> None:
         reworded = [f for f in self.factors if f not in SETTING_FACTORS]
@@ -246,7 +251,7 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
     if bench.extra_metrics is not None:
         metrics = _with_extra(metrics, bench.extra_metrics)
     return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers="letters",
-                prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report),
+                prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report, bench.letter_note),
                 presentation=presentation, tables=letter_tables(bench.design_columns), figures=bench.figures,
                 judging=judging, design=bench.design, factors=bench.factors, reword=bench.reword or no_reword,
                 text_forms=TEXT_FORMS if bench.text_message else (),

@@ -25,6 +25,7 @@ from probe.benches.registry import BUILTIN
 from probe.config import describe_fields, package_conf_dir
 from probe.files import make_dirs, write_text
 from probe.judges import JudgeSpec
+from probe.judges.registry import MECHANISMS, judge_about, judge_names
 from probe.pipeline.intervention import INTERVENTIONS
 from probe.pipeline.spec import AnalysisSpec, RunConfig
 
@@ -70,10 +71,6 @@ def entries() -> list[Generated]:
         Generated("backend/hf.yaml", "# backend=hf (default) — Hugging Face transformers: batched forward passes, "
                   "letter log-probs at the last position.", HFBackendSpec),
         Generated("backend/vllm.yaml", "# backend=vllm — the vLLM engine (install: see README).", VLLMSpec),
-        Generated("judge/keyword.yaml", "# judge=keyword — deterministic cue-word judge; offline baseline for "
-                  "rationale dimensions.", JudgeSpec, {"name": "keyword"}, ("name",)),
-        Generated("judge/rules.yaml", "# judge=rules — deterministic LocQA judge: Unicode-normalised, case-folded "
-                  "string and number matching.", JudgeSpec, {"name": "rules"}, ("name",)),
         Generated("judge/llm.yaml", "# judge=llm — an LLM judge on a model config; validated JSON verdicts, "
                   "retried, else judge_error.", JudgeSpec, {"name": "llm"}, judge_llm),
         Generated("judge/http.yaml", "# judge=http judge.base_url=http://127.0.0.1:8000/v1 judge.model=<served "
@@ -81,6 +78,9 @@ def entries() -> list[Generated]:
                   (*judge_llm, "base_url", "api_key_env", "timeout_s", "max_http_retries", "requests_per_minute",
                    "concurrency", "max_response_bytes")),
     ]
+    # each bench's deterministic judges, from the judges registry (its own words, its own entry)
+    out += [Generated(f"judge/{name}.yaml", f"# judge={name} — {judge_about(name)}", JudgeSpec, {"name": name},
+                      ("name",)) for name in judge_names() if name not in MECHANISMS]
     out += [Generated(f"intervention/{name}.yaml", f"# intervention={name} — {(spec.__doc__ or '').strip()}", spec)
             for name, spec in INTERVENTIONS.items()]
     for task in BUILTIN:

@@ -31,9 +31,8 @@ class JudgeSpec:
 
     name: str = "keyword"
     """llm: a model judges; http: an OpenAI-compatible endpoint judges; any other name: a
-    deterministic judge a bench registered (keyword: CCD's GLOBE cue words; rules: LocQA's
-    string/number matching; both offline). A run given no judge option uses its bench's default
-    judge (`probe ls judges`)."""
+    deterministic judge a bench registered (offline; each has its own entry in the judge group).
+    A run given no judge option uses its bench's default judge (`probe ls judges`)."""
     model: str | None = None
     """LLM judge: a model config name, hub id or local directory (None = the run's own model);
     HTTP judge: the API's model."""

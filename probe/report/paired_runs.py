@@ -19,9 +19,9 @@ from probe.report.format_run import variant_mask, variant_records
 from probe.report.stored_run import StoredRun
 from probe.results.layout import is_finished
 
-PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on the same items (LocQA: "
-               "templates) with the first run's recorded seed and resample count; p two-sided, Holm-adjusted over "
-               "the metrics of each comparison.")
+PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on the same units (the bench's "
+               "bootstrap unit: items, or what its note names) with the first run's recorded seed and resample "
+               "count; p two-sided, Holm-adjusted over the metrics of each comparison.")
 
 
 def scoring_path_note(run_a: StoredRun, run_b: StoredRun) -> str | None:

@@ -58,7 +58,7 @@ LETTER_NOTE = ("⚠: the letter drives this run's answers in some condition — 
                "variance than the content, or the largest letter prior (of the probabilities or of the greedy picks) "
                "is above `analysis.letter_prior_ratio`/K (at most halfway to 1); `letter_warnings` in its "
                "metrics.json says which, the warning opening its report says what it means: read its debiased "
-               "columns and letter share before its cultural metrics.")
+               "columns and letter share before its other metrics.")
 
 
 SMALL_MARK = " ‡"

@@ -122,7 +122,7 @@ SCRIPT = r"""
     var indices = Object.keys(variants).sort(function (a, b) { return a - b; });
     if (indices.length) addSelect(form, "variant", "variant (index · levels)", indices,
                                   indices.map(function (i) { return variants[i]; }));
-    var keys = {};  // a JSON-object field's keys (GlobalOpinionQA: the countries with answer shares)
+    var keys = {};  // a JSON-object field's keys (e.g. the groups with answer shares)
     rows.forEach(function (r) { r.obj.forEach(function (o) {
       keys[o[0]] = keys[o[0]] || []; o[1].forEach(function (kv) { keys[o[0]].push(kv[0]); }); }); });
     Object.keys(keys).forEach(function (name) {

@@ -84,10 +84,14 @@ DESIGN = replace(forced.ROTATION_DESIGN, contrast=Contrast(source="C1", dest="C0
 """Conditions, cue targets and rotations as every forced-choice bench stores them; interventions
 and steering vectors compare the located user (C1) with no context (C0), and the lens reads C0."""
 
+LETTER_NOTE = ("At C3, letter × group also holds the primacy of the fact in slot 1, whose letter moves with the "
+               "context rotation; PPR, a metric of position, is 1/K under `debiased` by construction.")
+"""DiSCo's addition to the letter-prior section (`forced.LETTER_READING`)."""
+
 TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="disco", title="DiSCo", spec_type=DiscoSpec, prepare=prepare, compute=_compute,
                         report=report.report, figures=figures.run_figures, text_message=text_message,
-                        design=DESIGN, factors=tuple(BUILTIN_FACTORS), reword=reword),
+                        design=DESIGN, factors=tuple(BUILTIN_FACTORS), reword=reword, letter_note=LETTER_NOTE),
     Presentation(
         sweep_columns=SWEEP_COLUMNS,
         sweep_note=("Expected (probability-weighted) metrics with 95% bootstrap CIs over items; debiased = the "

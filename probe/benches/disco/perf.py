@@ -1,5 +1,6 @@
 """Helpers for the scoring benchmark (`scripts/bench_scoring.py`): fixed prompt sets, timing,
-peak memory, and model FLOPs for MFU. Kept in the package so the script stays thin."""
+peak memory, and model FLOPs for MFU. Kept in the package so the script stays thin; in DiSCo's
+package because its prompt mixes are DiSCo-format prompts built with DiSCo's loaders."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from probe.backends.batching import BackendStats
 from probe.backends.continuations import TextRequest
 from probe.backends.fastpass import FastSteps, pack, packed_products_available, product
 from probe.backends.hf import HFScorer
-from probe.backends.reference import DEFAULT_RULE_FACTOR, DEFAULT_RULE_FLOOR, Deviation, meets_default_rule
+from probe.backends.reference import Deviation, default_rule_text, meets_default_rule
 from probe.backends.roofline import rate
 from probe.backends.specs import HFBackendSpec
 from probe.backends.treekv import KVStore
@@ -217,7 +218,7 @@ def deviation_lines(logprobs: dict[str, np.ndarray], reference: np.ndarray, rows
     devs = {name: Deviation.of(lp[rows], reference) for name, lp in logprobs.items()}
     base = devs[baseline]
     lines = [f"float64 reference on {len(rows)} prompts ({base.n} values); the default rule: max and mean each "
-             f"≤ {DEFAULT_RULE_FACTOR}× {baseline}'s, or ≤ {DEFAULT_RULE_FLOOR:g} nats", "",
+             f"{default_rule_text(baseline)}", "",
              "| engine | max \\|Δ log p\\| vs float64 | mean \\|Δ log p\\| vs float64 | max / eager's | mean / eager's "
              "| default rule |", "|---|---|---|---|---|---|"]
     for name, d in devs.items():
