@@ -110,7 +110,7 @@ def test_paired_comparison_of_two_runs(tiny_run: Path, tmp_path: Path) -> None:
 
 def test_another_judge_is_refused(tmp_path: Path) -> None:
     proc = _cli(tmp_path / "run", *SMALL, "judge=rules", ok=False)
-    assert proc.stderr == ("probe: error: judge=rules cannot judge BLEnD; its judges: judge.name=blend_rules "
+    assert proc.stderr == ("probe: error: judge=rules cannot judge BLEnD; its judges: judge=blend_rules "
                            "(the default: no judge option), judge=llm, judge=http\n")
     assert proc.stdout == "" and not (tmp_path / "run").exists()  # once, and no run directory left behind
 

@@ -45,8 +45,9 @@ def resume_command(launcher: Sequence[str], task: Sequence[str], hydra: Sequence
 def launcher_argv() -> list[str]:
     """How this process was started, up to its arguments: `python -m probe` or the `probe`
     script as typed; `python -m probe` when another program launched it (a submitit job)."""
-    prefix = list(sys.orig_argv[:len(sys.orig_argv) - len(sys.argv) + 1])
-    if prefix[-2:] == ["-m", "probe"] or Path(prefix[-1]).name == "probe":
+    n = len(sys.orig_argv) - len(sys.argv) + 1  # not positive when called from another program's process
+    prefix = list(sys.orig_argv[:n]) if n > 0 else []
+    if prefix and (prefix[-2:] == ["-m", "probe"] or Path(prefix[-1]).name == "probe"):
         return prefix
     return ["python", "-m", "probe"]
 

@@ -16,6 +16,7 @@ from typing import Any
 from probe.backends.specs import backend_record
 from probe.benches.sources import data_digest
 from probe.benches.task import PreparedBench
+from probe.judges.http import redacted
 from probe.models import LoadedModel
 from probe.pipeline.judging import judge_config, verdict_config
 from probe.pipeline.spec import RunConfig
@@ -59,8 +60,8 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
 
 def command_line() -> str:
     """The command line that started this process, as the user would retype it (`probe …`; a
-    sweep's job records the sweep's command)."""
-    return shlex.join(["probe", *sys.argv[1:]])
+    sweep's job records the sweep's command), with any URL's credentials taken out."""
+    return redacted(shlex.join(["probe", *sys.argv[1:]]))
 
 
 def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
