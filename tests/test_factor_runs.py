@@ -156,6 +156,12 @@ def test_format_block_and_its_recomputation(runs: dict[str, Path], tmp_path: Pat
     (copy / "metrics.json").unlink()
     analyze_run(copy)
     assert _json(copy / "metrics.json")["format"] == block
+    # `analysis.min_letter_mass=0` keeps every variant the default threshold leaves out (the tiny
+    # model puts little mass on the letters), written beside the run's own metrics
+    zero = analyze_run(copy, {"min_letter_mass": 0.0})["format"]
+    assert not any(v["valid"] for v in block["variants"]) and all(v["valid"] for v in zero["variants"])
+    assert zero["validity"] == {"min_letter_mass": 0.0, "excluded": [], "all_below": False}
+    assert (copy / "metrics-min_letter_mass=0.0.json").is_file()
 
 
 def test_each_variants_letter_prior(runs: dict[str, Path]) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import numpy as np
 
-from probe.config import Gt, Le, Seed, ZeroOrGe
+from probe.config import Ge, Gt, Le, Seed, ZeroOrGe
 from probe.probs import choice_probs, greedy_onehot, ratio  # noqa: F401 - the metric modules import it from here
 
 
@@ -49,6 +49,10 @@ class AnalysisOptions:
     this multiple of uniform (1/K), capped at halfway to certainty, (1 + 1/K)/2; the warning also
     fires when the common letter effect explains more log-prob variance than the content
     (`probe.metrics.letter_warnings`)."""
+    min_letter_mass: Annotated[float, Ge(0), Le(1)] = 0.5
+    """Prompt factors: a variant whose median letter mass (the probability on the letters its
+    prompts show) is below this is a letter reading of a model that does not answer with a
+    letter; it is listed and left out of the split and the verdicts (0: keep every variant)."""
 
 
 def kl_to_uniform(p: np.ndarray) -> np.ndarray:

@@ -45,6 +45,8 @@ class AnalysisSpec:
     """Bootstrap seed."""
     letter_prior_ratio: Annotated[float, Gt(1)] = 2.0
     """Warn that the letter drives the answers when its largest prior or pick share exceeds this × 1/K (capped at (1 + 1/K)/2)."""
+    min_letter_mass: Annotated[float, Ge(0), Le(1)] = 0.5
+    """Prompt factors: variants whose median letter mass is below this are left out of the split and verdicts (0: none)."""
     logit_lens: bool = False
     """Store [prompt, layer, letter] letter log-probs through the logit lens (lens.safetensors)."""
     capture_layers: tuple[int, ...] = ()
@@ -56,7 +58,7 @@ class AnalysisSpec:
     def options(self) -> AnalysisOptions:
         """The metric options."""
         return AnalysisOptions(temperature=self.temperature, n_boot=self.n_boot, seed=self.seed,
-                               letter_prior_ratio=self.letter_prior_ratio)
+                               letter_prior_ratio=self.letter_prior_ratio, min_letter_mass=self.min_letter_mass)
 
     @property
     def mech(self) -> MechSpec:

@@ -3,7 +3,7 @@ letter reading at all (its letter mass), and how far the bench's published numbe
 the wordings compared with its own interval.
 
 A variant whose median letter mass (the probability, over the full vocabulary, of the letters a
-prompt shows) is below `MIN_LETTER_MASS` is a letter reading of a model that does not answer
+prompt shows) is below `analysis.min_letter_mass` (default 0.5) is a letter reading of a model that does not answer
 with a letter there: it is flagged, listed with its reason and left out of the split and the
 verdicts. Leaving a cell out breaks the balanced factorial, so the analysis then splits by the
 remaining wordings as one factor (`design: one-way`). When no variant passes, every variant is
@@ -22,16 +22,11 @@ from probe.benches.task import Task
 from probe.metrics.core import get_path
 from probe.results.scores import ScoreTable
 
-MIN_LETTER_MASS = 0.5
-"""A variant whose median letter mass is below this is not analysed (not a key yet: a new
-`analysis` key would change every run's manifest)."""
-
-
-def variant_validity(table: ScoreTable, variant: np.ndarray, n_variants: int,
-                     letters_read: bool) -> list[dict[str, Any]]:
+def variant_validity(table: ScoreTable, variant: np.ndarray, n_variants: int, letters_read: bool,
+                     min_letter_mass: float) -> list[dict[str, Any]]:
     """Per variant index: median and mean letter mass, greedy validity rate (the argmax over the
-    full vocabulary is a shown letter), and whether it is analysed (`valid`, with a `reason` when
-    not). A run that read no letter (text scores only) has no mass: every variant is valid."""
+    full vocabulary is a shown letter), and whether it is analysed (`valid`: its median mass is at
+    least `min_letter_mass`, `analysis.min_letter_mass`; a `reason` when not). A run that read no letter (text scores only) has no mass: every variant is valid."""
     out = []
     mass, valid = shown_mass(table) if letters_read else (None, None)
     for v in range(n_variants):
@@ -41,10 +36,10 @@ def variant_validity(table: ScoreTable, variant: np.ndarray, n_variants: int,
                         "valid": True, "reason": None})
             continue
         median = float(np.median(mass[rows]))
-        ok = median >= MIN_LETTER_MASS
+        ok = median >= min_letter_mass
         out.append({"letter_mass_median": median, "letter_mass_mean": float(mass[rows].mean()),
                     "greedy_valid_rate": float(valid[rows].mean()), "valid": ok,
-                    "reason": None if ok else f"median letter mass {median:.3f} < {MIN_LETTER_MASS}"})
+                    "reason": None if ok else f"median letter mass {median:.3f} < {min_letter_mass:g}"})
     return out
 
 

@@ -30,7 +30,7 @@ from probe.metrics.variant_shares import (
     analysed_condition,
     factorial_of,
 )
-from probe.report.format_checks import MIN_LETTER_MASS, headline_spread, kept_variants, variant_validity
+from probe.report.format_checks import headline_spread, kept_variants, variant_validity
 from probe.results.run import Run
 from probe.viz.markdown import value_ci
 
@@ -61,7 +61,8 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
     names = [str(rec["name"]) for rec in records]
     table = run.table()
     letters_read = not (is_text_only_run(run) or is_generation_run(run))
-    checks = variant_validity(table, np.asarray(table.column(VARIANT)), len(records), letters_read)
+    checks = variant_validity(table, np.asarray(table.column(VARIANT)), len(records), letters_read,
+                              opts.min_letter_mass)
     for rec, check in zip(per_variant, checks):
         rec.update(check)
     kept, all_below = kept_variants(names, checks)
@@ -75,7 +76,7 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
     excluded = [{"name": n, "reason": c["reason"]} for n, c in zip(names, checks) if n not in kept]
     return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,
             "cost": cost(run),
-            "validity": {"min_letter_mass": MIN_LETTER_MASS, "excluded": excluded, "all_below": all_below},
+            "validity": {"min_letter_mass": opts.min_letter_mass, "excluded": excluded, "all_below": all_below},
             "headline": headline_spread(task, per_variant, [n in kept for n in names]),
             **robustness_json(result)}
 
@@ -138,7 +139,8 @@ def summary_line(block: Mapping[str, Any]) -> str:
         verdicts += (f"; tokens computed {spent['tokens_computed']} ({spent['computed_per_limit']:.3f}× the trie limit"
                      f", {spent['per_variant_vs_protocol']:.2f}× the protocol's per variant)")
     n, kept = len(block.get("variants") or []), len(block.get("analysed_variants") or [])
-    left_out = "" if kept in (0, n) else f" ({n - kept} left out: letter mass below 0.5)"
+    threshold = (block.get("validity") or {}).get("min_letter_mass", 0.5)
+    left_out = "" if kept in (0, n) else f" ({n - kept} left out: letter mass below {threshold:g})"
     return (f"format: {n} variants{left_out}; group × wording interaction p {_num(block.get('p_interaction'))} "
             f"(largest factor net of noise: {block.get('largest_factor') or 'none'}); verdicts: {verdicts}")
 
