@@ -171,9 +171,9 @@ def test_warnings_read_in_report_and_summary() -> None:
         "greedy picks are C",
         # each criterion's meaning is tied to the conditions where it fired
         "> - Where the letter explains more than the content (C0), expected and greedy metrics mostly measure the "
-        "letter, not a preference for what the options say (a letter-locked model reads as unbiased and consistent)",
-        "> - Where the picks pile on it (C0, C1), metrics of the greedy picks mostly count letter C, not a preference "
-        "for what the options say",
+        "letter, not a content preference (a letter-locked model reads as unbiased and consistent)",
+        "> - Where the picks pile on it (C0, C1), metrics of the greedy picks mostly count letter C, not a content "
+        "preference",
         ""]
     assert max(len(line) for line in block) < 200
     (summary,) = summary_warnings(metrics)

@@ -16,12 +16,11 @@ RELIABLE = 0.5
 
 
 MEANINGS = {
-    "letter_share": "expected and greedy metrics mostly measure the letter, not a preference for what the options "
-                    "say (a letter-locked model reads as unbiased and consistent)",
+    "letter_share": "expected and greedy metrics mostly measure the letter, not a content preference (a "
+                    "letter-locked model reads as unbiased and consistent)",
     "prior": "expected and greedy metrics favour whatever option sits at {letter}; rotation balances that "
              "out of group totals only in expectation",
-    "pick_share": "metrics of the {picks} picks mostly count letter {letter}, not a preference for what the "
-                  "options say",
+    "pick_share": "metrics of the {picks} picks mostly count letter {letter}, not a content preference",
 }
 
 
@@ -127,7 +126,7 @@ def _letter_table(metrics: Mapping[str, Any], priors: Mapping[str, Any], letters
 
 GREEDY_MARK = " †"
 GREEDY_NOTE = ("† greedy value of a condition where the letter drives the answers (see the warning above): it counts "
-               "argmax letters, so it mostly reflects the letter, not a preference for what the options say.")
+               "argmax letters, so it mostly reflects the letter, not a content preference.")
 
 
 def no_debiased(metrics: Mapping[str, Any]) -> str:
