@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from probe.benches.ccd.judging import GLOBE_DIMENSIONS
-from probe.benches.designs import latin_square_orders
+from probe.benches.ccd.designs import latin_square_orders
 from probe.benches.orders import DEFAULT_CAP
 from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge, Seed
