@@ -251,7 +251,16 @@ def _describe(hint: Any) -> str:
 
 def field_docs(cls: type) -> dict[str, str]:
     """Each field's attribute docstring (the string literal right below it in the class body),
-    for `--help` and the generated config files."""
+    for `--help` and the generated config files. A field redeclared without one (a subclass
+    changing only its default) keeps the docstring of the nearest base class that has one."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # base first, so a subclass's own docstring wins
+        docs.update(_own_field_docs(klass))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings written in `cls`'s own body."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):

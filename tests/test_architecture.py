@@ -173,6 +173,7 @@ def test_every_registered_task_fills_every_hook(task: Task) -> None:
     assert dataclasses.is_dataclass(spec) and spec.kind == task.kind == spec.name
     for columns in (task.presentation.sweep_columns, task.presentation.pair_columns):
         assert columns and all(isinstance(c, Column) and c.label and c.path for c in columns)
+    # each path resolved in the bench's real metrics: tests/test_task_hooks.py
     # the temperature curve re-reads letter log-probs: every letter bench has one, open answers none
     assert bool(task.presentation.curve_metrics) == (task.answers == "letters")
     for schema in (task.tables.prompts_schema, task.tables.generations_schema):

@@ -7,7 +7,8 @@ import itertools
 import numpy as np
 import pytest
 
-from probe.benches.designs import balance_score, latin_square_orders, williams_square
+from probe.benches.ccd.designs import balance_score, latin_square_orders
+from probe.benches.orders import williams_square
 
 CCD_DOMAINS = ["Arts", "Education", "Family", "Wellness", "Work", "Scientific", "Lifestyle"]
 

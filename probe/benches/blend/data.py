@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from probe.benches.blend.checksums import DATA_SHA256, FILE_SHA256, SOURCE_URL, combined_sha256
+from probe.benches.spec_header import DownloadedBench
 from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge
 from probe.errors import ProbeInputError
@@ -45,21 +46,17 @@ Mode = Literal["short_answer", "whose_answer"]
 
 
 @dataclass(frozen=True)
-class BlendSpec:
+class BlendSpec(DownloadedBench):
     """The `bench:` block of BLEnD: everyday-culture questions about 16 countries, in local languages and English."""
 
     name: str = "blend"
-    """Run label (output directory, reports)."""
     kind: str = "blend"
-    """The registered bench kind."""
     path: str | None = None
     """A local copy of the data directory (annotations/, questions/, prompts/); null downloads from `url`."""
     url: str = SOURCE_URL
     """The published `data/` directory, its 48 files downloaded once each into $PROBE_CACHE/data."""
     sha256: str | None = DATA_SHA256
     """Combined checksum of the 48 files (path and sha256 of each); null accepts an edited copy."""
-    max_download_bytes: Annotated[int, Ge(1)] = MAX_DOWNLOAD_BYTES
-    """Largest download of one file accepted (bytes)."""
     mode: Mode = "short_answer"
     """short_answer: the paper's protocol (greedy answers judged against the annotated answers); whose_answer: which country's answer the model's scores favour (backend.mode=text)."""
     templates: tuple[str, ...] = PAPER_TEMPLATES

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from probe.benches.ccd.judging import GLOBE_DIMENSIONS
-from probe.benches.designs import latin_square_orders
+from probe.benches.ccd.designs import latin_square_orders
 from probe.benches.orders import DEFAULT_CAP
+from probe.benches.spec_header import DownloadedBench
 from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge, Seed
 from probe.errors import ProbeInputError
@@ -47,21 +48,14 @@ RATIONALE_CUE = "SELECTED OPTION:"
 
 
 @dataclass(frozen=True)
-class CCDSpec:
+class CCDSpec(DownloadedBench):
     """The `bench:` config block of CCD-Bench: 10 options per dilemma, one per GLOBE cluster, letters A–J."""
 
     name: str = "ccd"
-    """Run label (output directory, reports)."""
     kind: str = "ccd"
-    """The registered bench kind."""
     path: str | None = None
     """A local CCD-Bench.json; null downloads `url` once into the cache."""
     url: str = SOURCE_URL
-    """The published file, downloaded once into $PROBE_CACHE/data."""
-    sha256: str | None = None
-    """Expected checksum of the file; a mismatch stops the run."""
-    max_download_bytes: Annotated[int, Ge(1)] = MAX_DOWNLOAD_BYTES
-    """Largest download of `url` accepted (bytes; default 2 GiB); a larger one stops, nothing cached."""
     design: Literal["cyclic", "latin_square"] = "cyclic"
     """cyclic: all 10 rotations per item (exact); latin_square: the paper's one ordering per item."""
     seed: Seed = 42

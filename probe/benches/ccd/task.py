@@ -24,7 +24,7 @@ from probe.benches.ccd.data import (
 )
 from probe.benches.ccd.judging import DIMENSIONS, JUDGEMENT_COLUMNS, KeywordJudge
 from probe.benches.ccd.metrics import compute, pluralism
-from probe.benches.designs import balance_score
+from probe.benches.ccd.designs import balance_score
 from probe.benches.orders import BALANCES, plan_orders
 from probe.benches.task import Column, JudgeJob, Judging, PreparedBench, Presentation
 from probe.files import sha256_file

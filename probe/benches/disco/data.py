@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 import huggingface_hub
 
 from probe.benches.orders import DEFAULT_CAP, OrderName
+from probe.benches.spec_header import BenchHeader
 from probe.config import Ge, NonEmpty
 from probe.errors import ProbeInputError
 from probe.files import utf8_error
@@ -66,14 +67,12 @@ class DiscoDesign:
 
 
 @dataclass(frozen=True)
-class DiscoSpec:
+class DiscoSpec(BenchHeader):
     """The `bench:` config block of a DiSCo-format bench: 4 culturally grounded options, 12 cultures,
     context conditions C0–C3."""
 
     name: str = "disco"
-    """Run label (output directory, reports)."""
     kind: str = "disco"
-    """The registered bench kind."""
     path: str | None = None
     """A local CSV; when null, `packaged` or else the hub dataset is used."""
     packaged: str | None = None

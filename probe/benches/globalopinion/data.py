@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from probe.benches.orders import DEFAULT_CAP, OrderName
+from probe.benches.spec_header import DownloadedBench
 from probe.benches.sources import fetch
 from probe.config import Ge, nearest
 from probe.errors import ProbeInputError, bounded_repr
@@ -71,13 +72,11 @@ Condition = Literal["default", "cross_national"]
 
 
 @dataclass(frozen=True)
-class GlobalOpinionSpec:
+class GlobalOpinionSpec(DownloadedBench):
     """The `bench:` block of GlobalOpinionQA: survey questions, 2–18 options, answer shares of up to 130 countries."""
 
     name: str = "globalopinion"
-    """Run label (output directory, reports)."""
     kind: str = "globalopinion"
-    """The registered bench kind."""
     path: str | None = None
     """A local global_opinions.csv (the upstream schema); null downloads `url` once into the cache."""
     url: str = SOURCE_URL

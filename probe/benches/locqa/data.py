@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from probe.benches.spec_header import DownloadedBench
 from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge
 from probe.errors import ProbeInputError
@@ -90,21 +91,16 @@ EXEMPLARS: dict[str, dict[str, str]] = {
 
 
 @dataclass(frozen=True)
-class LocQASpec:
+class LocQASpec(DownloadedBench):
     """The `bench:` config block of LocQA: open questions in 12 languages, one gold answer per locale."""
 
     name: str = "locqa"
-    """Run label (output directory, reports)."""
     kind: str = "locqa"
-    """The registered bench kind."""
     path: str | None = None
     """A local locqa.json; null downloads `url` once into the cache."""
     url: str = SOURCE_URL
-    """The published file, downloaded once into $PROBE_CACHE/data."""
     sha256: str | None = SOURCE_SHA256
     """Expected checksum, checked for a local `path` too; null accepts a locally edited copy."""
-    max_download_bytes: Annotated[int, Ge(1)] = MAX_DOWNLOAD_BYTES
-    """Largest download of `url` accepted (bytes; default 2 GiB); a larger one stops, nothing cached."""
     mode: Mode = "zero_shot"
     """zero_shot (the question alone) | three_shot (base vs instruct) | explicit (locale stated)."""
     languages: tuple[str, ...] = ()

@@ -1,4 +1,4 @@
-"""Option-order designs for CCD-Bench (docs/benchmarks/ccd.md) and their balance score.
+"""Option-order designs of CCD-Bench (docs/benchmarks/ccd.md) and their balance score.
 
 The paper presents each dilemma's ten cluster options in an order taken from a per-domain
 ("stratified") balanced Latin square, so that every cluster appears equally often at every
@@ -14,7 +14,7 @@ import numpy as np
 
 from probe.benches.orders import williams_square
 
-__all__ = ["williams_square", "latin_square_orders", "balance_score"]
+__all__ = ["latin_square_orders", "balance_score"]
 
 
 def latin_square_orders(domains: Sequence[str], n_options: int = 10,
