@@ -335,6 +335,25 @@ def test_a_rerun_with_an_edited_level_wording_is_refused(tmp_path: Path) -> None
     assert _digests(out) == before
 
 
+def test_shards_with_one_level_name_worded_two_ways_do_not_merge(tmp_path: Path) -> None:
+    """Shard 0 run with one wording of `instruction=mine`, shard 1 with another: the merge is
+    refused in one line naming the difference, and writes nothing."""
+    from probe.pipeline.shard_merge import merge_shards
+
+    shards = []
+    for i, text in enumerate(("Reply with one of {labels}.", "Answer with one of {labels}.")):
+        path = _levels(tmp_path, f'instruction:\n  mine: "{text}"\n')
+        overrides = ("bench.limit=2", "bench.conditions=[C0]", "factors=[instruction]", f"factor_levels={path}",
+                     f"bench.shard={i}/2")
+        shards.append(run(run_config(_config(*overrides), tmp_path / f"s{i}")))
+    texts = [json.loads((s / "manifest.json").read_text())["variants"][-1]["texts"] for s in shards]
+    assert texts[0] != texts[1] and [t["instruction"][:5] for t in texts] == ["Reply", "Answe"]
+    with pytest.raises(ProbeInputError, match=r"variants") as refused:
+        merge_shards(shards, tmp_path / "merged")
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "merged").exists()
+
+
 def test_a_merged_run_shows_its_overrides_as_not_recorded(tmp_path: Path) -> None:
     launched, merged = tmp_path / "launched", tmp_path / "merged"
     (launched / HYDRA_OVERRIDES).parent.mkdir(parents=True)

@@ -15,6 +15,7 @@ import pytest
 from conftest import blend_dir, disco_rows, write_csv
 
 from probe.errors import ProbeInputError
+from probe.pipeline.claim import claim
 from probe.results.run_key import read_run_key
 
 
@@ -147,3 +148,21 @@ def test_swapped_local_weights_are_refused(root: Path) -> None:
     shutil.copy(Path(built[1].info["path"]) / "model.safetensors", local / "model.safetensors")
     with pytest.raises(ProbeInputError, match=r"the model weights \(weights_sha256 \w+… vs \w+…\) changed since"):
         _disco(root, local, root / "local-run")
+
+
+@pytest.mark.parametrize(("block", "name", "what"), [("bench", "data_sha256", "bench data"),
+                                                      ("model", "weights_sha256", "model weights")])
+def test_a_key_missing_a_digest_today_s_key_has_is_refused_in_words(tmp_path: Path, block: str, name: str,
+                                                                     what: str) -> None:
+    """Any input digest a newer key records (the converted GGUF weights' among them) and an older
+    key lacks: the claim names it, leaves the directory as it was, and does not resume."""
+    key = {"bench": {"config": {}, "data_sha256": "d" * 64}, "model": {"name": "m", "weights_sha256": "w" * 64},
+           "backend": {}}
+    older = json.loads(json.dumps(key))
+    del older[block][name]
+    (tmp_path / "run_key.json").write_text(json.dumps(older))
+    with pytest.raises(ProbeInputError, match=rf"older probe, whose run key holds no digest of the {what} "
+                                              rf"\({block}\.{name}\)"):
+        claim(tmp_path, key)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run_key.json"]
+    assert json.loads((tmp_path / "run_key.json").read_text()) == older

@@ -22,6 +22,7 @@ from probe.backends.hf import HFScorer
 from probe.backends.specs import HFBackendSpec
 from probe.config import build
 from probe.models import ModelSpec, load_model
+from probe.models.weights import weights_digest
 from probe.prompts.render import render_prompts
 
 pytestmark = [
@@ -43,6 +44,8 @@ def smollm2():
 def test_offline_load_uses_the_converted_gguf(smollm2) -> None:
     spec, loaded = smollm2
     assert loaded.info["source"] == "gguf" and len(loaded.info["gguf_sha256"]) == 64
+    # the converted copy it loads from is pinned too, by the digest the run key records
+    assert loaded.info["weights_sha256"] == weights_digest(Path(loaded.info["ref"]))
     assert loaded.info["class"] == "LlamaForCausalLM" and loaded.info["dtype"] == "torch.float32"
     assert loaded.model.config.tie_word_embeddings
     assert loaded.tokenizer.chat_template and "<|im_start|>" in loaded.tokenizer.chat_template

@@ -270,10 +270,13 @@ def _from_gguf(spec: ModelSpec, device: str, weights: bool = True) -> LoadedMode
     out = cache_root() / "gguf" / f"{spec.name}-{digest[:12]}"
     if not (out / "config.json").exists():
         _convert_gguf(gguf_path, out, spec)
-    check_converted(out)  # the form the model loads from is pinned, not only the GGUF it came from
+    # The form the model loads from is pinned, not only the GGUF it came from: checked here against
+    # its conversion's record, and in the run key, so a resume or a shard on a cache converted
+    # otherwise (another transformers release) is refused rather than scored as the same model.
+    converted = check_converted(out)
     # recorded so a report can say these are not the hub's weights (quantisation shifts logits)
     info = {"source": "gguf", "gguf_file": gguf_path.name, "gguf_sha256": digest, "gguf_package": spec.gguf.package,
-            "gguf_dequantised_to": GGUF_DTYPE}
+            "gguf_dequantised_to": GGUF_DTYPE, "weights_sha256": converted}
     return _from_dir(spec, str(out), device, info, weights=weights)
 
 

@@ -23,7 +23,7 @@ from typing import IO, Any, Literal
 from probe.errors import ProbeInputError
 from probe.files import open_nofollow, refuse_link, refuse_links_inside
 from probe.results.layout import LOCK, METRICS, RUN_KEY, is_finished
-from probe.results.run_key import as_stored, changed_inputs, read_run_key, without_digests, write_run_key
+from probe.results.run_key import DIGESTS, as_stored, changed_inputs, read_run_key, without_digests, write_run_key
 
 State = Literal["new", "resume", "done"]
 
@@ -125,7 +125,9 @@ def _refuse_changed_inputs(out: Path, stored: dict[str, Any], key: dict[str, Any
         raise ProbeInputError(f"{out}: {changed} changed since this run started (stored vs now); its stored scores "
                               "belong to the old inputs, so it is not resumed: restore them, or choose another "
                               "output directory")
-    if "data_sha256" not in stored.get("bench", {}) and "data_sha256" in key.get("bench", {}):
-        raise ProbeInputError(f"{out}: this run was started by an older probe, whose run key holds no digest of the "
-                              "bench data (bench.data_sha256), so its stored scores cannot be tied to today's data "
-                              "and it is not resumed: choose another output directory")
+    for block, name in DIGESTS:
+        if name not in stored.get(block, {}) and name in key.get(block, {}):
+            what = "bench data" if block == "bench" else "model weights"
+            raise ProbeInputError(f"{out}: this run was started by an older probe, whose run key holds no digest of "
+                                  f"the {what} ({block}.{name}), so its stored scores cannot be tied to today's "
+                                  f"{what} and it is not resumed: choose another output directory")
