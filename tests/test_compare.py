@@ -24,7 +24,7 @@ from probe.metrics.core import SMALL_N
 from probe.metrics.paired import holm
 from probe.pipeline.analysis import analyze_run
 from probe.report.paired_runs import compare
-from probe.report.stored_run import StoredRun
+from probe.analyses.view import StoredRun
 from probe.report.sweep import load_entries, sweep_markdown, write_sweep_report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
