@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from conftest import ccd_items, disco_rows, run_probe, write_csv, write_json_file
 
+from probe.analyses.temperature import temperature_curve
+from probe.analyses.view import StoredRun
 from probe.api import load_run
 from probe.benches.ccd.figures import CAPTIONS as CCD_CAPTIONS
 from probe.benches.ccd.figures import position_cluster_rates
 from probe.benches.disco.figures import CAPTIONS as DISCO_CAPTIONS
 from probe.benches.registry import task_of
-from probe.pipeline.analysis_outputs import temperature_curve
-from probe.analyses.view import StoredRun
 from probe.report.sweep import sweep_figures
 from probe.viz.figures import Figure
 from probe.viz.html import markdown_to_html, write_html

@@ -46,6 +46,7 @@ from probe.viz.markdown import Footnotes, bootstrap_units, fit_table, inert_html
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
            "write_sweep_report"]
 
+
 LETTER_NOTE = ("⚠: the letter drives this run's answers in some condition — the letter explains more log-prob "
                "variance than the content, or the largest letter prior (of the probabilities or of the greedy picks) "
                "is above `analysis.letter_prior_ratio`/K (at most halfway to 1); `letter_warnings` in its "
