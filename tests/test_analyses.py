@@ -22,6 +22,7 @@ from probe.analyses.steering import Steering
 from probe.analyses.temperature import TemperatureCurve
 from probe.analyses.view import BenchRun, StoredRun
 from probe.errors import ProbeInputError
+from probe.files import write_json
 from probe.metrics.core import AnalysisOptions
 from probe.viz.markdown import OPENING_CONCLUSION
 
@@ -61,7 +62,8 @@ def test_one_run_view(factor_lens_run: Path, view: StoredRun) -> None:
     loaded = load_run(factor_lens_run)
     assert BenchRun is StoredRun and type(loaded) is StoredRun and loaded.task is view.task
     assert view.run is view and view.metrics == json.loads((factor_lens_run / "metrics.json").read_text())
-    assert loaded.group_distribution(reading="debiased").shape == loaded.group_distribution().shape
+    debiased = loaded.group_distribution(reading="debiased")  # the task's reading, which a plain Run lacks
+    assert debiased.keys() == loaded.group_distribution().keys() and sum(debiased.values()) == pytest.approx(1.0)
 
 
 def test_which_units_apply(view: StoredRun) -> None:
@@ -75,8 +77,9 @@ def test_prompt_factors_hooks(factor_lens_run: Path, view: StoredRun, tmp_path: 
     unit = PromptFactors()
     result = unit.compute(view, view.options())
     stored = view.metrics["format"]
-    assert result is not None and json.loads(json.dumps(result)) == stored
-    assert [v["name"] for v in stored["variants"]] == ["protocol", "labels=digits"] or len(stored["variants"]) == 2
+    write_json(tmp_path / "format.json", result)  # as metrics.json stores it (NaN as null)
+    assert result is not None and json.loads((tmp_path / "format.json").read_text()) == stored
+    assert len(stored["variants"]) == len(view.manifest.raw["variants"]) >= 2
     report = (factor_lens_run / "report.md").read_text()
     section = unit.section(view, stored)
     assert section.strip() and section.strip() in report
@@ -167,26 +170,32 @@ def test_the_pipeline_runs_any_registered_unit(factor_lens_run: Path, tmp_path: 
 
 
 def metrics_key_tests(source: str, names: set[str]) -> list[str]:
-    """Each test of a metrics.json section key in `source`: `"k" in <…metrics…>`, or a registered
-    analysis's name tested, indexed or looked up (`"lens" in x`, `x["lens"]`, `x.get("lens")`)."""
+    """Each test of a metrics.json section key in `source`: `"k" in <…metrics…>`, a registered
+    analysis's name tested (`"lens" in x`), or its section read from metrics (`metrics["lens"]`,
+    `metrics.get("lens")`). A tensor file's `"lens"` array is no metrics section."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
             key = node.left.value if isinstance(node.left, ast.Constant) else None
             if key in names or (isinstance(key, str) and "metrics" in ast.unparse(node.comparators[0])):
                 found.append(ast.unparse(node))
-        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in names:
-            found.append(ast.unparse(node))
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value in names):
-            found.append(ast.unparse(node))
+        elif isinstance(node, ast.Subscript):
+            key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+            if key in names and "metrics" in ast.unparse(node.value):
+                found.append(ast.unparse(node))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            key = node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else None
+            if key in names and "metrics" in ast.unparse(node.func.value):
+                found.append(ast.unparse(node))
     return found
 
 
 def test_no_metrics_section_key_in_the_pipeline() -> None:
     names = {a.name for a in registry.analyses()}
-    planted = 'if "format" in metrics:\n    x = m["lens"]\ny = "k" in stored.metrics\nz = t.get("patching")\n'
-    assert len(metrics_key_tests(planted, names)) == 4  # the check can fail
+    planted = ('if "format" in x:\n    a = metrics["lens"]\nb = "k" in stored.metrics\nc = run.metrics.get("patching")\n'
+               'd = tensors["lens"]\n')
+    assert sorted(metrics_key_tests(planted, names)) == sorted([  # the check can fail
+        "'format' in x", "metrics['lens']", "'k' in stored.metrics", "run.metrics.get('patching')"])
     found = {str(p.relative_to(REPO_ROOT)): metrics_key_tests(p.read_text(), names)
              for p in sorted((REPO_ROOT / "probe" / "pipeline").glob("*.py"))}
     assert {p: f for p, f in found.items() if f} == {}
