@@ -201,12 +201,13 @@ def test_the_report_assembles_what_the_analysis_stored(patched_run: Path, tmp_pa
     from dataclasses import replace
 
     from probe.analyses.patching import Patching
+    from probe.analyses.view import StoredRun
     from probe.report.run_report import RunAnalyses, write_run_report
 
     copy = tmp_path / "run"
     shutil.copytree(patched_run, copy)
     stored = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.suffix in (".json", ".png")}
-    run = replace(load_run(copy), metrics=json.loads((copy / "metrics.json").read_text()))
+    run = replace(StoredRun.open(copy), metrics=json.loads((copy / "metrics.json").read_text()))
     table = {**json.loads((copy / "patching.json").read_text()), "n_left_out": 99}
     write_run_report(run, "# bench\n" + Patching().section(run, table), RunAnalyses(figures=()))
     assert "99 left out" in (copy / "report.md").read_text()
