@@ -192,8 +192,8 @@ def metrics_key_tests(source: str, names: set[str]) -> list[str]:
 
 def test_no_metrics_section_key_in_the_pipeline() -> None:
     names = {a.name for a in registry.analyses()}
-    planted = ('if "format" in x:\n    a = metrics["lens"]\nb = "k" in stored.metrics\nc = run.metrics.get("patching")\n'
-               'd = tensors["lens"]\n')
+    planted = ('if "format" in x:\n    a = metrics["lens"]\nb = "k" in stored.metrics\n'
+               'c = run.metrics.get("patching")\nd = tensors["lens"]\n')
     assert sorted(metrics_key_tests(planted, names)) == sorted([  # the check can fail
         "'format' in x", "metrics['lens']", "'k' in stored.metrics", "run.metrics.get('patching')"])
     found = {str(p.relative_to(REPO_ROOT)): metrics_key_tests(p.read_text(), names)

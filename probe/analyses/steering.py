@@ -38,8 +38,8 @@ class Steering(Analysis):
         steering = steering_table(entries, task)
         if not steering:
             return None
-        return "\n".join([f"### {task.title}: steering dose–response", "", steering_note(task.presentation.groups), "",
-                          steering, ""])
+        note = steering_note(task.presentation.groups)
+        return "\n".join([f"### {task.title}: steering dose–response", "", note, "", steering, ""])
 
     def sweep_figures(self, entries: Sequence[StoredRun], out_dir: Path) -> list[Figure]:
         return steering_figures(entries, out_dir)
