@@ -58,16 +58,9 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
     write_json(run_dir / metrics_file(suffix), metrics)
     stored = replace(stored, metrics=metrics)  # metrics.json's, tables not read again
     results.update(_compute(stored, opts, [u for u in units if not u.in_metrics]))
-    report = stored.task.report(metrics, stored)
-    for unit in units:
-        report = unit.opening(stored, results[unit.name], report)
-    report += "".join(unit.section(stored, results[unit.name]) for unit in units)
+    report = _markdown(stored, units, results)
     if suffix:
-        markdown, page = report_files(suffix)
-        write_text(run_dir / markdown, inert_html(report))
-        label = suffix.removeprefix("-")
-        write_html(run_dir / page, f"{metrics['bench']} — {metrics['model']} ({label})", report,
-                   stored.task.figures(stored, run_dir / FIGURES / label))
+        _write_reanalysis(stored, report, suffix)
         return metrics
     figures_dir = stored.path / FIGURES
     figures = stored.task.figures(stored, figures_dir)
@@ -75,6 +68,25 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
     write_run_report(stored, report, RunAnalyses(figures=tuple(figures), design=stored.task.design))
     write_manifest(run_dir, stored.manifest.with_timing("analysis_s", time.perf_counter() - t0))
     return metrics
+
+
+def _markdown(stored: StoredRun, units: Sequence[Analysis], results: Results) -> str:
+    """The bench's report (`Task.report`) with each unit's answer in its opening and each unit's
+    section after it, in registry order."""
+    report = stored.task.report(stored.metrics or {}, stored)
+    for unit in units:
+        report = unit.opening(stored, results[unit.name], report)
+    return report + "".join(unit.section(stored, results[unit.name]) for unit in units)
+
+
+def _write_reanalysis(stored: StoredRun, report: str, suffix: str) -> None:
+    """`report-<suffix>.md` and `.html` of a re-analysis beside the run's own, with the bench's
+    figures drawn into `figures/<key>=<value>/`."""
+    metrics, markdown_name, page = stored.metrics or {}, *report_files(suffix)
+    write_text(stored.path / markdown_name, inert_html(report))
+    label = suffix.removeprefix("-")
+    write_html(stored.path / page, f"{metrics['bench']} — {metrics['model']} ({label})", report,
+               stored.task.figures(stored, stored.path / FIGURES / label))
 
 
 def _compute(stored: StoredRun, opts: AnalysisOptions, units: Sequence[Analysis]) -> Results:
