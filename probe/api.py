@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from probe.analyses.view import StoredRun
 from probe.benches.registry import task_of
 from probe.metrics import steering_vectors as vectors
 from probe.metrics.patch_effects import patching_table, restored_share
-from probe.report.stored_run import BenchRun, StoredRun
 from probe.results.manifest import read_manifest
 from probe.results.run import Run
 from probe.results.run import load_run as _load_run
@@ -28,7 +28,7 @@ def load_run(path: str | Path) -> Run:
     """Load a run directory of any bench (letter, generation or open-answer mode), with its
     bench's way of removing the letter prior (`run.group_distribution(reading="debiased")`)."""
     run = _load_run(Path(path))
-    return BenchRun.of(run, task_of(run.manifest))
+    return StoredRun.of(run, task_of(run.manifest))
 
 
 def recompute_metrics(run: Run, mask: np.ndarray | None = None,
@@ -36,7 +36,7 @@ def recompute_metrics(run: Run, mask: np.ndarray | None = None,
     """The run's bench metrics (`expected`, `greedy`, `ci95`, …) on the prompts `mask` keeps (a
     boolean `[prompt]` array, e.g. `run.mask(condition="C0")`; None: all), with the analysis
     options the run recorded updated by `analysis` (e.g. `{"temperature": 0.5, "n_boot": 0}`)."""
-    return StoredRun(run, task_of(run.manifest)).recompute_metrics(mask, analysis)
+    return StoredRun.of(run, task_of(run.manifest)).recompute_metrics(mask, analysis)
 
 
 def steering_vectors(run_dir: str | Path, layer: int, source: str | None = None,

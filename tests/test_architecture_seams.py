@@ -287,7 +287,7 @@ def test_the_record_key_check_sees_raw_reads() -> None:
 
 def test_a_stored_run_holds_no_callback_into_benches() -> None:
     """`Run` (the results layer) holds data only: no field is a callable a bench sets (its
-    debiased reading lives in `BenchRun`, a layer above, which knows the task)."""
+    debiased reading lives in `probe.analyses.view.StoredRun`, a layer above, which knows the task)."""
     from dataclasses import fields
 
     from probe.results.run import Run

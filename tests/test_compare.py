@@ -18,13 +18,13 @@ import pytest
 
 from conftest import run_probe
 
+from probe.analyses.view import StoredRun
 from probe.commands.compare import compare_runs, main, paired_difference
 from probe.errors import ProbeInputError
 from probe.metrics.core import SMALL_N
 from probe.metrics.paired import holm
 from probe.pipeline.analysis import analyze_run
 from probe.report.paired_runs import compare
-from probe.report.stored_run import StoredRun
 from probe.report.sweep import load_entries, sweep_markdown, write_sweep_report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -255,7 +255,7 @@ def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
     it says so), then the plain sentence; the components net of noise, the observed split and the
     figure follow; the end-of-run summary prints the interaction test and the verdict counts; a run
     without factors has none of it."""
-    from probe.report.stored_run import StoredRun
+    from probe.analyses.view import StoredRun
     from probe.report.summary import run_summary
 
     out = runs["factorial"]
@@ -330,7 +330,7 @@ def test_sweep_tables_show_the_group_share_and_verdicts_of_factor_runs(runs: dic
     """A sweep's table gains the group share (with its interval) and the verdict counts of its
     factor runs, read from `metrics.json["format"]`; a run without factors there shows `–` with
     why, and a table of runs without factors has neither column."""
-    from probe.report.stored_run import StoredRun
+    from probe.analyses.view import StoredRun
     from probe.report.sweep import bench_table
 
     plain, factorial = StoredRun.open(runs["plain"]), StoredRun.open(runs["factorial"])
@@ -350,7 +350,7 @@ def test_the_sweep_summary_table_holds_the_format_numbers(runs: dict[str, Path])
     """`summary.parquet`'s long rows gain flavour `format` for a factor run: the variance split with
     its interval, Kendall's W, the verdict counts — the values of `metrics.json["format"]`."""
     from probe.report.entries import summary_rows
-    from probe.report.stored_run import StoredRun
+    from probe.analyses.view import StoredRun
 
     block = _json(runs["factorial"] / "metrics.json")["format"]
     rows = {r["metric"]: r for r in summary_rows([StoredRun.open(runs["factorial"])]) if r["flavour"] == "format"}

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from conftest import ccd_items, disco_rows, run_probe, write_csv, write_json_file
 
+from probe.analyses.temperature import temperature_curve
+from probe.analyses.view import StoredRun
 from probe.api import load_run
 from probe.benches.ccd.figures import CAPTIONS as CCD_CAPTIONS
 from probe.benches.ccd.figures import position_cluster_rates
 from probe.benches.disco.figures import CAPTIONS as DISCO_CAPTIONS
 from probe.benches.registry import task_of
-from probe.pipeline.analysis_outputs import temperature_curve
-from probe.report.stored_run import StoredRun
 from probe.report.sweep import sweep_figures
 from probe.viz.figures import Figure
 from probe.viz.html import markdown_to_html, write_html
@@ -136,11 +136,11 @@ def test_sweep_figures(runs: dict[str, Path], tmp_path: Path) -> None:
 @pytest.mark.parametrize("key", ["disco-tiny", "ccd-tiny"])
 def test_temperature_curve(runs: dict[str, Path], tmp_path: Path, key: str) -> None:
     run = load_run(runs[key])
-    fig = temperature_curve(StoredRun(run, task_of(run.manifest)), [0.5, 1.0, 2.0], tmp_path)
+    fig = temperature_curve(StoredRun.of(run, task_of(run.manifest)), [0.5, 1.0, 2.0], tmp_path)
     assert fig is not None and fig.name == "temperature_curve.png"
     assert_png(fig.path)
     with pytest.raises(ValueError, match="positive"):
-        temperature_curve(StoredRun(run, task_of(run.manifest)), [0.0, 1.0], tmp_path)
+        temperature_curve(StoredRun.of(run, task_of(run.manifest)), [0.0, 1.0], tmp_path)
 
 
 MARKDOWN = """# Report <b>title</b>

@@ -195,18 +195,21 @@ def test_patching_table_and_report_section(patched_run: Path) -> None:
 
 
 def test_the_report_assembles_what_the_analysis_stored(patched_run: Path, tmp_path: Path) -> None:
-    """The run report computes, draws and writes no analysis of its own: it shows the tables and
-    figures it is handed (here a patching table altered on purpose, and no figures)."""
+    """The run report computes, draws and writes no analysis of its own: it shows the sections and
+    figures it is handed (here the patching unit's section of a table altered on purpose, and no
+    figures), and the unit's section reads the table it is given, not the stored one."""
     from dataclasses import replace
 
+    from probe.analyses.patching import Patching
+    from probe.analyses.view import StoredRun
     from probe.report.run_report import RunAnalyses, write_run_report
 
     copy = tmp_path / "run"
     shutil.copytree(patched_run, copy)
     stored = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.suffix in (".json", ".png")}
-    run = replace(load_run(copy), metrics=json.loads((copy / "metrics.json").read_text()))
+    run = replace(StoredRun.open(copy), metrics=json.loads((copy / "metrics.json").read_text()))
     table = {**json.loads((copy / "patching.json").read_text()), "n_left_out": 99}
-    write_run_report(run, "# bench\n", RunAnalyses(figures=(), lens=None, patching=table))
+    write_run_report(run, "# bench\n" + Patching().section(run, table), RunAnalyses(figures=()))
     assert "99 left out" in (copy / "report.md").read_text()
     assert "<img" not in (copy / "report.html").read_text()
     after = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file() and p.suffix in (".json", ".png")}

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from probe.analyses.view import StoredRun
 from probe.commands import cmdline
 from probe.benches.forced import (
     choice_agreement_markdown,
@@ -40,7 +41,6 @@ from probe.report.paired_runs import (
     scoring_path_note,
     shared_variants,
 )
-from probe.report.stored_run import StoredRun
 from probe.results.layout import AGREEMENT, COMPARISON, claim_output_dir
 
 __all__ = ["Comparison", "Difference", "compare_runs", "compare_variants", "paired_difference"]

@@ -17,11 +17,11 @@ import os
 import sys
 from pathlib import Path
 
+from probe.analyses.view import StoredRun
 from probe.commands import cmdline
 from probe.errors import ProbeInputError, printable
 from probe.files import open_user_file
 from probe.report.export import FORMATS, export_bytes
-from probe.report.stored_run import StoredRun
 from probe.results.layout import is_finished, is_run_dir
 
 

@@ -13,15 +13,27 @@ conditions that name a group in the prompt would mix a cue's effect into the wor
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from probe.metrics.factorial_shares import Factorial, ShareCube
 from probe.probs import choice_probs, exposure_shares, group_sums
+from probe.results.run import Run
 from probe.results.scores import ScoreTable
 from probe.types import Design
 
 VARIANT = "variant"
+
+
+def variant_records(run: Run) -> list[dict[str, Any]]:
+    """The manifest's `variants` (empty: not a factor run)."""
+    return list(run.manifest.raw.get("variants") or [])
+
+
+def variant_mask(run: Run, index: int) -> np.ndarray:
+    """`[prompt_id]` whether each prompt belongs to variant `index`."""
+    return np.asarray(run.prompts.column(VARIANT).to_numpy(zero_copy_only=False) == index)
 
 
 def analysed_condition(table: ScoreTable, design: Design) -> str | None:

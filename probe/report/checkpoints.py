@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
+from probe.analyses.view import StoredRun
 from probe.benches.task import Column, Task
 from probe.metrics.core import get_path
 from probe.report.entries import is_number, value
 from probe.report.paired_runs import delta_cell, p_cell, paired_or_reason
-from probe.report.stored_run import StoredRun
 from probe.viz.figures import Figure, num, pyplot, save
 
 

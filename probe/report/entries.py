@@ -11,12 +11,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from probe.analyses.cells import is_number, metric_cell
+from probe.analyses.view import StoredRun
 from probe.benches.registry import task_of
-from probe.benches.task import Column, Task
+from probe.benches.task import Column
 from probe.errors import ProbeInputError
 from probe.metrics.core import get_path
 from probe.report.format_run import summary_leaves
-from probe.report.stored_run import StoredRun
 from probe.results.layout import HYDRA_OVERRIDES, MANIFEST, METRICS, RUN_KEY, is_finished, is_run_dir
 from probe.results.manifest import read_manifest
 from probe.results.run import finished_run
@@ -157,7 +158,7 @@ def _entry(path: Path) -> StoredRun:
                                     ("bench.kind", bench.kind)) if v is None]
     if missing:
         raise ProbeInputError(f"{MANIFEST}: a field is missing or of the wrong type ({', '.join(missing)})")
-    entry = StoredRun(run, task_of(run.manifest))
+    entry = StoredRun.of(run, task_of(run.manifest))
     headline = entry.task.headline(entry.metrics)[0]
     if not isinstance(headline, Mapping) or not headline:
         raise ProbeInputError(f"{METRICS} has no {entry.task.title} headline metrics (an empty or partial file)")
@@ -169,42 +170,9 @@ def value(e: StoredRun, column: Column) -> Any:
     return get_path(e.task.headline(e.metrics)[0], column.path)
 
 
-NOT_COMPUTED = "not computed for this run: its condition was not run (`bench.conditions`), or the metric does not apply"
-UNDEFINED = "undefined for this run's items (its report.md says why)"
-
-
 def cell(e: StoredRun, column: Column, notes: Footnotes | None = None) -> str:
     """The value with its 95% interval, `–` when absent (marked with why when `notes` is given)."""
     return metric_cell(e.task, e.metrics, column, notes)
-
-
-def metric_cell(task: Task, metrics: Mapping[str, Any], column: Column, notes: Footnotes | None = None) -> str:
-    """A column of a run's `metrics.json` as `value [lo, hi]`, `–` when absent or undefined —
-    with `notes`, a `–` carries the mark of why (the column's own reason where it has one)."""
-    tree, ci_tree = task.headline(metrics)
-    text = column.cell(metrics) if column.cell is not None else _value_text(tree, ci_tree, column.path)
-    if text != "–" or notes is None:
-        return text
-    head, _, leaf = column.path.rpartition(".")
-    node = get_path(tree, head) if head else tree
-    computed = isinstance(node, Mapping) and leaf in node
-    if column.cell is not None or computed:
-        return notes.gap(column.undefined or UNDEFINED)
-    return notes.gap(NOT_COMPUTED)
-
-
-def _value_text(tree: Any, ci_tree: Any, path: str) -> str:
-    value, ci = get_path(tree, path), get_path(ci_tree, path)
-    if not is_number(value):  # absent, or NaN (undefined for this run, e.g. no low-resource group)
-        return "–"
-    if ci and is_number(ci[0]):
-        return f"{value:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
-    return f"{value:.3f}"
-
-
-def is_number(v: object) -> bool:
-    """A metric value that is a finite-or-infinite number (not None, not NaN, not a dict)."""
-    return isinstance(v, (int, float)) and v == v
 
 
 SUMMARY_SCHEMA = pa.schema([

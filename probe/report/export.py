@@ -32,8 +32,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from probe.analyses.view import StoredRun
 from probe.errors import ProbeInputError
-from probe.report.stored_run import StoredRun
 
 FORMATS = ("jsonl", "csv", "parquet")
 """The export formats (`--format`)."""

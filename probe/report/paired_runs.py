@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from probe.analyses.view import StoredRun
 from probe.benches.task import Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import SMALL_N, AnalysisOptions, replicates_of
 from probe.metrics.paired import Comparison, Difference, difference, holm
-from probe.report.format_run import variant_mask, variant_records
-from probe.report.stored_run import StoredRun
+from probe.metrics.variant_shares import variant_mask, variant_records
 from probe.results.layout import is_finished
 
 PAIRED_NOTE = ("Δ with a paired bootstrap 95% interval: both runs resampled on the same units (the bench's "

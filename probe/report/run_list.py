@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from probe.analyses.view import StoredRun
 from probe.errors import ProbeInputError
 from probe.report.entries import metric_cell
-from probe.report.stored_run import StoredRun
 from probe.report.summary import caveat, conditions_of
 from probe.results.layout import MANIFEST, METRICS, PROMPTS, RUN_KEY, is_finished, is_run_dir
 from probe.results.manifest import read_manifest

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from probe.analyses.registry import analyses, sweep_columns
+from probe.analyses.view import StoredRun
 from probe.benches.registry import task_of, tasks
 from probe.benches.task import Task
 from probe.report.checkpoints import checkpoint_figures, checkpoint_table
@@ -29,15 +31,11 @@ from probe.report.entries import (
     unfinished_reason,
     value,
 )
-from probe.report.format_run import FORMAT_COLUMNS
 from probe.report.paired_runs import PAIRED_NOTE, delta_cell, p_cell, paired_or_reason
-from probe.report.steering import steering_figures, steering_table
-from probe.report.stored_run import StoredRun
 from probe.results.io import write_csv, write_table
 from probe.files import refuse_links_inside, write_text
 from probe.results.layout import REPORT, REPORT_PAGE, SUMMARY_CSV, SUMMARY_TABLE, claim_output_dir
 from probe.results.run import Run
-from probe.types import GroupNoun
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.metrics.core import SMALL_N
@@ -47,11 +45,6 @@ from probe.viz.markdown import Footnotes, bootstrap_units, fit_table, inert_html
 
 __all__ = ["bench_table", "find_runs", "load_entries", "pair_table", "sweep_figures", "sweep_markdown",
            "write_sweep_report"]
-
-def steering_note(groups: GroupNoun) -> str:
-    """What the steering table's runs are, in the bench's word for its groups."""
-    return ("Runs with `intervention=steer`: α · v_c added to the residual stream after the layer (v_c = mean "
-            f"residual of prompts cued with {groups.one} c minus that of uncued prompts); α = 0 is the plain run.")
 
 
 LETTER_NOTE = ("⚠: the letter drives this run's answers in some condition — the letter explains more log-prob "
@@ -72,7 +65,7 @@ def bench_table(entries: Sequence[StoredRun], task: Task) -> str:
     rows = [e for e in entries if e.task.kind == task.kind]
     differ = differing_overrides(rows)
     notes, body = Footnotes(), []
-    columns = [c for c in (*task.presentation.sweep_columns, *FORMAT_COLUMNS)
+    columns = [c for c in (*task.presentation.sweep_columns, *sweep_columns())
                if not c.optional or any(cell(e, c) != "–" for e in rows)]
     for e in rows:
         label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
@@ -151,9 +144,7 @@ def sweep_markdown(entries: Sequence[StoredRun], unfinished: Sequence[Path] = ()
         pairs = pair_table(entries, task)
         if pairs:
             parts += [f"### {task.title}: base vs instruct", "", PAIRED_NOTE, "", pairs, ""]
-        steering = steering_table(entries, task)
-        if steering:
-            parts += [f"### {task.title}: steering dose–response", "", steering_note(task.presentation.groups), "", steering, ""]
+        parts += [block for unit in analyses() if (block := unit.sweep_section(entries, task))]
         steps = checkpoint_table(entries, task)
         if steps:
             parts += [f"### {task.title}: checkpoint to checkpoint", "", PAIRED_NOTE, "", steps, ""]
@@ -199,7 +190,8 @@ def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     markdown = sweep_markdown(entries, unfinished, skipped)
     write_text(out_dir / REPORT, inert_html(markdown))
     figures = sweep_figures([e.run for e in entries], [e.label for e in entries], out_dir)
-    figures += checkpoint_figures(entries, out_dir) + steering_figures(entries, out_dir)
+    figures += checkpoint_figures(entries, out_dir)
+    figures += [f for unit in analyses() for f in unit.sweep_figures(entries, out_dir)]
     write_html(out_dir / REPORT_PAGE, "probe sweep report", markdown, figures)
     summary = pa.Table.from_pylist(summary_rows(entries), schema=SUMMARY_SCHEMA)
     write_table(out_dir / SUMMARY_TABLE, summary)
@@ -231,7 +223,7 @@ def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (
     lines = []
     for task in _present_tasks(entries):
         mine = [e for e in entries if e.task.kind == task.kind]
-        columns = [c for c in (*task.presentation.sweep_columns, *FORMAT_COLUMNS)
+        columns = [c for c in (*task.presentation.sweep_columns, *sweep_columns())
                    if any(cell(e, c) != "–" for e in mine)]
         head = ["run", "bench"] + [c.label for c in columns]
         rows = [[f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]

@@ -216,7 +216,7 @@ class Run:
 
     def _debiased(self, temperature: float) -> np.ndarray:
         """The debiased reading is the bench's (its design separates letter from content): a run
-        opened with `probe.load_run` knows its bench (`probe.report.stored_run.BenchRun`); this
+        opened with `probe.load_run` knows its bench (`probe.analyses.view.StoredRun`); this
         layer knows none."""
         raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
                               "probe.load_run")

@@ -12,15 +12,43 @@ from pathlib import Path
 
 import numpy as np
 
+from probe.analyses.base import Analysis
+from probe.analyses.cells import metric_cell
+from probe.analyses.view import StoredRun
 from probe.benches.task import Column, Task
 from probe.metrics.core import get_path
-from probe.report.entries import metric_cell
-from probe.report.stored_run import StoredRun
 from probe.results.run_key import read_run_key
+from probe.types import GroupNoun
 from probe.viz.figures import Figure, num, pyplot, save
 
 Key = tuple[str, str, int, str, str, str, str]
 """(model label, bench, layer, positions, source condition, dest condition, vectors run)."""
+
+
+class Steering(Analysis):
+    """Steering dose–response: nothing in a single run's report; a sweep's table and figures."""
+
+    name = "steering"
+
+    def applies(self, view: StoredRun) -> bool:
+        return False  # a dose–response needs the runs of a sweep
+
+    def sweep_section(self, entries: Sequence[StoredRun], task: Task) -> str | None:
+        """The sweep's steering block for `task`: a heading, what the runs are, the table."""
+        steering = steering_table(entries, task)
+        if not steering:
+            return None
+        note = steering_note(task.presentation.groups)
+        return "\n".join([f"### {task.title}: steering dose–response", "", note, "", steering, ""])
+
+    def sweep_figures(self, entries: Sequence[StoredRun], out_dir: Path) -> list[Figure]:
+        return steering_figures(entries, out_dir)
+
+
+def steering_note(groups: GroupNoun) -> str:
+    """What the steering table's runs are, in the bench's word for its groups."""
+    return ("Runs with `intervention=steer`: α · v_c added to the residual stream after the layer (v_c = mean "
+            f"residual of prompts cued with {groups.one} c minus that of uncued prompts); α = 0 is the plain run.")
 
 
 def _same_run_otherwise(a: StoredRun, b: StoredRun) -> bool:

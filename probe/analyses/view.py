@@ -1,10 +1,11 @@
-"""A stored run with its bench's task: the one record of a run that the analysis, comparisons,
-sweep reports and `probe.recompute_metrics` read.
+"""The one view of a stored run: its directory's files (`probe.results.run.Run`) with the bench's
+task that made it. The analysis, its units (`probe.analyses`), comparisons, sweep reports,
+`probe.load_run` and `probe.recompute_metrics` all read a run through it.
 
-`probe.results.run.Run` is the run directory (files, no bench); `StoredRun` adds the task that
-made it, so its metrics can be recomputed (`recompute_metrics`, `measure`) with the analysis
-options it recorded, updated by overrides (`options`: the one place they come from), and
-labelled in a report's tables.
+`Run` knows no bench; `StoredRun` adds the task, so its choice distribution has the `debiased`
+reading too (the task's way of removing the letter prior), its metrics can be recomputed
+(`recompute_metrics`, `measure`) with the analysis options it recorded, updated by overrides
+(`options`: the one place they come from), and it is labelled in a report's tables.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from probe.benches.task import Task
 from probe.config import build
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions
-from probe.report.format_run import variant_mask, variant_records
+from probe.metrics.variant_shares import variant_mask, variant_records
 from probe.results.manifest import Manifest
 from probe.results.records import FORWARD_PASS_OPTIONS, InterventionRecord
 from probe.results.run import Run, load_run
@@ -42,21 +43,31 @@ def analysis_options(manifest: Manifest, overrides: Mapping[str, Any] | None = N
 
 
 @dataclass
-class BenchRun(Run):
-    """A run that knows its bench's task, so its choice distribution has the `debiased` reading
-    too (the task's way of removing the letter prior); `Run` itself knows no bench."""
+class StoredRun(Run):
+    """A run directory with its bench's task; `tag` tells it apart in a report's table from
+    another run that would read alike (its directory, else its path; None: no other)."""
 
-    task: Task | None = field(default=None, repr=False, compare=False)
+    task: Task = field(kw_only=True, repr=False, compare=False)
+    """The bench's task (`probe.benches.registry.task_of` its manifest)."""
+    tag: str | None = field(default=None, kw_only=True)
 
     @classmethod
-    def of(cls, run: Run, task: Task) -> BenchRun:
+    def of(cls, run: Run, task: Task, tag: str | None = None) -> StoredRun:
         """`run` (its stored files, read again lazily) with `task`."""
-        return cls(path=run.path, manifest=run.manifest, metrics=run.metrics, task=task)
+        return cls(path=run.path, manifest=run.manifest, metrics=run.metrics, task=task, tag=tag)
+
+    @classmethod
+    def open(cls, path: str | Path) -> StoredRun:
+        """A whole run directory, finished or not (`probe.results.run.load_run`), with its task."""
+        run = load_run(path)
+        return cls.of(run, task_of(run.manifest))
+
+    @property
+    def run(self) -> StoredRun:
+        """The run itself (the view is the run; kept for code that reads `stored.run`)."""
+        return self
 
     def _debiased(self, temperature: float) -> np.ndarray:
-        if self.task is None:  # built without `of`: as a plain run, no bench to ask
-            raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
-                                  "probe.load_run")
         key = f"debiased:{temperature}"
         if key not in self._cache:
             self._cache[key] = self.task.debiased(self, temperature)
@@ -64,36 +75,6 @@ class BenchRun(Run):
             raise ProbeInputError(f"{self.path}: no debiased reading: the letter prior of some condition cannot be "
                                   "estimated (metrics.json's letter_prior_estimator says why)")
         return self._cache[key]
-
-
-@dataclass(frozen=True)
-class StoredRun:
-    """A run directory (`run`) and its bench's task; `tag` tells it apart in a report's table
-    from another run that would read alike (its directory, else its path; None: no other)."""
-
-    run: Run
-    task: Task
-    tag: str | None = None
-
-    @classmethod
-    def open(cls, path: str | Path) -> StoredRun:
-        """A whole run directory, finished or not (`probe.results.run.load_run`), with its task."""
-        run = load_run(path)
-        task = task_of(run.manifest)
-        return cls(BenchRun.of(run, task), task)
-
-    @property
-    def path(self) -> Path:
-        return self.run.path
-
-    @property
-    def manifest(self) -> Manifest:
-        return self.run.manifest
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """Its `metrics.json` (empty before its analysis wrote one)."""
-        return self.run.metrics or {}
 
     def options(self, overrides: Mapping[str, Any] | None = None) -> AnalysisOptions:
         """Its recorded metric options, updated by `overrides` (`analysis_options`)."""
@@ -103,9 +84,9 @@ class StoredRun:
         """The task's metric tree on the masked prompts (None: all; a factor run's: the protocol's
         variant, `probe.report.format_run`) with `opts`, returned with its bootstrap replicates
         (`probe.metrics.core.replicates_of`)."""
-        if mask is None and variant_records(self.run):
-            mask = variant_mask(self.run, 0)
-        return self.task.metrics(self.run, mask, opts)
+        if mask is None and variant_records(self):
+            mask = variant_mask(self, 0)
+        return self.task.metrics(self, mask, opts)
 
     def recompute_metrics(self, mask: np.ndarray | None = None,
                           analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -170,3 +151,7 @@ class StoredRun:
         """Training step named by the revision (`step1000`, `stage1-step1000-tokens…`), else -1."""
         m = re.search(r"step[-_]?(\d+)", self.revision or "")
         return int(m.group(1)) if m else -1
+
+
+BenchRun = StoredRun
+"""The name `probe.load_run`'s runs had before the two views of a stored run became one."""
