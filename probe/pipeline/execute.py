@@ -3,7 +3,8 @@
 The same pipeline for every bench: prepare (data validated before any model loads) → load the
 model → render token ids → claim or resume the run directory → score letters | generate and
 parse → judge → store → analyze → report → `DONE`. What differs between benches is asked of
-the bench's `Task`; what differs between answer modes is one branch here.
+the bench's `Task`; what differs between readings is the run's plan (`RunConfig.plan`,
+`probe.pipeline.plan`): one pass per reading it holds.
 """
 
 from __future__ import annotations
@@ -69,22 +70,23 @@ def run(cfg: RunConfig) -> Path:
 
 
 def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
-    ref, out, generate = cfg.bench, cfg.out_dir, cfg.generates  # the config's own checks ran as it was built
-    if cfg.backend.name == "hf" and not cfg.dry_run:
+    ref, out, plan = cfg.bench, cfg.out_dir, cfg.plan  # the config's own checks ran as it was built
+    generate = plan.generation
+    if plan.loads_weights:
         check_device(cfg.backend.device)  # before any download, directory or model
     with os_errors(f"bench {ref.spec.name!r}", "bench.path must be a readable file, and $PROBE_CACHE a writable "
                    "directory (downloads are cached there)"):
         bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
     log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
     mech = cfg.analysis.mech
-    if generate and cfg.backend.mode != "generate":  # open answers: always generated
-        cfg = replace(cfg, backend=replace(cfg.backend, mode="generate"))
+    if generate:  # open answers: always generated, and recorded so
+        cfg = replace(cfg, backend=replace(cfg.backend, mode=plan.reading.value))
     with os_errors(f"run directory {out}", "choose a shorter path, or one where you can write (hydra.run.dir=…)"):
         check_ours(out)  # before the model loads; `claim` checks again under the lock
         make_dirs(out)
 
     t0 = time.perf_counter()
-    loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf" and not cfg.dry_run)
+    loaded = load_model(cfg.model, device=cfg.backend.device, weights=plan.loads_weights)
     cfg = replace(cfg, model=resolve_kind(cfg.model, loaded.tokenizer))
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue, base_joiner=bench.base_joiner)
@@ -109,7 +111,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     held = claim(out, key)
     on_exit.callback(_let_go, held)
     if held.state == "done":
-        _check_finished(cfg, generate, record_or_none(InterventionRecord, prepared.record))
+        _check_finished(cfg, record_or_none(InterventionRecord, prepared.record))
         if ref.shard is None:
             _reanalyse_if_options_changed(cfg)
         return out
@@ -124,16 +126,16 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     resumed = 0
     notes: dict[str, Any] = {}  # what the judging leaves in the manifest
     text_work: dict[str, Any] = {}  # the text reading's counters (none without one)
-    if generate:
+    if plan.generation:
         notes = generate_pass(cfg, bench, backend, rendered, own, loaded)
-    else:
+    if plan.letters_pass:
         assert letter_ids is not None
-        if cfg.backend.mode != "text":
-            resumed = score_pass(cfg, bench, backend, rendered, own, letter_ids, loaded, variants)
-        if reading is not None:
-            scorer, t1 = backend.texts(), time.perf_counter()
-            text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
-            text_work["text_scoring_wall_s"] = time.perf_counter() - t1
+        resumed = score_pass(cfg, bench, backend, rendered, own, letter_ids, loaded, variants)
+    if plan.text_pass:
+        assert reading is not None
+        scorer, t1 = backend.texts(), time.perf_counter()
+        text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
+        text_work["text_scoring_wall_s"] = time.perf_counter() - t1
     wall_s = time.perf_counter() - t0
     patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
 
@@ -257,11 +259,11 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     if text is not None:
         lines += describe(text)
     config = loaded.info.get("config")
-    if config is not None and cfg.backend.name == "hf":
+    if config is not None and cfg.backend.capabilities.on_weights:
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
         lines.append(terminal_line(f"memory estimate (GiB, backend.batch_tokens={cfg.backend.batch_tokens}): "
                                    + ", ".join(f"{k} {v:.2f}" for k, v in est.items())))
-        if letter_ids is not None and cfg.backend.mode != "text" and cfg.predict_device != "none":
+        if letter_ids is not None and cfg.plan.letters_pass and cfg.predict_device != "none":
             chunks = score_chunks(rendered, cfg.backend)
             lines.append(terminal_line(predict_chunks(config, chunks, cfg.predict_device,
                                                       BYTES.get(cfg.model.dtype, 4)).line()))
@@ -269,15 +271,14 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     return out
 
 
-def _check_finished(cfg: RunConfig, generate: bool, intervention: InterventionRecord | None) -> None:
+def _check_finished(cfg: RunConfig, intervention: InterventionRecord | None) -> None:
     """A finished run's stored tables must all be there and intact (readable, the rows its
     manifest records; a shard's as its checksums say): its checkpoints were removed at `DONE`,
     so a missing or damaged table cannot be resumed, only restored or scored again elsewhere
     (derived files — metrics, report — are recomputed from the tables instead)."""
     mech, patched = cfg.analysis.mech, intervention is not None and intervention.is_patching
     names = [layout.MANIFEST, layout.PROMPTS,
-             *([layout.GENERATIONS] if generate else [layout.SCORES]),
-             *([layout.SCORE_TENSORS] if not generate and cfg.backend.mode != "text" else []),
+             *cfg.plan.answer_files(),
              *([layout.JUDGEMENTS] if cfg.judged else []),
              *([layout.LENS] if mech.logit_lens else []),
              *([layout.ACTIVATIONS] if mech.capture_layers else []),

@@ -32,6 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from probe.benches.task import Answers
 from probe.errors import ProbeInputError
 from probe.report.stored_run import StoredRun
 
@@ -67,7 +68,7 @@ def _decoded(value: Any, column: str, prompt_id: int) -> Any:
 
 def _debiased(run: StoredRun) -> dict[int, list[float]]:
     """`{prompt_id: debiased distribution}` of a letter run whose design estimates it, else {}."""
-    if run.task.answers != "letters":
+    if run.task.answers is not Answers.LETTERS:
         return {}
     probs = run.task.debiased(run.run, run.options().temperature)
     if probs is None:  # the design cannot separate letter from content: no such reading
