@@ -89,7 +89,7 @@ def test_help_describes_the_keys_of_the_selected_entries(tmp_path: Path) -> None
     assert "Ask only the first N templates" in lines["bench.limit"]
     assert "Share of GPU memory vLLM may take." in lines["backend.gpu_memory_utilization"]
     assert "Bootstrap resamples" in lines["analysis.n_boot"] and "an integer ≥ 1." in lines["shard_size"]
-    assert "Keys of this selection (model=smollm2-135m bench=locqa backend=vllm judge=keyword intervention=none)" \
+    assert "Keys of this selection (model=smollm2-135m bench=locqa backend=vllm judge=auto intervention=none)" \
         in proc.stdout
     assert "bench.conditions" not in lines  # the default bench's keys are not shown for another bench
 

@@ -153,3 +153,16 @@ def test_a_stored_run_is_read_through_its_typed_reading() -> None:
     assert record(name="vllm").scoring_path is None and record(name="hf", path="fast+packed").scoring_path == "fast+packed"
     with pytest.raises(ProbeInputError, match=r"^manifest\.json, field 'backend\.mode': expected one of .*got 'beam'$"):
         _ = record(name="hf", mode="beam").reading
+
+
+# --- the config tree -------------------------------------------------------------------------
+
+def test_the_config_tree_holds_every_backend_and_judge_and_no_bench_judge_by_default() -> None:
+    from probe.judges.registry import judge_names
+
+    conf = package_conf_dir()
+    assert {p.stem for p in (conf / "backend").glob("*.yaml")} == set(BACKENDS)
+    assert set(judge_names()) | {"auto"} == {p.stem for p in (conf / "judge").glob("*.yaml")}
+    head = (conf / "config.yaml").read_text().split("\n\n")[0]
+    assert "  - backend: hf\n" in head and "  - judge: auto\n" in head
+    assert _config("bench=disco")["judge"] == {"name": None}  # the bench's own default, resolved per run

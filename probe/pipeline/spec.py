@@ -220,13 +220,12 @@ def _variants(cfg: RunConfig) -> tuple[Variant, ...]:
     return expand(list(cfg.factors), factors, cfg.bench.task.factors, cfg.max_variants)
 
 
-def _judge_values(values: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """The `judge:` block, its name the bench's default judge when no override names one
-    (`judge=…`, `judge.name=…`): the config tree's default judge (`keyword`) is one bench's."""
+def _judge_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The `judge:` block, its name the bench's default judge where it names none (`judge=auto`,
+    the config tree's default: `judge.name: null`)."""
     judge = dict(values.get("judge") or {})
-    named = any(o.lstrip("+~").split("=")[0] in ("judge", "judge.name") for o in overrides)
     bench = values.get("bench")
-    if named or not isinstance(bench, Mapping) or "kind" not in bench:
+    if judge.get("name") is not None or not isinstance(bench, Mapping) or "kind" not in bench:
         return judge
     default = bench_ref(bench).task.judging.default
     return {**judge, "name": default} if default is not None else judge
@@ -284,14 +283,14 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
     """The typed run config of a composed config tree (every key checked; unknown keys stop, and
     so does any combination of values the run cannot honour).
 
-    `overrides` are the command line's `key=value` overrides: whether an option was given, not
-    only its value, decides two things — a run that names no judge judges with its bench's
-    default (`Judging.default`), and a `judge…` option on a run that judges nothing is refused.
-    The composed tree cannot tell a given option from its default, so the entry point passes them."""
+    A run that names no judge (`judge=auto`, the default) judges with its bench's default
+    (`Judging.default`). `overrides` are the command line's `key=value` overrides: a `judge…`
+    option on a run that judges nothing is refused, which the composed tree cannot tell from
+    its default, so the entry point passes them."""
     unknown = sorted(set(values) - set(TOP_LEVEL))
     if unknown:
         raise ProbeInputError(f"config: unknown top-level key(s) {unknown}; valid keys: {sorted(TOP_LEVEL)}")
-    values = {**values, "judge": _judge_values(values, overrides)}
+    values = {**values, "judge": _judge_values(values)}
     config = build(RunConfig, {
         "model": build(ModelSpec, values["model"], "model"), "bench": bench_ref(values["bench"]), "out_dir": out_dir,
         "backend": backend_spec(values.get("backend") or {}),
