@@ -57,7 +57,7 @@ def test_ls_lists_every_entry_of_every_group_with_a_description(tmp_path: Path) 
     row = {line.split()[0]: line for line in lines if line.startswith("  ")}
     assert row["qwen3-8b"].split()[1:3] == ["instruct", "Qwen/Qwen3-8B"]
     assert row["tiny"].endswith("a 2-layer random Llama with a tokenizer trained on the fly.")
-    assert row["vllm"].endswith("the vLLM engine (install: see README).")
+    assert row["vllm"].endswith("from a vLLM engine (install: see README).")  # its spec's docstring
     assert "open questions in 12 languages" in row["locqa"]  # from LocQASpec's docstring, via its YAML header
 
 
