@@ -13,17 +13,19 @@ import logging
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from probe.backends.base import Backend
 from probe.backends.factory import make_backend
 from probe.backends.roofline import predict_chunks
 from probe.backends.specs import backend_record, check_device
 from probe.backends.trie import unique_tokens
 from probe.backends.units import score_chunks, work_units
+from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError, os_errors
 from probe.files import make_dirs, write_text
 from probe.models import (
@@ -37,7 +39,7 @@ from probe.models.memory import BYTES, memory_estimate
 from probe.pipeline.analysis import analyze_run
 from probe.pipeline.answer_passes import d_model, generate_pass, n_layers, prefix_cache, score_pass
 from probe.pipeline.claim import Claim, check_ours, claim
-from probe.pipeline.factor_run import render_variants_of
+from probe.pipeline.factor_run import Variants, render_variants_of
 from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import provenance, run_key
 from probe.pipeline.shard_plan import check_outputs, output_checksums, shard_prompts
@@ -122,36 +124,11 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     t0 = time.perf_counter()
     backend = make_backend(cfg.backend, loaded, cfg.model, mech, prepared.plan)
     load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
-    t0 = time.perf_counter()
-    resumed = 0
-    notes: dict[str, Any] = {}  # what the judging leaves in the manifest
-    text_work: dict[str, Any] = {}  # the text reading's counters (none without one)
-    if plan.generation:
-        notes = generate_pass(cfg, bench, backend, rendered, own, loaded)
-    if plan.letters_pass:
-        assert letter_ids is not None
-        resumed = score_pass(cfg, bench, backend, rendered, own, letter_ids, loaded, variants)
-    if plan.text_pass:
-        assert reading is not None
-        scorer, t1 = backend.texts(), time.perf_counter()
-        text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
-        text_work["text_scoring_wall_s"] = time.perf_counter() - t1
-    wall_s = time.perf_counter() - t0
+    done = _answer_passes(cfg, backend, loaded, PassInputs(bench, rendered, own, letter_ids, variants, reading))
     patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
-
-    stats = backend.stats
-    sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
-    path = {"path": stats.path} if stats.path else {}  # the computation that ran (HF only)
-    work = {**backend_record(cfg.backend), **path, "n_batches": stats.n_batches, "batch_sizes": sizes,
-            "rows_per_pass": pass_quantiles(sizes),
-            "oom_splits": stats.oom_splits, "head_check": stats.head_check,
-            "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
-            "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
-            "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
-            "resumed_prompts": resumed, **text_work,
-            **prefix_cache(backend)}
-    timings = {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
-               "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
+    work = _backend_work(cfg, backend, own, done)
+    timings = {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": done.wall_s,
+               "prompts_per_s": (len(own) - done.resumed) / done.wall_s if done.wall_s > 0 else None,
                **patching}
     shard = None if ref.shard is None else ShardRecord(
         index=ref.shard.index, count=ref.shard.count, n_prompts=len(own),
@@ -159,7 +136,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     made = provenance(cfg, loaded, settings, letter_ids, bench)
     if variants is not None:
         made["variants"] = variants.record
-    manifest = new_manifest(made, work, timings, notes, prepared.record, shard)
+    manifest = new_manifest(made, work, timings, done.notes, prepared.record, shard)
     write_manifest(out, manifest)
     if shard is not None:
         return _finish_shard(cfg, held)
@@ -169,6 +146,70 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
     return out
+
+
+@dataclass(frozen=True)
+class PassInputs:
+    """A run's prompts as its answer passes take them."""
+
+    bench: PreparedBench
+    rendered: Sequence[RenderedPrompt]
+    """Every prompt: each pass plans its batches over all of them."""
+    own: Sequence[RenderedPrompt]
+    """The prompts this run answers (a shard's; else every prompt)."""
+    letter_ids: LetterIds | None
+    variants: Variants | None
+    text: TextReading | None
+    """The text reading's prompts (None without a text pass)."""
+
+
+@dataclass(frozen=True)
+class PassWork:
+    """What the answer passes did, for the manifest."""
+
+    notes: dict[str, Any]
+    """What the judging leaves in the manifest (generation only)."""
+    resumed: int
+    """Prompts an interrupted earlier run had scored (letter pass)."""
+    text_work: dict[str, Any]
+    """The text pass's counters (none without one)."""
+    wall_s: float
+    """Wall time of all the passes."""
+
+
+def _answer_passes(cfg: RunConfig, backend: Backend, loaded: LoadedModel, inputs: PassInputs) -> PassWork:
+    """Run each pass the plan holds, in order: generation, the letter pass, the text pass."""
+    plan, t0 = cfg.plan, time.perf_counter()
+    notes: dict[str, Any] = {}
+    resumed = 0
+    text_work: dict[str, Any] = {}
+    if plan.generation:
+        notes = generate_pass(cfg, inputs.bench, backend, inputs.rendered, inputs.own, loaded)
+    if plan.letters_pass:
+        assert inputs.letter_ids is not None
+        resumed = score_pass(cfg, inputs.bench, backend, inputs.rendered, inputs.own, inputs.letter_ids, loaded,
+                             inputs.variants)
+    if plan.text_pass:
+        assert inputs.text is not None
+        scorer, t1 = backend.texts(), time.perf_counter()
+        text_work = text_counters(scorer, score_texts(cfg, inputs.text, inputs.own, scorer))
+        text_work["text_scoring_wall_s"] = time.perf_counter() - t1
+    return PassWork(notes=notes, resumed=resumed, text_work=text_work, wall_s=time.perf_counter() - t0)
+
+
+def _backend_work(cfg: RunConfig, backend: Backend, own: Sequence[RenderedPrompt], done: PassWork) -> dict[str, Any]:
+    """The manifest's `backend` block: the backend's settings and what its passes computed."""
+    stats = backend.stats
+    sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
+    path = {"path": stats.path} if stats.path else {}  # the computation that ran (HF only)
+    return {**backend_record(cfg.backend), **path, "n_batches": stats.n_batches, "batch_sizes": sizes,
+            "rows_per_pass": pass_quantiles(sizes),
+            "oom_splits": stats.oom_splits, "head_check": stats.head_check,
+            "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
+            "unique_tokens": unique_tokens(own) if cfg.bench.shard else stats.unique_tokens or unique_tokens(own),
+            "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
+            "resumed_prompts": done.resumed, **done.text_work,
+            **prefix_cache(backend)}
 
 
 def _let_go(held: Claim) -> None:
