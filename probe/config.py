@@ -131,7 +131,7 @@ def build(cls: type[T], values: Mapping[str, Any] | None, where: str) -> T:
     if values is not None and not isinstance(values, Mapping):
         raise ProbeInputError(f"{where}: expected a mapping of keys to values, got {values!r}")
     values = dict(values or {})
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]  # not init: derived
     unknown = sorted(set(values) - set(fields))
     if unknown:
         close = nearest(unknown[0], list(fields))

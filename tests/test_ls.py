@@ -57,7 +57,7 @@ def test_ls_lists_every_entry_of_every_group_with_a_description(tmp_path: Path) 
     row = {line.split()[0]: line for line in lines if line.startswith("  ")}
     assert row["qwen3-8b"].split()[1:3] == ["instruct", "Qwen/Qwen3-8B"]
     assert row["tiny"].endswith("a 2-layer random Llama with a tokenizer trained on the fly.")
-    assert row["vllm"].endswith("the vLLM engine (install: see README).")
+    assert row["vllm"].endswith("from a vLLM engine (install: see README).")  # its spec's docstring
     assert "open questions in 12 languages" in row["locqa"]  # from LocQASpec's docstring, via its YAML header
 
 
@@ -89,7 +89,7 @@ def test_help_describes_the_keys_of_the_selected_entries(tmp_path: Path) -> None
     assert "Ask only the first N templates" in lines["bench.limit"]
     assert "Share of GPU memory vLLM may take." in lines["backend.gpu_memory_utilization"]
     assert "Bootstrap resamples" in lines["analysis.n_boot"] and "an integer ≥ 1." in lines["shard_size"]
-    assert "Keys of this selection (model=smollm2-135m bench=locqa backend=vllm judge=keyword intervention=none)" \
+    assert "Keys of this selection (model=smollm2-135m bench=locqa backend=vllm judge=auto intervention=none)" \
         in proc.stdout
     assert "bench.conditions" not in lines  # the default bench's keys are not shown for another bench
 

@@ -96,7 +96,8 @@ def _group(name: str) -> list[str]:
 @pytest.mark.parametrize("judge", _group("judge"))
 def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge: str, tmp_path: Path) -> None:
     """Compose each bench × backend × judge as the entry point does and build the typed run config;
-    a judge the bench's answers cannot be read by stops right there, before the bench is prepared."""
+    a judge the bench's answers cannot be read by stops right there, before the bench is prepared;
+    `judge=auto` (the default) is the bench's own default judge."""
     overrides = [f"bench={bench}", f"backend={backend}", f"judge={judge}"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
@@ -106,7 +107,8 @@ def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge:
     values.pop("hydra", None)
     task = get_task(values["bench"]["kind"])
     judged = bool(task.judging.judges) and (task.answers == "open" or values["backend"].get("mode") == "generate")
-    if judged and judge not in task.judging.judges:
+    resolved = task.judging.default if judge == "auto" else judge
+    if judged and resolved not in task.judging.judges:
         with pytest.raises(ProbeInputError, match=f"judge={judge} cannot judge {task.title}; its judges: "):
             run_config(values, tmp_path, overrides=overrides)
         return
@@ -117,10 +119,10 @@ def test_every_config_composes_into_a_typed_run(bench: str, backend: str, judge:
         return
     if not judged:  # a judge option on a run that judges nothing is refused; without one, a bench's default stands
         config = run_config(values, tmp_path, overrides=overrides[:2])
-        assert config.judge.name == (task.judging.default or judge)
+        assert config.judge.name == (values["judge"]["name"] or task.judging.default)
     config = run_config(values, tmp_path, overrides=overrides) if judged else config
     assert isinstance(config, RunConfig) and config.backend.name == backend
-    assert config.judge.name == judge or not judged
+    assert config.judge.name == resolved or not judged
     assert config.bench.spec.name == bench and config.bench.task is get_task(config.bench.spec.kind)
 
 

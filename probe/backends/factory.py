@@ -19,7 +19,7 @@ def make_backend(spec: BackendSpec, loaded: LoadedModel, model_spec: ModelSpec, 
     holds; the vLLM engine loads its own from `loaded.info["ref"]`."""
     if isinstance(spec, HFBackendSpec):
         assert loaded.model is not None, "the HF backend runs loaded weights (load_model(..., weights=True))"
-        if spec.mode == "generate":
+        if spec.reading.generates:
             return HFGenerator(loaded.model, loaded.tokenizer, spec, template_kwargs=model_spec.chat_template_kwargs)
         return HFScorer(loaded.model, spec, mech, intervention)
     assert isinstance(spec, VLLMSpec), f"unknown backend spec {spec!r}"

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
+from probe.backends.reading import Capabilities, Reading
 from probe.config import Ge, Gt, Le, Seed
 from probe.errors import ProbeInputError, bounded_repr
 
 Mode = Literal["letters", "generate", "text", "letters+text"]
-TEXT_MODES: tuple[str, ...] = ("text", "letters+text")
-"""Modes with an answer-text reading (option texts scored as continuations)."""
+"""`backend.mode` as the config spells it: the values of `Reading` (a spec's `reading`)."""
 
 
 @dataclass(frozen=True)
 class HFBackendSpec:
     """Hugging Face transformers: batched forward passes, letter log-probs at the last position."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        on_weights=True, prefix_reuse=True, text_scoring=True, hooks=True, generation=True)
+    """What it can do (a class constant, not a config key)."""
 
     name: Literal["hf"] = "hf"
     """The backend: hf (transformers) or vllm."""
@@ -47,6 +51,11 @@ class HFBackendSpec:
             raise ProbeInputError(f"backend.device: expected auto, cpu, cuda, cuda:N or mps, got "
                                   f"{bounded_repr(self.device)}")
 
+    @property
+    def reading(self) -> Reading:
+        """`mode` as a typed reading."""
+        return Reading(self.mode)
+
 
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:[0-9]+)?")
 
@@ -71,6 +80,10 @@ def check_device(device: str) -> None:
 @dataclass(frozen=True)
 class VLLMSpec:
     """vLLM: the same letter log-probs and generations from a vLLM engine (install: see README)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        on_weights=False, prefix_reuse=True, text_scoring=True, hooks=False, generation=True)
+    """What it can do (a class constant, not a config key)."""
 
     name: Literal["vllm"] = "vllm"
     """The backend: hf (transformers) or vllm."""
@@ -108,6 +121,11 @@ class VLLMSpec:
     device: str = "auto"
     """Recorded only; vLLM picks its own device."""
 
+    @property
+    def reading(self) -> Reading:
+        """`mode` as a typed reading."""
+        return Reading(self.mode)
+
 
 BackendSpec = HFBackendSpec | VLLMSpec
 BACKEND_OPT_IN: tuple[str, ...] = ("fast_path",)
@@ -120,4 +138,15 @@ before it computed by default) keeps the key those runs have, so they still resu
 def backend_record(spec: BackendSpec) -> dict[str, object]:
     """The backend block as a run records it (key and manifest): opt-in options unless false."""
     return {k: v for k, v in asdict(spec).items() if not (k in BACKEND_OPT_IN and v is False)}
-BACKENDS: dict[str, type] = {"hf": HFBackendSpec, "vllm": VLLMSpec}
+
+
+BACKENDS: dict[str, type[BackendSpec]] = {spec.name: spec for spec in (HFBackendSpec, VLLMSpec)}
+"""Choosing a backend by its spec (`backend=hf` / `backend=vllm`); the config group
+`conf/backend/` is generated from it (`probe.commands.confgen`)."""
+
+
+def capabilities_of(name: str | None) -> Capabilities | None:
+    """The capabilities of the backend `name` names (a stored run's record); None for a name no
+    registered backend has."""
+    spec = BACKENDS.get(str(name))
+    return None if spec is None else spec.capabilities

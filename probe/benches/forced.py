@@ -28,6 +28,7 @@ from probe.benches.forced_metrics import (
 )
 from probe.benches.order_report import orders_section
 from probe.benches.task import (
+    Answers,
     Column,
     Judging,
     PreparedBench,
@@ -250,7 +251,7 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
     metrics = letter_metrics(bench.compute, bench.spec_type, bench.design)
     if bench.extra_metrics is not None:
         metrics = _with_extra(metrics, bench.extra_metrics)
-    return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers="letters",
+    return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers=Answers.LETTERS,
                 prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report, bench.letter_note),
                 presentation=presentation, tables=letter_tables(bench.design_columns), figures=bench.figures,
                 judging=judging, design=bench.design, factors=bench.factors, reword=bench.reword or no_reword,

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from probe.backends.reading import Reading
 from probe.benches.order_report import order_blocks
 from probe.benches.task import (
     bench_spec,
@@ -35,13 +36,13 @@ Compute = Callable[[ScoreTable, AnalysisOptions, Any], dict[str, Any]]
 
 def is_generation_run(run: Run) -> bool:
     """Whether the run decoded text (`backend.mode=generate`) instead of reading letter log-probs."""
-    return run.manifest.backend.mode == "generate"
+    return run.manifest.backend.reading.generates
 
 
 def is_text_only_run(run: Run) -> bool:
     """Whether the run read option texts and no letters (`backend.mode=text`): its table's log-probs
     are the text scores."""
-    return run.manifest.backend.mode == "text"
+    return run.manifest.backend.reading is Reading.TEXT
 
 
 def letter_metrics(compute: Compute, spec_type: type, design: Design
@@ -66,7 +67,7 @@ def letter_metrics(compute: Compute, spec_type: type, design: Design
             n_prompts = len(table.prompt_id) + len(invalid)
             items = set(table.item_id.astype(str)) | {str(run.prompts.column("item_id")[g["prompt_id"]])
                                                         for g in invalid}
-            out.update({"n_items": len(items), "n_prompts": n_prompts, "mode": "generate",
+            out.update({"n_items": len(items), "n_prompts": n_prompts, "mode": Reading.GENERATE.value,
                         "invalid_rate": len(invalid) / n_prompts if n_prompts else float("nan"),
                         "n_invalid": len(invalid)})
         else:
@@ -76,7 +77,7 @@ def letter_metrics(compute: Compute, spec_type: type, design: Design
             out.update({"n_items": int(len(np.unique(table.item_id.astype(str)))),
                         "n_prompts": int(len(table.prompt_id))})
             if is_text_only_run(run):  # no letter was read: a letter mass of text scores would mean nothing
-                out["mode"] = "text"
+                out["mode"] = Reading.TEXT.value
             else:
                 mass, valid = shown_mass(table)
                 out.update({"letter_mass": {"mean": float(mass.mean()), "share_below_half": float((mass < 0.5).mean())},

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from probe.benches.task import (
+    Answers,
     JudgeJob,
     Judging,
     PreparedBench,
@@ -114,7 +115,7 @@ def open_answer_task(bench: OpenAnswer, presentation: Presentation, modes: tuple
         return [{**bench.prompt_values(r.prompt), "prompt_id": r.prompt.prompt_id, "n_tokens": len(r.token_ids),
                  "text": r.text, "token_ids": r.token_ids} for r in rendered]
 
-    return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers="open",
+    return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers=Answers.OPEN,
                 prepare=bench.prepare, metrics=bench.metrics, headline=headline,
                 report=lambda m, run: bench.report(m), presentation=presentation,
                 tables=Tables(prompts_schema=schema, prompt_rows=prompt_rows, generations_schema=ANSWER_GENERATIONS,

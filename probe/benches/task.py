@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -108,7 +109,16 @@ class JudgeJob:
     it is cached across runs, keyed by the judge's config and the request."""
 
 
-Answers = Literal["letters", "open"]
+class Answers(str, Enum):
+    """How a bench's answers are read; the values are the names a task may also be given as."""
+
+    LETTERS = "letters"
+    """Forced choice: letter log-probs (or text scores, or a generated letter, per `backend.mode`)."""
+    OPEN = "open"
+    """Open answers: generated, then read by a judge."""
+
+    def __str__(self) -> str:
+        return self.value
 
 
 def no_figures(*args: Any) -> list[Figure]:
@@ -209,7 +219,8 @@ class Task:
     """Frozen dataclass of the `bench:` config block (must have `name` and `kind` fields)."""
     answers: Answers
     """`letters`: forced choice, read from letter log-probs (or, with `backend.mode=generate`,
-    parsed from generated text); `open`: answers are generated and read by a judge."""
+    parsed from generated text); `open`: answers are generated and read by a judge (a plain
+    string names the same value)."""
     prepare: Callable[[Any, bool, Path], PreparedBench]
     """`(bench spec, generation mode?, data cache dir) → PreparedBench`; validates the data
     where it enters."""
@@ -261,6 +272,9 @@ class Task:
     kind (open answers and scored texts): the run's spec and its recorded `kind` become that
     task's, so a stored run finds it again (`probe.benches.registry.task_of`); registered with
     this one. Empty: one task for every mode."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "answers", Answers(self.answers))  # "letters" given as a string is typed here
 
     def for_mode(self, mode: Any) -> Task:
         """The task that runs `bench.mode=mode` (this one unless `modes` names another)."""

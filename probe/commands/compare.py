@@ -29,7 +29,7 @@ from probe.benches.forced import (
     is_generation_run,
     is_text_only_run,
 )
-from probe.benches.task import Task
+from probe.benches.task import Answers, Task
 from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
@@ -171,7 +171,7 @@ def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: 
     """`agreement=true`: each reading of scored run A against generation run B's answers."""
     a, b = StoredRun.open(path_a), StoredRun.open(path_b)
     task, _ = comparable_units(a, b)  # one benchmark, one data file, one design
-    if task.answers != "letters":
+    if task.answers is not Answers.LETTERS:
         raise ProbeInputError(f"agreement=true compares forced-choice runs; {a.path} is a {task.kind} run")
     if is_generation_run(a.run) or not is_generation_run(b.run):
         mode = {True: "a generation run", False: "a scored run"}

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from probe.backends.specs import HFBackendSpec, VLLMSpec
+from probe.backends.specs import BACKENDS
 from probe.benches.registry import BUILTIN
 from probe.config import describe_fields, package_conf_dir
 from probe.files import make_dirs, write_text
@@ -64,13 +64,26 @@ def block(spec: type, values: Mapping[str, Any] | None = None, keys: Sequence[st
     return lines
 
 
+def _summary(cls: type) -> str:
+    """The first paragraph of a class's docstring, on one line."""
+    return " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+
+
+def default_backend() -> str:
+    """The backend a run uses when none is chosen: `RunConfig.backend`'s default."""
+    backend = next(f for f in fields(RunConfig) if f.name == "backend")
+    return str(backend.default_factory().name)  # type: ignore[misc]
+
+
 def entries() -> list[Generated]:
     """Every generated file of the config tree."""
     judge_llm = ("name", "model", "retries", "max_new_tokens", "max_error_rate")
-    out = [
-        Generated("backend/hf.yaml", "# backend=hf (default) — Hugging Face transformers: batched forward passes, "
-                  "letter log-probs at the last position.", HFBackendSpec),
-        Generated("backend/vllm.yaml", "# backend=vllm — the vLLM engine (install: see README).", VLLMSpec),
+    # each registered backend, its spec's own words (`probe.backends.specs.BACKENDS`)
+    out = [Generated(f"backend/{name}.yaml", f"# backend={name}{' (default)' if name == default_backend() else ''} "
+                     f"— {_summary(spec)}", spec) for name, spec in BACKENDS.items()]
+    out += [
+        Generated("judge/auto.yaml", "# judge=auto (default) — the bench's own default judge (`probe ls judges`); a "
+                  "judged run records the judge that judged.", JudgeSpec, {}, ("name",)),
         Generated("judge/llm.yaml", "# judge=llm — an LLM judge on a model config; validated JSON verdicts, "
                   "retried, else judge_error.", JudgeSpec, {"name": "llm"}, judge_llm),
         Generated("judge/http.yaml", "# judge=http judge.base_url=http://127.0.0.1:8000/v1 judge.model=<served "
@@ -84,7 +97,7 @@ def entries() -> list[Generated]:
     out += [Generated(f"intervention/{name}.yaml", f"# intervention={name} — {(spec.__doc__ or '').strip()}", spec)
             for name, spec in INTERVENTIONS.items()]
     for task in BUILTIN:
-        doc = " ".join((task.spec_type.__doc__ or "").strip().split("\n\n")[0].split())
+        doc = _summary(task.spec_type)
         what = doc.partition(": ")[2] or doc  # the docstring's "The `bench:` block of X: <what X is>"
         out.append(Generated(f"bench/{task.kind}.yaml", f"# python -m probe bench={task.kind} — {task.title}: {what}",
                              task.spec_type))
@@ -98,8 +111,8 @@ CONFIG_HEAD = """\
 defaults:
   - model: smollm2-135m
   - bench: demo
-  - backend: hf
-  - judge: keyword
+  - backend: {backend}
+  - judge: auto
   - intervention: none
   - _self_
   - cluster: null    # multirun launcher: cluster=slurm or cluster=local (conf/cluster); none: Hydra's basic launcher
@@ -148,7 +161,7 @@ def render_config() -> str:
     options = ("progress", "shard_size", "part_seconds", "dry_run", "predict_device", "factors", "factor_levels",
                "max_variants")
     lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=options)
-    return CONFIG_HEAD + "\n".join(lines) + "\n" + BENCH_SHARD + CONFIG_TAIL
+    return CONFIG_HEAD.format(backend=default_backend()) + "\n".join(lines) + "\n" + BENCH_SHARD + CONFIG_TAIL
 
 
 def files() -> dict[Path, str]:

@@ -97,7 +97,7 @@ def _main(cfg: DictConfig) -> None:
         judge = values.get("judge") or {}
         overrides = list(HydraConfig.get().overrides.task)
         config = run_config(values, out, _judge_model(judge), overrides)
-        if config.backend.name == "hf" and not config.dry_run:
+        if config.plan.loads_weights:
             check_device(config.backend.device)  # before the hub is asked for the model
         _models_available(config)
         if config.judged and config.judge.name != judge.get("name"):

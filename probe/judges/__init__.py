@@ -29,10 +29,10 @@ __all__ = ["Judge", "JudgeRequest", "JudgeResult", "JudgeSpec", "make_judge"]
 class JudgeSpec:
     """The `judge:` config block."""
 
-    name: str = "keyword"
+    name: str | None = None
     """llm: a model judges; http: an OpenAI-compatible endpoint judges; any other name: a
-    deterministic judge a bench registered (offline; each has its own entry in the judge group).
-    A run given no judge option uses its bench's default judge (`probe ls judges`)."""
+    deterministic judge a bench registered (offline; each has its own entry in the judge group);
+    null (`judge=auto`, the default): the bench's own default judge (`probe ls judges`)."""
     model: str | None = None
     """LLM judge: a model config name, hub id or local directory (None = the run's own model);
     HTTP judge: the API's model."""
@@ -64,6 +64,8 @@ def make_judge(cfg: JudgeSpec | Mapping[str, Any], chat: Any = None) -> Judge:
     (its module must have been imported)."""
     spec = cfg if isinstance(cfg, JudgeSpec) else build(JudgeSpec, cfg, "judge")
     name = spec.name
+    if name is None:  # a run resolves `judge=auto` to its bench's default before it asks for a judge
+        raise ProbeInputError(f"judge.name: no judge named; expected one of {list(judge_names())}")
     if name == "http":
         if not spec.base_url or not spec.model:
             raise ProbeInputError("judge=http needs judge.base_url and judge.model")

@@ -3,7 +3,8 @@
 The same pipeline for every bench: prepare (data validated before any model loads) → load the
 model → render token ids → claim or resume the run directory → score letters | generate and
 parse → judge → store → analyze → report → `DONE`. What differs between benches is asked of
-the bench's `Task`; what differs between answer modes is one branch here.
+the bench's `Task`; what differs between readings is the run's plan (`RunConfig.plan`,
+`probe.pipeline.plan`): one pass per reading it holds.
 """
 
 from __future__ import annotations
@@ -12,17 +13,19 @@ import logging
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from probe.backends.base import Backend
 from probe.backends.factory import make_backend
 from probe.backends.roofline import predict_chunks
 from probe.backends.specs import backend_record, check_device
 from probe.backends.trie import unique_tokens
 from probe.backends.units import score_chunks, work_units
+from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError, os_errors
 from probe.files import make_dirs, write_text
 from probe.models import (
@@ -36,7 +39,7 @@ from probe.models.memory import BYTES, memory_estimate
 from probe.pipeline.analysis import analyze_run
 from probe.pipeline.answer_passes import d_model, generate_pass, n_layers, prefix_cache, score_pass
 from probe.pipeline.claim import Claim, check_ours, claim
-from probe.pipeline.factor_run import render_variants_of
+from probe.pipeline.factor_run import Variants, render_variants_of
 from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import provenance, run_key
 from probe.pipeline.shard_plan import check_outputs, output_checksums, shard_prompts
@@ -69,22 +72,23 @@ def run(cfg: RunConfig) -> Path:
 
 
 def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
-    ref, out, generate = cfg.bench, cfg.out_dir, cfg.generates  # the config's own checks ran as it was built
-    if cfg.backend.name == "hf" and not cfg.dry_run:
+    ref, out, plan = cfg.bench, cfg.out_dir, cfg.plan  # the config's own checks ran as it was built
+    generate = plan.generation
+    if plan.loads_weights:
         check_device(cfg.backend.device)  # before any download, directory or model
     with os_errors(f"bench {ref.spec.name!r}", "bench.path must be a readable file, and $PROBE_CACHE a writable "
                    "directory (downloads are cached there)"):
         bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
     log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
     mech = cfg.analysis.mech
-    if generate and cfg.backend.mode != "generate":  # open answers: always generated
-        cfg = replace(cfg, backend=replace(cfg.backend, mode="generate"))
+    if generate:  # open answers: always generated, and recorded so
+        cfg = replace(cfg, backend=replace(cfg.backend, mode=plan.reading.value))
     with os_errors(f"run directory {out}", "choose a shorter path, or one where you can write (hydra.run.dir=…)"):
         check_ours(out)  # before the model loads; `claim` checks again under the lock
         make_dirs(out)
 
     t0 = time.perf_counter()
-    loaded = load_model(cfg.model, device=cfg.backend.device, weights=cfg.backend.name == "hf" and not cfg.dry_run)
+    loaded = load_model(cfg.model, device=cfg.backend.device, weights=plan.loads_weights)
     cfg = replace(cfg, model=resolve_kind(cfg.model, loaded.tokenizer))
     load_s = time.perf_counter() - t0
     settings = replace(cfg.model.render_settings(), cue=bench.cue, base_joiner=bench.base_joiner)
@@ -109,7 +113,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     held = claim(out, key)
     on_exit.callback(_let_go, held)
     if held.state == "done":
-        _check_finished(cfg, generate, record_or_none(InterventionRecord, prepared.record))
+        _check_finished(cfg, record_or_none(InterventionRecord, prepared.record))
         if ref.shard is None:
             _reanalyse_if_options_changed(cfg)
         return out
@@ -120,36 +124,11 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     t0 = time.perf_counter()
     backend = make_backend(cfg.backend, loaded, cfg.model, mech, prepared.plan)
     load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
-    t0 = time.perf_counter()
-    resumed = 0
-    notes: dict[str, Any] = {}  # what the judging leaves in the manifest
-    text_work: dict[str, Any] = {}  # the text reading's counters (none without one)
-    if generate:
-        notes = generate_pass(cfg, bench, backend, rendered, own, loaded)
-    else:
-        assert letter_ids is not None
-        if cfg.backend.mode != "text":
-            resumed = score_pass(cfg, bench, backend, rendered, own, letter_ids, loaded, variants)
-        if reading is not None:
-            scorer, t1 = backend.texts(), time.perf_counter()
-            text_work = text_counters(scorer, score_texts(cfg, reading, own, scorer))
-            text_work["text_scoring_wall_s"] = time.perf_counter() - t1
-    wall_s = time.perf_counter() - t0
+    done = _answer_passes(cfg, backend, loaded, PassInputs(bench, rendered, own, letter_ids, variants, reading))
     patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
-
-    stats = backend.stats
-    sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
-    path = {"path": stats.path} if stats.path else {}  # the computation that ran (HF only)
-    work = {**backend_record(cfg.backend), **path, "n_batches": stats.n_batches, "batch_sizes": sizes,
-            "rows_per_pass": pass_quantiles(sizes),
-            "oom_splits": stats.oom_splits, "head_check": stats.head_check,
-            "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
-            "unique_tokens": unique_tokens(own) if ref.shard else stats.unique_tokens or unique_tokens(own),
-            "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
-            "resumed_prompts": resumed, **text_work,
-            **prefix_cache(backend)}
-    timings = {"load_s": load_s, "scoring_s": stats.forward_s, "scoring_wall_s": wall_s,
-               "prompts_per_s": (len(own) - resumed) / wall_s if wall_s > 0 else None,
+    work = _backend_work(cfg, backend, own, done)
+    timings = {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": done.wall_s,
+               "prompts_per_s": (len(own) - done.resumed) / done.wall_s if done.wall_s > 0 else None,
                **patching}
     shard = None if ref.shard is None else ShardRecord(
         index=ref.shard.index, count=ref.shard.count, n_prompts=len(own),
@@ -157,7 +136,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     made = provenance(cfg, loaded, settings, letter_ids, bench)
     if variants is not None:
         made["variants"] = variants.record
-    manifest = new_manifest(made, work, timings, notes, prepared.record, shard)
+    manifest = new_manifest(made, work, timings, done.notes, prepared.record, shard)
     write_manifest(out, manifest)
     if shard is not None:
         return _finish_shard(cfg, held)
@@ -167,6 +146,70 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     held.release()
     log.info("%s", run_summary(ref.task, metrics))
     return out
+
+
+@dataclass(frozen=True)
+class PassInputs:
+    """A run's prompts as its answer passes take them."""
+
+    bench: PreparedBench
+    rendered: Sequence[RenderedPrompt]
+    """Every prompt: each pass plans its batches over all of them."""
+    own: Sequence[RenderedPrompt]
+    """The prompts this run answers (a shard's; else every prompt)."""
+    letter_ids: LetterIds | None
+    variants: Variants | None
+    text: TextReading | None
+    """The text reading's prompts (None without a text pass)."""
+
+
+@dataclass(frozen=True)
+class PassWork:
+    """What the answer passes did, for the manifest."""
+
+    notes: dict[str, Any]
+    """What the judging leaves in the manifest (generation only)."""
+    resumed: int
+    """Prompts an interrupted earlier run had scored (letter pass)."""
+    text_work: dict[str, Any]
+    """The text pass's counters (none without one)."""
+    wall_s: float
+    """Wall time of all the passes."""
+
+
+def _answer_passes(cfg: RunConfig, backend: Backend, loaded: LoadedModel, inputs: PassInputs) -> PassWork:
+    """Run each pass the plan holds, in order: generation, the letter pass, the text pass."""
+    plan, t0 = cfg.plan, time.perf_counter()
+    notes: dict[str, Any] = {}
+    resumed = 0
+    text_work: dict[str, Any] = {}
+    if plan.generation:
+        notes = generate_pass(cfg, inputs.bench, backend, inputs.rendered, inputs.own, loaded)
+    if plan.letters_pass:
+        assert inputs.letter_ids is not None
+        resumed = score_pass(cfg, inputs.bench, backend, inputs.rendered, inputs.own, inputs.letter_ids, loaded,
+                             inputs.variants)
+    if plan.text_pass:
+        assert inputs.text is not None
+        scorer, t1 = backend.texts(), time.perf_counter()
+        text_work = text_counters(scorer, score_texts(cfg, inputs.text, inputs.own, scorer))
+        text_work["text_scoring_wall_s"] = time.perf_counter() - t1
+    return PassWork(notes=notes, resumed=resumed, text_work=text_work, wall_s=time.perf_counter() - t0)
+
+
+def _backend_work(cfg: RunConfig, backend: Backend, own: Sequence[RenderedPrompt], done: PassWork) -> dict[str, Any]:
+    """The manifest's `backend` block: the backend's settings and what its passes computed."""
+    stats = backend.stats
+    sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
+    path = {"path": stats.path} if stats.path else {}  # the computation that ran (HF only)
+    return {**backend_record(cfg.backend), **path, "n_batches": stats.n_batches, "batch_sizes": sizes,
+            "rows_per_pass": pass_quantiles(sizes),
+            "oom_splits": stats.oom_splits, "head_check": stats.head_check,
+            "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
+            "unique_tokens": unique_tokens(own) if cfg.bench.shard else stats.unique_tokens or unique_tokens(own),
+            "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
+            "resumed_prompts": done.resumed, **done.text_work,
+            **prefix_cache(backend)}
 
 
 def _let_go(held: Claim) -> None:
@@ -257,11 +300,11 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     if text is not None:
         lines += describe(text)
     config = loaded.info.get("config")
-    if config is not None and cfg.backend.name == "hf":
+    if config is not None and cfg.backend.capabilities.on_weights:
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
         lines.append(terminal_line(f"memory estimate (GiB, backend.batch_tokens={cfg.backend.batch_tokens}): "
                                    + ", ".join(f"{k} {v:.2f}" for k, v in est.items())))
-        if letter_ids is not None and cfg.backend.mode != "text" and cfg.predict_device != "none":
+        if letter_ids is not None and cfg.plan.letters_pass and cfg.predict_device != "none":
             chunks = score_chunks(rendered, cfg.backend)
             lines.append(terminal_line(predict_chunks(config, chunks, cfg.predict_device,
                                                       BYTES.get(cfg.model.dtype, 4)).line()))
@@ -269,15 +312,14 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     return out
 
 
-def _check_finished(cfg: RunConfig, generate: bool, intervention: InterventionRecord | None) -> None:
+def _check_finished(cfg: RunConfig, intervention: InterventionRecord | None) -> None:
     """A finished run's stored tables must all be there and intact (readable, the rows its
     manifest records; a shard's as its checksums say): its checkpoints were removed at `DONE`,
     so a missing or damaged table cannot be resumed, only restored or scored again elsewhere
     (derived files — metrics, report — are recomputed from the tables instead)."""
     mech, patched = cfg.analysis.mech, intervention is not None and intervention.is_patching
     names = [layout.MANIFEST, layout.PROMPTS,
-             *([layout.GENERATIONS] if generate else [layout.SCORES]),
-             *([layout.SCORE_TENSORS] if not generate and cfg.backend.mode != "text" else []),
+             *cfg.plan.answer_files(),
              *([layout.JUDGEMENTS] if cfg.judged else []),
              *([layout.LENS] if mech.logit_lens else []),
              *([layout.ACTIVATIONS] if mech.capture_layers else []),

@@ -147,9 +147,10 @@ def _read(path: Path) -> ShardDir:
     if not is_finished(path):
         raise ProbeInputError(f"{path}: {shard} is not finished (no DONE); rerun it with the same command to resume it")
     check_outputs(path, manifest)
-    answers = GENERATIONS if manifest.backend.mode == "generate" else SCORES
+    reading = manifest.backend.reading
+    answers = GENERATIONS if reading.generates else SCORES
     if not (path / answers).is_file():  # its checksums say it never had them: a manifest edited or not probe's
-        raise ProbeInputError(f"{path}: {shard} holds no {answers}, which a {manifest.backend.mode} run "
+        raise ProbeInputError(f"{path}: {shard} holds no {answers}, which a {reading} run "
                               "writes; score the shard again (remove its directory and rerun its command)")
     key = read_run_key(path)
     if key is None:  # checked above: it finished without one, so not by probe

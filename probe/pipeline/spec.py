@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from probe.backends.specs import BACKENDS, TEXT_MODES, BackendSpec, HFBackendSpec
+from probe.backends.reading import Reading
+from probe.backends.specs import BACKENDS, BackendSpec, HFBackendSpec
 from probe.backends.taps import MechSpec
 from probe.benches.orders import ORDER_KEYS
 from probe.benches.registry import get_task
@@ -21,6 +22,7 @@ from probe.judges.registry import judge_choices
 from probe.metrics.core import MAX_BOOT, MIN_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
+from probe.pipeline.plan import ReadingPlan, reading_plan
 from probe.pipeline.shard_plan import Shard
 from probe.prompts.factors import (
     BUILTIN_FACTORS,
@@ -127,6 +129,9 @@ class RunConfig:
     """The most prompt variants `factors` may expand to."""
     variants: tuple[Variant, ...] = field(default=(), init=False)
     """The variants `factors` expands to (checked as the config is built); empty without factors."""
+    plan: ReadingPlan = field(init=False)
+    """The passes the run executes, resolved from the bench's answers, `backend.mode`, the
+    backend's capabilities and `dry_run` (`probe.pipeline.plan`)."""
     launch_record: Mapping[str, str] = field(default_factory=dict)
     """Files recording how the run was launched (path in the run directory → text, e.g. the
     composed Hydra config), written once the directory is claimed."""
@@ -134,6 +139,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         # Every check across blocks runs here, so a bad combination stops before `prepare`
         # (which may download a dataset) and before any model loads.
+        object.__setattr__(self, "plan", reading_plan(self.bench.task, self.backend, self.dry_run))
         for model in (self.model, self.judge_model):
             if model is not None:
                 check_source(model)
@@ -146,12 +152,12 @@ class RunConfig:
     @property
     def generates(self) -> bool:
         """Whether answers are generated (open answers, or `backend.mode=generate`), not letters scored."""
-        return self.bench.task.answers == "open" or self.backend.mode == "generate"
+        return self.plan.generation
 
     @property
     def text_reading(self) -> bool:
         """Whether option texts are scored as continuations (`backend.mode=text|letters+text`)."""
-        return self.backend.mode in TEXT_MODES
+        return self.plan.text_pass
 
     @property
     def judged(self) -> bool:
@@ -172,10 +178,9 @@ def _judge_fits(cfg: RunConfig) -> None:
 
 def _scoring_only(cfg: RunConfig) -> None:
     """The forward-pass taps and interventions live in the HF scorer's letter scoring pass."""
-    letters_on_hf = not cfg.generates and cfg.backend.name == "hf"
-    if cfg.analysis.mech.active and not letters_on_hf:
+    if cfg.analysis.mech.active and not cfg.plan.hooks:
         raise ProbeInputError("analysis.logit_lens / capture_layers need backend=hf and letter scoring")
-    if cfg.intervention.name != "none" and not (letters_on_hf and cfg.bench.shard is None):
+    if cfg.intervention.name != "none" and not (cfg.plan.hooks and cfg.bench.shard is None):
         raise ProbeInputError(f"intervention={cfg.intervention.name} needs backend=hf and letter scoring, unsharded")
 
 
@@ -187,15 +192,15 @@ def _shardable(cfg: RunConfig) -> None:
 
 def _text_reading(cfg: RunConfig) -> None:
     """The text reading runs (on the HF scorer or a vLLM engine) for a bench that has one, on the unedited model."""
-    mode, task = cfg.backend.mode, cfg.bench.task
-    if not cfg.text_reading:
+    mode, task = cfg.backend.reading, cfg.bench.task  # as asked: an open-answer bench refuses a text reading
+    if not mode.reads_text:
         return
     if not task.text_forms:
         raise ProbeInputError(f"backend.mode={mode}: {task.title} has no answer-text reading (its answers are "
                               f"{task.answers}); expected backend.mode=letters or generate")
     if cfg.bench.shard is not None:
         raise ProbeInputError(f"backend.mode={mode} cannot be sharded yet (bench.shard); run it unsharded")
-    if cfg.intervention.name != "none" or (mode == "text" and cfg.analysis.mech.active):
+    if cfg.intervention.name != "none" or (not mode.reads_letters and cfg.analysis.mech.active):
         raise ProbeInputError(f"backend.mode={mode}: interventions and (in text mode) logit lens / captured layers "
                               "apply to letter scores only; expected intervention=none and, for them, "
                               "backend.mode=letters+text")
@@ -208,20 +213,19 @@ def _variants(cfg: RunConfig) -> tuple[Variant, ...]:
     factors = BUILTIN_FACTORS if cfg.factor_levels is None else load_levels(cfg.factor_levels)
     if not cfg.factors:
         return ()
-    if cfg.generates or cfg.backend.mode != "letters" or cfg.intervention.name != "none":
+    if cfg.plan.reading is not Reading.LETTERS or cfg.intervention.name != "none":
         raise FactorError("factors: prompt factors need letter scoring without an intervention "
                           f"(backend.mode=letters, intervention=none); got backend.mode={cfg.backend.mode}, "
                           f"intervention={cfg.intervention.name}, {cfg.bench.task.answers} answers")
     return expand(list(cfg.factors), factors, cfg.bench.task.factors, cfg.max_variants)
 
 
-def _judge_values(values: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """The `judge:` block, its name the bench's default judge when no override names one
-    (`judge=…`, `judge.name=…`): the config tree's default judge (`keyword`) is one bench's."""
+def _judge_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The `judge:` block, its name the bench's default judge where it names none (`judge=auto`,
+    the config tree's default: `judge.name: null`)."""
     judge = dict(values.get("judge") or {})
-    named = any(o.lstrip("+~").split("=")[0] in ("judge", "judge.name") for o in overrides)
     bench = values.get("bench")
-    if named or not isinstance(bench, Mapping) or "kind" not in bench:
+    if judge.get("name") is not None or not isinstance(bench, Mapping) or "kind" not in bench:
         return judge
     default = bench_ref(bench).task.judging.default
     return {**judge, "name": default} if default is not None else judge
@@ -279,14 +283,14 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
     """The typed run config of a composed config tree (every key checked; unknown keys stop, and
     so does any combination of values the run cannot honour).
 
-    `overrides` are the command line's `key=value` overrides: whether an option was given, not
-    only its value, decides two things — a run that names no judge judges with its bench's
-    default (`Judging.default`), and a `judge…` option on a run that judges nothing is refused.
-    The composed tree cannot tell a given option from its default, so the entry point passes them."""
+    A run that names no judge (`judge=auto`, the default) judges with its bench's default
+    (`Judging.default`). `overrides` are the command line's `key=value` overrides: a `judge…`
+    option on a run that judges nothing is refused, which the composed tree cannot tell from
+    its default, so the entry point passes them."""
     unknown = sorted(set(values) - set(TOP_LEVEL))
     if unknown:
         raise ProbeInputError(f"config: unknown top-level key(s) {unknown}; valid keys: {sorted(TOP_LEVEL)}")
-    values = {**values, "judge": _judge_values(values, overrides)}
+    values = {**values, "judge": _judge_values(values)}
     config = build(RunConfig, {
         "model": build(ModelSpec, values["model"], "model"), "bench": bench_ref(values["bench"]), "out_dir": out_dir,
         "backend": backend_spec(values.get("backend") or {}),

@@ -55,7 +55,7 @@ class TextReading:
 def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Tokenizer, settings: RenderSettings,
                  max_positions: int | None) -> TextReading | None:
     """The text reading's prompts (None when the run has none), checked before any weight loads."""
-    if not cfg.text_reading:
+    if not cfg.plan.text_pass:
         return None
     design = text_design(bench.prompts, bench.items, cfg.bench.spec.text_form, cfg.bench.task.text_message)
     check_data_text(tokenizer, design.prompts, bench.data_label, cfg.model.name, design.options)
@@ -106,7 +106,7 @@ def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[Rendere
     cells = [TextCell(r.prompt.prompt_id, reading.design.of_cell[r.prompt.prompt_id], r.prompt.order)
              for r in rendered]
     n_bytes = {t: r.n_bytes for t, r in enumerate(reading.rendered)}
-    write_text_scores(cfg.out_dir, store.read(), cells, n_bytes, letter_reading=cfg.backend.mode != "text")
+    write_text_scores(cfg.out_dir, store.read(), cells, n_bytes, letter_reading=cfg.plan.letters_pass)
     return resumed
 
 

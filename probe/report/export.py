@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from probe.analyses.view import StoredRun
+from probe.benches.task import Answers
 from probe.errors import ProbeInputError
 
 FORMATS = ("jsonl", "csv", "parquet")
@@ -67,7 +68,7 @@ def _decoded(value: Any, column: str, prompt_id: int) -> Any:
 
 def _debiased(run: StoredRun) -> dict[int, list[float]]:
     """`{prompt_id: debiased distribution}` of a letter run whose design estimates it, else {}."""
-    if run.task.answers != "letters":
+    if run.task.answers is not Answers.LETTERS:
         return {}
     probs = run.task.debiased(run.run, run.options().temperature)
     if probs is None:  # the design cannot separate letter from content: no such reading

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from probe.analyses.view import StoredRun
-from probe.benches.task import Task
+from probe.backends.reading import Reading
+from probe.benches.task import Answers, Task
 from probe.errors import ProbeInputError
 from probe.metrics.core import SMALL_N, AnalysisOptions, replicates_of
 from probe.metrics.paired import Comparison, Difference, difference, holm
@@ -74,14 +75,14 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str
 def _text_form(run: StoredRun) -> str | None:
     """The text form a `backend.mode=text` run's headline numbers read (None: they read letters,
     or generated answers; a `letters+text` run's text reading is an extra block)."""
-    if run.manifest.backend.mode != "text":
+    if run.manifest.backend.reading is not Reading.TEXT:
         return None
     return str(run.manifest.bench.config.get("text_form"))
 
 
 def _reading(run: StoredRun) -> str:
     form = _text_form(run)
-    return f"backend.mode={run.manifest.backend.mode}" + ("" if form is None else f" bench.text_form={form}")
+    return f"backend.mode={run.manifest.backend.reading}" + ("" if form is None else f" bench.text_form={form}")
 
 
 def _with_replicates(run: StoredRun, opts: AnalysisOptions,
@@ -135,7 +136,7 @@ def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: Anal
     ma, ra = _with_replicates(run_a, opts, va)
     mb, rb = _with_replicates(run_b, opts if paired else replace(opts, seed=opts.seed + 1), vb)
     for run in (run_a, run_b):  # forced choice: the bootstrap resamples the items its table holds
-        if task.answers == "letters":
+        if task.answers is Answers.LETTERS:
             scored = len({str(u) for u in run.run.table().item_id})
             if scored != len(units):
                 raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "

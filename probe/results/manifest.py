@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from probe.backends.reading import Capabilities, Reading
+from probe.backends.specs import capabilities_of
 from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.results.layout import MANIFEST
@@ -113,7 +115,7 @@ class BackendRecord:
 
     name: str | None
     mode: str | None
-    """`letters` or `generate`."""
+    """`backend.mode` as recorded (`reading` is its typed value)."""
     device: str | None
     n_batches: int | None
     batch_sizes: dict[str, int] | None
@@ -134,13 +136,24 @@ class BackendRecord:
     """`backend.fast_path` as recorded: true, or absent (None) where it was off or predates it."""
 
     @property
+    def reading(self) -> Reading:
+        """The run's answer reading (a manifest that records no mode is a letter run's: letters
+        were the only reading before modes were recorded)."""
+        return Reading.LETTERS if self.mode is None else Reading.parse(self.mode, f"{FILE}, field 'backend.mode'")
+
+    @property
+    def capabilities(self) -> Capabilities | None:
+        """What the recorded backend can do (None: a backend this probe does not know)."""
+        return capabilities_of(self.name)
+
+    @property
     def scoring_path(self) -> str | None:
-        """The computation that scored the run: `path` where recorded; in older HF runs `eager`, or
-        `fast` where `fast_path` was on (whether its products ran packed was not recorded); None
-        for other backends."""
+        """The computation that scored the run: `path` where recorded; in older runs of a backend
+        that runs probe's own forward passes (HF) `eager`, or `fast` where `fast_path` was on
+        (whether its products ran packed was not recorded); None for other backends."""
         if self.path is not None:
             return self.path
-        if self.name != "hf":
+        if self.capabilities is None or not self.capabilities.on_weights:
             return None
         return "fast" if self.fast_path else "eager"
 

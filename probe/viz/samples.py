@@ -35,6 +35,8 @@ from probe.results.run import Run
 from probe.types import Design
 from probe.viz.samples_page import CSS, SCRIPT
 
+PROMPT_TEXT = "text"
+"""The prompts table's column of the prompt as the model saw it: shown, never a filter."""
 MAX_FACET_VALUES = 50
 """A text column with more distinct values than this gets no filter of its own."""
 MAX_VERDICT_LABELS = 30
@@ -71,7 +73,7 @@ class SampleSet:
 def sample_set(run: Run, label: str, design: Design) -> SampleSet:
     """A run's samples at its analysis temperature, named `label`; `design` is its bench's."""
     facets = tuple(f.name for f in run.prompts.schema if f.type == pa.string()
-                   and f.name not in ("text", design.condition, design.target, *design.structured))
+                   and f.name not in (PROMPT_TEXT, design.condition, design.target, *design.structured))
     temperature = run.manifest.temperature
     return SampleSet(label=label, bench=str(run.manifest.bench.name), model=str(run.manifest.model.name),
                      letters=run.manifest.letters, frame=run.samples(temperature),

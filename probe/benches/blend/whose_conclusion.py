@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from probe.backends.reading import Reading
 from probe.metrics.core import get_path
 from probe.viz.markdown import opening_paragraphs, side, undefined, value_ci
 
@@ -32,8 +33,9 @@ TERMS = (
 def opening(m: Mapping[str, Any]) -> list[str]:
     """The conclusion paragraph and the terms paragraph that open the report."""
     e, ci = m.get("expected") or {}, (m.get("ci95") or {}).get("expected") or {}
+    reading = Reading.parse(m.get("reading", Reading.LETTERS.value), "metrics.json, field 'reading'")
     first = ("Each candidate answer is scored as a continuation; there is no letter reading, so there is no "
-             "debiased one." if m.get("reading") == "text" else
+             "debiased one." if reading is Reading.TEXT else
              "Read from the letter scores over the 16 options; this mode computes no debiased reading, so the letter "
              "prior is still in these numbers.")
     parts = [first, _neutral(e, ci), _compliance(e, ci)]

@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from probe.backends.reading import Reading
 from probe.benches import forced
 from probe.benches.blend import whose, whose_metrics
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, read_files, resolve_files
 from probe.benches.blend.whose_conclusion import opening
 from probe.benches.forced import headline
-from probe.benches.task import Column, PreparedBench, Presentation, Task, bench_spec
+from probe.benches.task import Answers, Column, PreparedBench, Presentation, Task, bench_spec
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, get_path, merged
 from probe.metrics.tree import MetricsTree
@@ -62,7 +63,7 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     table = run.table()
     if mask is not None:
         table = table.subset(np.asarray(mask, bool)[table.prompt_id])
-    text = table.text_logprobs is not None or run.manifest.backend.mode == "text"
+    text = table.text_logprobs is not None or run.manifest.backend.reading is Reading.TEXT
     scores = table.text_logprobs if table.text_logprobs is not None else table.logprobs
     items, item = np.unique(table.item_id.astype(str), return_inverse=True)
     column = {c: i for i, c in enumerate(COUNTRIES)}
@@ -70,7 +71,7 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     reading = whose_metrics.Reading(np.asarray(scores, np.float64), np.asarray(table.order, np.int64), item, target,
                                     len(items))
     return merged({"n_items": len(items), "n_prompts": len(table.prompt_id), "mode": spec.mode,
-                   "reading": "text" if text else "letters", "credit": CREDIT, "temperature": opts.temperature,
+                   "reading": (Reading.TEXT if text else Reading.LETTERS).value, "credit": CREDIT, "temperature": opts.temperature,
                    "bootstrap": {"n_boot": opts.n_boot, "seed": opts.seed, "unit": "question", "n_units": len(items)}},
                   whose_metrics.compute(reading, COUNTRIES, (spec.high_resource, spec.low_resource), opts.temperature,
                                         opts.n_boot, opts.seed))
@@ -119,7 +120,7 @@ TASK = Task(
     kind="blend_whose",
     title="BLEnD (whose answer)",
     spec_type=BlendSpec,
-    answers="letters",
+    answers=Answers.LETTERS,
     prepare=prepare,
     metrics=metrics,
     headline=headline,
