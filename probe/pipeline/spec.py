@@ -21,6 +21,7 @@ from probe.judges.registry import judge_choices
 from probe.metrics.core import MAX_BOOT, MIN_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
+from probe.pipeline.run_info import RunInfo
 from probe.pipeline.shard_plan import Shard
 from probe.prompts.factors import (
     BUILTIN_FACTORS,
@@ -127,6 +128,8 @@ class RunConfig:
     """The most prompt variants `factors` may expand to."""
     variants: tuple[Variant, ...] = field(default=(), init=False)
     """The variants `factors` expands to (checked as the config is built); empty without factors."""
+    run: RunInfo = field(default_factory=RunInfo)
+    """The `run:` block (its label): presentation only, not in the run key."""
     launch_record: Mapping[str, str] = field(default_factory=dict)
     """Files recording how the run was launched (path in the run directory → text, e.g. the
     composed Hydra config), written once the directory is claimed."""
@@ -271,7 +274,7 @@ def intervention_spec(values: Mapping[str, Any]) -> InterventionSpec:
 
 
 TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size",
-             "part_seconds", "dry_run", "predict_device", "factors", "factor_levels", "max_variants")
+             "part_seconds", "dry_run", "predict_device", "factors", "factor_levels", "max_variants", "run")
 
 
 def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None,
@@ -293,6 +296,7 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
         "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
         "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
         "intervention": intervention_spec(values.get("intervention") or {}),
+        "run": build(RunInfo, values.get("run") or {}, "run"),
         **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run", "predict_device", "factors",
                                   "factor_levels", "max_variants") if k in values},
     }, "")
