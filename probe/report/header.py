@@ -9,6 +9,7 @@ from typing import Any
 
 from probe.results.manifest import Manifest, ModelRecord
 from probe.viz.markdown import small_sample, split_opening
+from probe.viz.terms import used_terms_only
 
 _QUANT = re.compile(r"[.-](I?Q\d\w*|F16|BF16|F32)\.gguf$", re.IGNORECASE)
 
@@ -81,6 +82,7 @@ def header_lines(manifest: Manifest, metrics: Mapping[str, Any]) -> list[str]:
 
 def with_header(markdown: str, manifest: Manifest, metrics: Mapping[str, Any]) -> str:
     """The bench's report with `header_lines` inserted after its title line and the conclusion
-    and terms paragraphs that open it (`split_opening`)."""
+    and terms paragraphs that open it (`split_opening`), its terms cut to those the report uses
+    (`probe.viz.terms.used_terms_only`)."""
     head, rest = split_opening(markdown)
-    return "\n".join([head, "", *header_lines(manifest, metrics), rest.lstrip("\n")])
+    return used_terms_only("\n".join([head, "", *header_lines(manifest, metrics), rest.lstrip("\n")]))

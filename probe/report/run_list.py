@@ -87,7 +87,8 @@ def describe(path: Path) -> RunLine:
     return RunLine(path, bench, model, status, _headline(stored), mode=str((manifest.raw.get("backend") or {}).get("mode") or "–"),
                    variants=str(variants) if variants else "–",
                    conditions=str(len(conditions_of(stored.metrics)) or 1),
-                   caveat=caveat(stored.metrics, stored.task.judging.errors(stored.metrics)), label=label)
+                   caveat=caveat(stored.metrics, stored.task.judging.errors(stored.metrics),
+                                 stored.task.presentation.caveats(stored.metrics)), label=label)
 
 
 def _headline(run: StoredRun) -> str:
