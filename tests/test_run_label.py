@@ -119,3 +119,10 @@ def test_sweep_tables_carry_a_label_column(runs: Path) -> None:
     printed = sweep_headlines(entries)
     assert "| label |" in printed and "base *T* \\| 0.5" in printed
     assert "| label |" not in sweep_markdown(load_entries([runs / "plain"]))
+
+
+def test_the_key_is_described_and_suggested(tmp_path: Path) -> None:
+    proc = _probe(tmp_path, "--help")
+    assert proc.returncode == 0 and "  run.label=null" in proc.stdout and "Free-text label" in proc.stdout
+    proc = _probe(tmp_path, "label=x", f"hydra.run.dir={tmp_path / 'never'}")
+    assert proc.returncode == 2 and "did you mean `run.label`?" in proc.stderr
