@@ -78,7 +78,8 @@ def bench_table(entries: Sequence[StoredRun], task: Task) -> str:
         label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
         n, _ = bootstrap_units(e.metrics)
         size = notes.gap(NO_COUNT) if n is None else f"{n}{SMALL_MARK if small_sample(e.metrics) else ''}"
-        body.append([label, *map(escape_markdown, run_labels(rows, e)), e.kind, e.bench, size, *([differ[e.path]] if differ else []),
+        body.append([label, *map(escape_markdown, run_labels(rows, e)), e.kind, e.bench, size,
+                     *([differ[e.path]] if differ else []),
                      *(cell(e, c, notes) for c in columns)])
     head = ["run", *(["label"] if run_labels(rows) else []), "kind", "bench", f"{_unit(rows)}s",
             *(["overrides"] if differ else []), *(c.label for c in columns)]

@@ -53,7 +53,8 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     return opening_paragraphs(parts, _terms(m))
 
 
-CONDITIONS = {"C0": "no context", "C1": "a user location", "C2": "a location and an intent to get that culture's answer",
+CONDITIONS = {"C0": "no context", "C1": "a user location",
+              "C2": "a location and an intent to get that culture's answer",
               "C3": "the four cultures' facts in context"}
 """Each condition in the words of the `Terms` paragraph."""
 
