@@ -134,3 +134,21 @@ def test_the_country_figure_plots_lift_with_its_interval(monkeypatch: pytest.Mon
     low = [seg for c in ax.collections for seg in c.get_segments()]  # the interval whiskers
     assert sorted(round(float(s[0][1]), 6) for s in low) == sorted(round(v - 0.01, 6) for v in lift.values())
     assert np.isclose(sorted(float(s[1][1]) for s in low), sorted(v + 0.02 for v in lift.values())).all()
+
+
+def test_the_greedy_pick_is_among_the_letters_a_prompt_shows() -> None:
+    """A 2-option prompt in a run whose widest item has 4 options: the stored log-probs at C and D
+    (letters the prompt does not show) are the largest, yet its pick is A or B, as in its metrics."""
+    import pyarrow as pa
+
+    from probe.results.samples import sample_frame
+
+    letters = ["A", "B", "C", "D"]
+    prompts = pa.table({"prompt_id": [0, 1], "text": ["two options", "four options"],
+                        "order": [[0, 1, -1, -1], [0, 1, 2, 3]], "groups": [["x", "y", None, None], list("wxyz")]})
+    lp = [[-3.0, -2.0, -0.5, -0.1], [-3.0, -2.0, -0.5, -0.1]]
+    scores = pa.table({"prompt_id": [0, 1], "letter_logprobs": lp, "letter_mass": [0.1, 0.1],
+                       "greedy_letter": ["D", "D"], "greedy_valid": [True, True]})
+    frame = sample_frame(prompts, letters, 1.0, scores)
+    assert frame["greedy_letter"].tolist() == ["B", "D"] and frame["greedy_group"].tolist() == ["y", "z"]
+    assert frame.loc[0, "p_C"] == 0.0 and frame.loc[0, "p_B"] == pytest.approx(1 / (1 + np.exp(-1.0)))
