@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -422,7 +423,9 @@ def test_compare_reads_each_reading_against_the_generated_answers(
     assert compare_main([str(a), str(b), "agreement=true", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     n = int(pq.read_table(a / "prompts.parquet").num_rows) - 2
-    assert f"| C0 | {n} | letters | 1.000 [1.000, 1.000] |" in out and f"| C0 | {n} | debiased |" in out
+    # plain text on the terminal: aligned columns, no markdown table or code marks
+    assert re.search(rf"^C0 +{n} +letters +1\.000 \[1\.000, 1\.000\]", out, re.MULTILINE), out
+    assert re.search(rf"^C0 +{n} +debiased ", out, re.MULTILINE) and not any(m in out for m in ("|", "**", "`"))
     assert all(len(line) <= 100 for line in out.splitlines() if not line.startswith(("A = ", "B = ")))  # a terminal
     saved = json.loads((tmp_path / "agreement.json").read_text())
     assert saved["agreement"]["C0"]["letters"]["argmax"] == 1.0 and saved["agreement"]["C0"]["n_prompts"] == n

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -129,6 +130,44 @@ def test_runs_that_do_not_share_items_or_design_are_refused(runs, tmp_path: Path
         paired_difference(a, a, "C0.nope")
 
 
+def test_common_items_compares_a_run_with_its_subset(runs, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Run C keeps 18 of A's 24 items (its prompts and scores, as a `bench.limit` run would): refused
+    without `--common-items`, which names the flag; with it, A is re-measured on C's 18 items, so
+    A's numbers equal C's own and every Δ is exactly 0, and the output says what each run lost."""
+    a, _, _ = runs
+    c = tmp_path / "c"
+    shutil.copytree(a, c)
+    prompts = pq.read_table(c / "prompts.parquet")
+    items = sorted(set(prompts.column("item_id").to_pylist()))
+    keep = set(items[:18])
+    kept = [i for i, item in enumerate(prompts.column("item_id").to_pylist()) if item in keep]
+    pq.write_table(prompts.take(kept), c / "prompts.parquet")
+    scores = pq.read_table(c / "scores.parquet")
+    ids = set(prompts.take(kept).column("prompt_id").to_pylist())
+    mask = [pid in ids for pid in scores.column("prompt_id").to_pylist()]
+    pq.write_table(scores.filter(pa.array(mask)), c / "scores.parquet")
+    for extra in ("scores.safetensors",):
+        (c / extra).unlink(missing_ok=True)
+    manifest = json.loads((c / "manifest.json").read_text())
+    manifest["bench"]["n_prompts"], manifest["bench"]["n_items"] = len(kept), 18
+    (c / "manifest.json").write_text(json.dumps(manifest))
+    analyze_run(c)
+    with pytest.raises(ProbeInputError, match="6 only in .*0 only in .*; compare the ones both have with "
+                                              "--common-items"):
+        compare_runs(a, c, n_boot=50)
+    got = compare_runs(a, c, n_boot=50, common=True)
+    assert got.n_units == 18 and got.dropped == (6, 0)
+    own = StoredRun.open(c).metrics["expected"]
+    for d in got.differences:
+        assert d.delta == 0.0 and d.ci95 == (0.0, 0.0), d
+        assert d.a == pytest.approx(own[d.metric.split(".")[0]][d.metric.split(".")[1]], abs=1e-12)
+    assert main([str(a), str(c), "--common-items", "analysis.n_boot=50"]) == 0
+    out = capsys.readouterr().out
+    assert "Common items: compared on the 18 item_ids both runs have; 6 of A's and 0 of B's were left out" in out
+    assert main([str(a), str(c), "analysis.n_boot=50"]) == 2
+    assert "--common-items" in capsys.readouterr().err
+
+
 def test_holm() -> None:
     assert holm([0.01, 0.04, 0.03, float("nan")])[:3] == pytest.approx([0.03, 0.06, 0.06])
     assert holm([0.5, 0.9]) == [1.0, 1.0]
@@ -138,8 +177,14 @@ def test_command_line_table_and_json(runs, tmp_path: Path, capsys: pytest.Captur
     a, b, _ = runs
     assert main([str(a), str(b), "--out", str(tmp_path), "analysis.n_boot=200", "analysis.seed=3"]) == 0
     out = capsys.readouterr().out
-    assert "| C0.KL |" in out and "paired bootstrap over 24 item_ids, 200 resamples, seed 3" in out
+    # plain text on the terminal: aligned columns, no markdown table, emphasis or code marks
+    assert re.search(r"^C0\.KL +-?\d\.\d{4} +-?\d\.\d{4} +[+-]\d\.\d{4} +\[", out, re.MULTILINE), out
+    assert not any(mark in out for mark in ("|", "**", "`")), out
+    assert "paired bootstrap over 24 item_ids, 200 resamples, seed 3" in out
     assert "; block expected;" in out and max(map(len, out.splitlines()[2:])) <= 100  # fits a terminal
+    # the markdown table goes to the file, the same numbers
+    md = (tmp_path / "compare.md").read_text()
+    assert "| C0.KL |" in md and "|---|" in md
     saved = json.loads((tmp_path / "compare.json").read_text())
     assert saved["n_boot"] == 200 and saved["seed"] == 3 and saved["paired"]
     got = {d["metric"]: d for d in saved["differences"]}

@@ -23,7 +23,8 @@ def test_dry_run_writes_prompts_and_loads_no_weights(tmp_path: Path) -> None:
                            f"hydra.run.dir={out}"], cwd=REPO_ROOT, env=probe_env(tmp_path / "cache"),
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(p.name for p in out.iterdir()) == ["prompts.parquet"]  # no manifest, no scores, no lock
+    # no manifest, no scores, no lock: the prompts and the launch record (`probe runs` reads its bench and model)
+    assert sorted(p.name for p in out.iterdir()) == [".hydra", "prompts.parquet"]
     prompts = pq.read_table(out / "prompts.parquet")
     assert prompts.num_rows == 24 * 52
     total = sum(len(t) for t in prompts.column("token_ids").to_pylist())

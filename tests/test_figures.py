@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import html
 import json
 import os
 import re
@@ -25,7 +24,7 @@ from probe.benches.disco.figures import CAPTIONS as DISCO_CAPTIONS
 from probe.benches.registry import task_of
 from probe.report.sweep import sweep_figures
 from probe.viz.figures import Figure
-from probe.viz.html import markdown_to_html, write_html
+from probe.viz.html import caption_html, markdown_to_html, write_html
 
 CAPTIONS = {**DISCO_CAPTIONS, **CCD_CAPTIONS}
 
@@ -197,7 +196,9 @@ def test_html_self_contained(report: tuple[Path, list[Figure]]) -> None:
     for f in figs:
         uri = "data:image/png;base64," + base64.b64encode(f.path.read_bytes()).decode("ascii")
         assert f'<img src="{uri}" alt="{f.name}"><figcaption>' in text
-        assert f"<figcaption>{html.escape(f.caption)}</figcaption>" in text
+        # the caption rendered as inline markdown (code spans as <code>, never literal backticks)
+        assert f"<figcaption>{caption_html(f.caption)}</figcaption>" in text
+    assert not re.search(r"<figcaption>[^<]*`", text)
     assert text.count("<img ") == len(figs) == 6
     assert text.count("<script>") == 1  # ours; the markdown's is escaped
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text

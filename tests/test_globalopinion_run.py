@@ -134,7 +134,7 @@ def test_tiny_run_matches_an_independent_recomputation(tmp_path: Path) -> None:
     first = (out / "report.md").read_text().split("\n")[2]
     bold = re.findall(r"\*\*([^*]+)\*\*", first.removeprefix("**In short:**"))
     assert bold and all(b in names and n[names[b]] >= 2 for b in bold)
-    assert (out / "figures" / "country_similarity.png").is_file()
+    assert (out / "figures" / "country_lift.png").is_file()
     # re-analysis from the stored tables gives the same numbers
     proc = run_probe(["analyze", str(out)], cwd=REPO,
                           env=probe_env(tmp_path / "cache"), capture_output=True, text=True, timeout=600)

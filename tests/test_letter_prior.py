@@ -161,21 +161,27 @@ def test_warnings_read_in_report_and_summary() -> None:
         {"condition": "C1", "letter": "C", "prior": 0.44, "uniform": 0.25, "threshold": 0.5, "letter_share": 0.02,
          "content_share": 0.6, "greedy_picks": 328, "n_prompts": 384, "reasons": ["pick_share"]}]}
     block = warnings_block(metrics)
-    # one short sentence, then the details as a list inside the quote
+    # one sentence, then one compact table (a row per condition) and what each criterion that fired means
     assert block == [
         "> **Warning:** Letter C drives the answers in C0, C1: read the `debiased` metrics and the content share first.",
-        ">",
-        "> - C0: prior 0.41; the letter explains 48% of the log-prob variance (log scale), the content 1%; it moves "
-        "31% of the probability; 71 of 96 greedy picks are C",
-        "> - C1: prior 0.44; the letter explains 2% of the log-prob variance (log scale), the content 60%; 328 of 384 "
-        "greedy picks are C",
-        # each criterion's meaning is tied to the conditions where it fired
-        "> - Where the letter explains more than the content (C0), expected and greedy metrics mostly measure the "
-        "letter, not a content preference (a letter-locked model reads as unbiased and consistent)",
-        "> - Where the picks pile on it (C0, C1), metrics of the greedy picks mostly count letter C, not a content "
-        "preference",
+        "",
+        "| condition | options | letter | prior (uniform) | letter share (content) | moves | top pick | flagged by |",
+        "|---|---|---|---|---|---|---|---|",
+        "| C0 | 4 | C | 0.41 (0.25) | 48% (1%) | 31% | C: 71 of 96 greedy | letter share, picks |",
+        "| C1 | 4 | C | 0.44 (0.25) | 2% (60%) | – | C: 328 of 384 greedy | picks |",
+        "",
+        "Flagged by — letter share: the letter explains more of the log-prob variance than the content, so the "
+        "metrics mostly measure the letter; picks: the greedy picks pile on it, so their metrics mostly count the "
+        "letter.",
         ""]
-    assert max(len(line) for line in block) < 200
+    # several letters, more than three conditions: one sentence that counts them
+    many = {"letter_warnings": [{**metrics["letter_warnings"][0], "condition": f"K{k}", "letter": letter,
+                                 "uniform": 1 / k} for k, letter in ((2, "B"), (3, "A"), (5, "B"), (7, "D"))]}
+    first = warnings_block(many)[0]
+    assert first == ("> **Warning:** Letters B, A, D drive the answers in 4 conditions (table below): read the "
+                     "`debiased` metrics and the content share first.")
+    assert [row.split(" | ")[1] for row in warnings_block(many)[4:8]] == ["2", "3", "5", "7"]
+    assert max(len(line) for line in block if not line.startswith("Flagged by")) < 200
     (summary,) = summary_warnings(metrics)
     assert summary.splitlines()[0] == ("letter C drives the answers in C0, C1: read the `debiased` metrics and the "
                                        "content share first.")

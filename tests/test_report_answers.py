@@ -76,21 +76,21 @@ def test_the_first_paragraph_concludes_in_both_readings(demo: tuple[Path, str], 
     assert re.search(r"</h1>\s*<p><strong>In short:</strong> Expected reading", page)
 
 
-def test_the_warning_is_a_short_sentence_and_a_list(demo: tuple[Path, str], metrics: dict) -> None:
+def test_the_warning_is_a_short_sentence_and_a_table(demo: tuple[Path, str], metrics: dict) -> None:
     text = (demo[0] / "report.md").read_text()
     lines = text.split("\n")
     start = next(i for i, line in enumerate(lines) if line.startswith("> **Warning:**"))
-    quote = lines[start:lines.index("", start)]
     conditions = ", ".join(w["condition"] for w in metrics["letter_warnings"])
     letter = metrics["letter_warnings"][0]["letter"]
-    assert quote[0] == (f"> **Warning:** Letter {letter} drives the answers in {conditions}: read the `debiased` "
-                        "metrics and the content share first.")
-    assert len(quote[0]) < 150 and all(line.startswith("> - ") for line in quote[2:])
+    where = conditions if len(metrics["letter_warnings"]) <= 3 else f"{len(metrics['letter_warnings'])} conditions (table below)"
+    assert lines[start] == (f"> **Warning:** Letter {letter} drives the answers in {where}: read the `debiased` "
+                            "metrics and the content share first.")
+    assert lines[start + 1] == "" and lines[start + 2].startswith("| condition | options | letter | prior (uniform) |")
     w = metrics["letter_warnings"][0]
-    assert f"> - {w['condition']}: prior {w['prior']:.2f}; " in text
+    assert f"| {w['condition']} | 4 | {letter} | {w['prior']:.2f} (0.25) | " in text
     page = (demo[0] / "report.html").read_text()
     assert not re.search(r"<p>\s*&gt;", page)  # a quote, not a literal `>` opening a paragraph
-    assert re.search(r"<blockquote>\s*<p><strong>Warning:</strong> Letter", page) and "<li>" in page
+    assert re.search(r"<blockquote>\s*<p><strong>Warning:</strong> Letter", page) and "<table>" in page
 
 
 def test_every_abbreviation_is_defined_where_it_first_appears(demo: tuple[Path, str]) -> None:

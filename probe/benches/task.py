@@ -121,6 +121,11 @@ class Answers(str, Enum):
         return self.value
 
 
+def no_caveats(metrics: Mapping[str, Any]) -> list[str]:
+    """No caveats of the bench's own (the generic ones still apply)."""
+    return []
+
+
 def no_figures(*args: Any) -> list[Figure]:
     """No figures (a bench that draws none, of a run or of a sweep)."""
     return []
@@ -168,6 +173,9 @@ class Presentation:
     groups: GroupNoun = GroupNoun()
     """What the reports call the bench's groups (the lens and patching sections, the steering
     table, figure axes)."""
+    caveats: Callable[[Mapping[str, Any]], list[str]] = no_caveats
+    """The bench's own caveats of a run's metrics, one short sentence each, that its report opens
+    with: the end-of-run summary and `probe runs` carry them after the letter warnings."""
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,18 @@
 """Comparisons between stored runs (no model needed).
 
-    python -m probe compare RUN_A RUN_B [--out DIR] [analysis.n_boot=N] [analysis.seed=S]
-                            [analysis.temperature=T] [block=greedy]
+    python -m probe compare RUN_A RUN_B [--out DIR] [--common-items] [analysis.n_boot=N]
+                            [analysis.seed=S] [analysis.temperature=T] [block=greedy]
     python -m probe compare SCORED_RUN GENERATION_RUN agreement=true [--out DIR]
 
 prints every headline metric's difference `A − B` with its paired-bootstrap 95% interval, a
 two-sided bootstrap p-value and its Holm adjustment over the table (metrics constant by
 construction in the block, such as DiSCo's PPR in `debiased`, are left out; below 20 items the
-p-values are not printed, the intervals and a warning are) (markdown on stdout;
-`compare.json` in DIR with `--out`). The two runs must be of one benchmark with the same items
-(LocQA: templates) and design; both are resampled identically (see `probe.metrics.paired`).
+p-values are not printed, the intervals and a warning are) (plain text on stdout; `compare.json`
+and the markdown table `compare.md` in DIR with `--out`). The two runs must be of one benchmark
+with the same items (LocQA: templates) and design; both are resampled identically (see
+`probe.metrics.paired`). `--common-items`: runs whose items differ (a run and its `bench.limit`
+subset) are compared on the items both have, each re-measured on those alone; the output says
+how many of each run's items were left out.
 Two factor runs (`factors=…`) with the same variants are compared variant by variant (one table
 per variant, `compare.json` keyed by variant name); variant sets that differ are refused.
 """
@@ -17,6 +20,7 @@ per variant, `compare.json` keyed by variant name); variant sets that differ are
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,9 @@ from probe.benches.forced import (
 )
 from probe.benches.task import Answers, Task
 from probe.errors import ProbeInputError
-from probe.files import write_json
+from probe.files import write_json, write_text
+from probe.viz.markdown import terminal_line
+from probe.viz.plain import plain_text
 from probe.metrics.core import SMALL_N, AnalysisOptions, get_path
 from probe.metrics.paired import Comparison, Difference
 from probe.report.paired_runs import (
@@ -41,10 +47,12 @@ from probe.report.paired_runs import (
     scoring_path_note,
     shared_variants,
 )
-from probe.results.layout import AGREEMENT, COMPARISON, claim_output_dir
+from probe.results.layout import AGREEMENT, COMPARISON, COMPARISON_TABLE, claim_output_dir
 
 __all__ = ["Comparison", "Difference", "compare_runs", "compare_variants", "paired_difference"]
 
+COMMON_ITEMS = "--common-items"
+"""Compare runs whose items differ on the items both have (each run re-measured on those alone)."""
 COMMAND = "probe compare"
 """Whose output an `--out` directory holds (`probe.results.layout.claim_output_dir`)."""
 
@@ -61,30 +69,31 @@ def paired_difference(run_a: str | Path, run_b: str | Path, metric: str, flavour
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path, metrics: list[str] | None = None, flavour: str | None = None,
-                 n_boot: int | None = None, seed: int | None = None, temperature: float | None = None) -> Comparison:
+                 n_boot: int | None = None, seed: int | None = None, temperature: float | None = None,
+                 common: bool = False) -> Comparison:
     """Paired differences for `metrics` (default: the bench's headline sweep columns that run A
     reports, less those constant by construction in the block, `Column.constant_in`); of a factor
-    run, its protocol variant's."""
+    run, its protocol variant's. `common`: on the items both runs have (`--common-items`)."""
     a, b = StoredRun.open(run_a), StoredRun.open(run_b)
-    task, _ = comparable_units(a, b)
+    task, _ = comparable_units(a, b, common)
     return compare(a, b, _headline_paths(a, task, metrics, flavour), a.options(_overrides(n_boot, seed, temperature)),
-                   flavour)
+                   flavour, common=common)
 
 
 def compare_variants(run_a: str | Path, run_b: str | Path, metrics: list[str] | None = None,
                      flavour: str | None = None, n_boot: int | None = None, seed: int | None = None,
-                     temperature: float | None = None) -> list[tuple[str, Comparison]]:
+                     temperature: float | None = None, common: bool = False) -> list[tuple[str, Comparison]]:
     """Of two factor runs with the same variants: `(variant name, paired differences)` per
     variant, in A's variant order, each variant's prompts alone in both runs, resampled on the
     same items (Holm over each variant's table); empty when not both are factor runs. Runs whose
     variant sets differ are refused, naming the difference."""
     a, b = StoredRun.open(run_a), StoredRun.open(run_b)
-    task, _ = comparable_units(a, b)
+    task, _ = comparable_units(a, b, common)
     pairs = shared_variants(a, b)
     if not pairs:
         return []
     paths, opts = _headline_paths(a, task, metrics, flavour), a.options(_overrides(n_boot, seed, temperature))
-    return [(name, compare(a, b, paths, opts, flavour, variants=(ia, ib))) for name, ia, ib in pairs]
+    return [(name, compare(a, b, paths, opts, flavour, variants=(ia, ib), common=common)) for name, ia, ib in pairs]
 
 
 def _overrides(n_boot: int | None, seed: int | None, temperature: float | None) -> dict[str, Any]:
@@ -110,32 +119,67 @@ def comparison_markdown(c: Comparison) -> str:
     """The comparison as a markdown table (p-values shown to the bootstrap's resolution). Below
     `SMALL_N` units a warning opens it and its p-values are not printed (`–`; `compare.json`
     keeps them): a bootstrap over a handful of units makes them far too small."""
-    small = c.n_units < SMALL_N
+    intro = "  \n".join(_intro(c))
+    notes = [f"**{title}:** {text}" for title, text in _notes(c, lambda x: f"`{x}`")]
+    head, rows = _table(c)
+    lines = [intro, "", *(line for note in notes for line in (note, "")),
+             "| " + " | ".join(head) + " |", "|---" * len(head) + "|", *("| " + " | ".join(r) + " |" for r in rows)]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_text(c: Comparison) -> str:
+    """The comparison as a terminal reads it: the same lines and numbers as `comparison_markdown`,
+    in plain text — no markdown markup, the table's columns aligned with spaces."""
+    notes = [terminal_line(f"{title}: {text}") for title, text in _notes(c, str)]
+    head, rows = _table(c)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    table = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in [head, *rows]]
+    return "\n".join([*_intro(c), "", *(line for note in notes for line in (note, "")), *table]) + "\n"
+
+
+def _intro(c: Comparison) -> list[str]:
+    """What was compared and how, one line each."""
     blocks = sorted({d.block for d in c.differences})
-    lines = [f"A = {c.run_a}  \nB = {c.run_b}  \n{'paired' if c.paired else 'unpaired'} bootstrap over "
-             f"{c.n_units} {c.unit}s, {c.n_boot} resamples, seed {c.seed}, temperature {c.temperature:g}; "
-             f"block {', '.join(blocks) or '–'};  \np-values two-sided, Holm-adjusted over the table", ""]
+    return [f"A = {c.run_a}", f"B = {c.run_b}",
+            f"{'paired' if c.paired else 'unpaired'} bootstrap over {c.n_units} {c.unit}s, {c.n_boot} resamples, "
+            f"seed {c.seed}, temperature {c.temperature:g}; block {', '.join(blocks) or '–'};",
+            "p-values two-sided, Holm-adjusted over the table"]
+
+
+def _notes(c: Comparison, code: Callable[[str], str]) -> list[tuple[str, str]]:
+    """`(title, text)` of what the reader must know before the table (`code` marks a config key)."""
+    notes = []
+    if c.dropped is not None:
+        notes.append(("Common items", f"compared on the {c.n_units} {c.unit}s both runs have; {c.dropped[0]} of A's "
+                                      f"and {c.dropped[1]} of B's were left out ({code('--common-items')})."))
     if c.orders is not None:
-        lines += [f"**Designs differ:** A shows the options under `bench.orders={c.orders[0]}`, B under "
-                  f"`bench.orders={c.orders[1]}`; Δ compares the two designs' readings of the same items.", ""]
-    if small:
-        lines += [f"**Warning:** only {c.n_units} {c.unit}s (fewer than {SMALL_N}): a bootstrap over so few",
-                  "resamples the same handful, so its intervals are too narrow; treat them as descriptive.",
-                  "p-values are not printed.", ""]
-    lines += ["| metric | A | B | Δ (A − B) | 95% CI | p | p (Holm) |", "|---|---|---|---|---|---|---|"]
+        notes.append(("Designs differ", f"A shows the options under {code('bench.orders=' + c.orders[0])}, B under "
+                                        f"{code('bench.orders=' + c.orders[1])}; Δ compares the two designs' "
+                                        "readings of the same items."))
+    if c.n_units < SMALL_N:
+        notes.append(("Warning", f"only {c.n_units} {c.unit}s (fewer than {SMALL_N}): a bootstrap over so few "
+                                 "resamples the same handful, so its intervals are too narrow; treat them as "
+                                 "descriptive. p-values are not printed."))
+    return notes
+
+
+def _table(c: Comparison) -> tuple[list[str], list[list[str]]]:
+    """The table's head and rows (no p-value below `SMALL_N` units)."""
+    small, several = c.n_units < SMALL_N, len({d.block for d in c.differences}) > 1
+    rows = []
     for d in c.differences:
         p, holm = ("–", "–") if small else (_p(d.p_value, c.n_boot), _p(d.p_holm, c.n_boot))
-        name = d.metric if len(blocks) == 1 else f"{d.block}.{d.metric}"
-        lines.append(f"| {name} | {d.a:.4f} | {d.b:.4f} | {d.delta:+.4f} | "
-                     f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}] | {p} | {holm} |")
-    return "\n".join(lines) + "\n"
+        rows.append([f"{d.block}.{d.metric}" if several else d.metric, f"{d.a:.4f}", f"{d.b:.4f}", f"{d.delta:+.4f}",
+                     f"[{d.ci95[0]:+.4f}, {d.ci95[1]:+.4f}]", p, holm])
+    return ["metric", "A", "B", "Δ (A − B)", "95% CI", "p", "p (Holm)"], rows
 
 
 USAGE = f"{__doc__}\nOptions (defaults: run A's recorded values):\n{cmdline.options_help(AnalysisOptions, 'analysis.')}"
 
 
 def _body(argv: list[str]) -> int:
-    command = cmdline.parse(argv, "", flags={"--out": "out"})
+    common = COMMON_ITEMS in argv
+    command = cmdline.parse([a for a in argv if a != COMMON_ITEMS], "", flags={"--out": "out"})
     if len(command.paths) != 2:
         raise ProbeInputError(f"expected two run directories, got {[str(p) for p in command.paths]}")
     opts = {k.removeprefix("analysis."): v for k, v in command.overrides.items() if k.startswith("analysis.")}
@@ -152,18 +196,20 @@ def _body(argv: list[str]) -> int:
         print(note + "\n")
     block = command.overrides.get("block")
     flavour = None if block is None else str(block)
-    per_variant = compare_variants(*command.paths, flavour=flavour, **opts)
+    per_variant = compare_variants(*command.paths, flavour=flavour, common=common, **opts)
     if per_variant:  # two factor runs: every variant's headline, variant by variant
-        print("\n".join(f"### Variant {name}\n\n{comparison_markdown(c)}" for name, c in per_variant), end="")
+        print("\n".join(f"Variant {name}:\n\n{comparison_text(c)}" for name, c in per_variant), end="")
+        markdown = "\n".join(f"### Variant {name}\n\n{comparison_markdown(c)}" for name, c in per_variant)
         record: dict[str, Any] = {"variants": {name: asdict(c) for name, c in per_variant}}
     else:
-        result = compare_runs(*command.paths, flavour=flavour, **opts)
-        print(comparison_markdown(result), end="")
-        record = asdict(result)
+        result = compare_runs(*command.paths, flavour=flavour, common=common, **opts)
+        print(comparison_text(result), end="")
+        markdown, record = comparison_markdown(result), asdict(result)
     if "out" in command.overrides:
         out = claim_output_dir(Path(str(command.overrides["out"])), COMMAND)
         write_json(out / COMPARISON, record)
-        print(f"probe compare: wrote {out / COMPARISON}", file=sys.stderr)
+        write_text(out / COMPARISON_TABLE, markdown)
+        print(f"probe compare: wrote {out / COMPARISON} and {out / COMPARISON_TABLE}", file=sys.stderr)
     return 0
 
 
@@ -183,9 +229,9 @@ def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: 
                               "backend.mode=letters+text")
     options = a.options(opts)
     result = generated_choice_agreement(a.run, b.run, task.design, options)
-    print(f"A = {a.path}  \nB = {b.path}  \nbootstrap over A's items, {options.n_boot} resamples, seed "
+    print(f"A = {a.path}\nB = {b.path}\nbootstrap over A's items, {options.n_boot} resamples, seed "
           f"{options.seed}, temperature {options.temperature:g}\n", end="")
-    print(choice_agreement_markdown(result.block, result.ci, options.n_boot), end="")
+    print(plain_text(choice_agreement_markdown(result.block, result.ci, options.n_boot)), end="")
     if out is not None:
         folder = claim_output_dir(Path(str(out)), COMMAND)
         write_json(folder / AGREEMENT, {"agreement": result.block, "ci95": result.ci})

@@ -27,6 +27,7 @@ from probe.files import make_dirs, write_text
 from probe.judges import JudgeSpec
 from probe.judges.registry import MECHANISMS, judge_about, judge_names
 from probe.pipeline.intervention import INTERVENTIONS
+from probe.pipeline.run_info import RunInfo
 from probe.pipeline.spec import AnalysisSpec, RunConfig
 
 COMMENT_COLUMN = 32
@@ -131,7 +132,7 @@ hydra:
     run_dir:            # a run directory the file system refuses stops with one line, before Hydra makes it
       _target_: probe.commands.hydra_callbacks.RunDirCheck
   run:
-    dir: runs/${bench.name}/${model.name}/${now:%Y-%m-%d_%H-%M-%S}
+    dir: runs/${bench.name}/${model.name}/${now:%Y-%m-%d_%H-%M-%S}${run_label:${run.label}}   # run.label=x adds _x
   sweep:
     dir: multirun/${now:%Y-%m-%d_%H-%M-%S}
     subdir: ${probe_subdir:}   # <n>_<bench>_<model>, then the swept overrides (probe.commands.hydra_callbacks.job_subdir)
@@ -160,7 +161,8 @@ def render_config() -> str:
     """`config.yaml`: the defaults list, the analysis block, run options and Hydra's directories."""
     options = ("progress", "shard_size", "part_seconds", "dry_run", "predict_device", "factors", "factor_levels",
                "max_variants")
-    lines = block(AnalysisSpec, indent="  ") + [""] + block(RunConfig, keys=options)
+    lines = (block(AnalysisSpec, indent="  ") + ["", "run:"] + block(RunInfo, indent="  ") + [""]
+             + block(RunConfig, keys=options))
     return CONFIG_HEAD.format(backend=default_backend()) + "\n".join(lines) + "\n" + BENCH_SHARD + CONFIG_TAIL
 
 

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from probe.commands.rundir import make_dirs
 from probe.errors import ProbeInputError, os_errors, printable
 from probe.files import check_name
+from probe.results.labels import check_label
 
 SUBDIR_BYTES = 160
 """Longest job directory name: well under the 255 bytes file systems allow, so a sweep over long
@@ -51,6 +52,7 @@ def _names_are_names(config: DictConfig) -> None:
     exit status 2, when it could lead outside it (`../../x`), before any directory is made."""
     try:
         check_name(OmegaConf.select(config, "bench.name", default="bench"), "bench.name")
+        check_label(OmegaConf.select(config, "run.label", default=None))
     except ProbeInputError as e:
         print(f"probe: error: {printable(str(e))}", file=sys.stderr)
         sys.exit(2)

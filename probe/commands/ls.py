@@ -163,4 +163,14 @@ def help_text(composed: Composed) -> str:
 
 
 def _run_option_lines(values: Mapping[str, Any]) -> list[str]:
-    return [_key_line(name, values.get(name, default), typ, doc) for name, (typ, default, doc) in run_options().items()]
+    return [_key_line(name, _value_at(values, name, default), typ, doc)
+            for name, (typ, default, doc) in run_options().items()]
+
+
+def _value_at(values: Mapping[str, Any], dotted: str, default: Any) -> Any:
+    """The composed value at a dotted key (`run.label`), `default` where it is not set."""
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return values.get(head, default)
+    block = values.get(head)
+    return block.get(rest, default) if isinstance(block, Mapping) else default

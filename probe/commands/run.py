@@ -29,12 +29,16 @@ from probe.judges.http import redacted
 from probe.models import ModelSpec
 from probe.models.availability import check_available
 from probe.pipeline.spec import RunConfig, run_config
+from probe.results.labels import label_slug
 from probe.results.layout import HYDRA_CONFIG, HYDRA_OVERRIDES, REPORT_PAGE
 
 # `model=hub model.hub_id=org/name` names its run after the checkpoint: ${basename:${model.hub_id}}
 if not OmegaConf.has_resolver("basename"):
     OmegaConf.register_new_resolver(
         "basename", lambda ref: "hub" if ref in (None, "") else str(ref).rstrip("/").split("/")[-1])
+# `run.label=…` ends the run directory's name: ${run_label:${run.label}} (`_<label as a name>`, or nothing)
+if not OmegaConf.has_resolver("run_label"):
+    OmegaConf.register_new_resolver("run_label", label_slug)
 
 
 

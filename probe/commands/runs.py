@@ -1,13 +1,14 @@
-"""The past runs at or below a directory, newest path last: bench, model, mode, variants,
-conditions, status, headline, caveat, path.
+"""The past runs at or below a directory, newest path last: bench, model, label (when a run has
+one: `run.label=…`), mode, variants, conditions, status, headline, caveat, path.
 
     probe runs [DIR]        (default: runs)
 
 Status: `done` (finished), `analysed` (metrics written, no DONE: stopped before the end),
 `scoring` (claimed but not scored: running, or stopped — rerun its command to resume),
 `shard i/n` (merge the shards with `probe merge`), `dry run` (`dry_run=true`: its prompts table
-only). Mode is the backend's (`letters`, `generate`, …), vars a factor run's variant count, conds
-how many conditions it analysed apart. The headline is the bench's first headline metric with its
+and launch record only, whose bench, model and label it shows). Mode is the backend's
+(`letters`, `generate`, …), vars a factor run's variant count, conds how many conditions it
+analysed apart. The headline is the bench's first headline metric with its
 95% interval (of a factor run: its protocol variant's); caveat the first thing its summary warns
 about (`letter-driven`, `small sample`, `low letter mass`, …). Paths are relative to DIR.
 """
@@ -27,13 +28,19 @@ DEFAULT_DIR = Path("runs")
 
 
 def lines(found: list[RunLine], root: Path) -> list[str]:
-    """Aligned columns, the path last (the rest fit `TERMINAL_WIDTH` characters)."""
-    head = ("bench", "model", "mode", "vars", "conds", "status", "headline", "caveat", "path")
-    rows = [tuple(map(printable, (r.bench, r.model, r.mode, r.variants, r.conditions, r.status, r.headline, r.caveat,
-                                  _relative(r.path, root)))) for r in found]
+    """Aligned columns, the path last (the rest fit `TERMINAL_WIDTH` characters); a `label`
+    column after the model only when some run has one."""
+    labelled = any(r.label for r in found)
+    head = ("bench", "model", *(("label",) if labelled else ()), "mode", "vars", "conds", "status", "headline",
+            "caveat", "path")
+    rows = [tuple(map(printable, (r.bench, r.model, *((r.label or "–",) if labelled else ()), r.mode, r.variants,
+                                  r.conditions, r.status, r.headline, r.caveat, _relative(r.path, root))))
+            for r in found]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head) - 1)]
     budget = TERMINAL_WIDTH - 2 * len(widths) - 12  # leave a short path room on the line
-    for column, least in ((7, 8), (6, 12)):  # the caveat gives way first, then the headline
+    shift = int(labelled)
+    # the caveat gives way first, then the headline, then the label
+    for column, least in ((7 + shift, 8), (6 + shift, 12), *(((2, 12),) if labelled else ())):
         while sum(widths) > budget and widths[column] > least:
             widths[column] -= 1
     return ["  ".join([*(_cut(cell, w).ljust(w) for cell, w in zip(row, widths)), row[-1]]).rstrip()

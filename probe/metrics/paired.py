@@ -55,6 +55,9 @@ class Comparison:
     orders: tuple[str, str] | None = None
     """The two runs' option-ordering designs (`bench.orders`) where they differ: the Δ then compares
     two readings of the same items, not one measurement twice. None: one design."""
+    dropped: tuple[int, int] | None = None
+    """`--common-items`: how many units of A and of B were left out (compared on those both have);
+    None: the runs have the same units."""
 
 
 def difference(path: str, block: str, ma: Mapping[str, Any], mb: Mapping[str, Any], ra: Mapping[str, Any],

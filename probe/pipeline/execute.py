@@ -276,6 +276,9 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
     if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts table is the run's, not ours
         raise ProbeInputError(f"{out} is not empty; a dry run writes into a new or empty directory (hydra.run.dir=…)")
     out.mkdir(parents=True, exist_ok=True)
+    for name, text_of in cfg.launch_record.items():  # what `probe runs` reads a dry run's bench and model from
+        make_dirs((out / name).parent)
+        write_text(out / name, text_of)
     _write_prompts(cfg, rendered, own, text)
     rendered = own
     if not rendered:

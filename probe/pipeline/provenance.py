@@ -72,6 +72,7 @@ def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, le
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
         "command": command_line(),
+        **cfg.run.record(),  # the run's label, only when given (presentation: not in the run key)
         "packages": versions(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),

@@ -23,6 +23,7 @@ from probe.metrics.core import MAX_BOOT, MIN_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
 from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
 from probe.pipeline.plan import ReadingPlan, reading_plan
+from probe.pipeline.run_info import RunInfo
 from probe.pipeline.shard_plan import Shard
 from probe.prompts.factors import (
     BUILTIN_FACTORS,
@@ -132,6 +133,8 @@ class RunConfig:
     plan: ReadingPlan = field(init=False)
     """The passes the run executes, resolved from the bench's answers, `backend.mode`, the
     backend's capabilities and `dry_run` (`probe.pipeline.plan`)."""
+    run: RunInfo = field(default_factory=RunInfo)
+    """The `run:` block (its label): presentation only, not in the run key."""
     launch_record: Mapping[str, str] = field(default_factory=dict)
     """Files recording how the run was launched (path in the run directory → text, e.g. the
     composed Hydra config), written once the directory is claimed."""
@@ -275,7 +278,7 @@ def intervention_spec(values: Mapping[str, Any]) -> InterventionSpec:
 
 
 TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size",
-             "part_seconds", "dry_run", "predict_device", "factors", "factor_levels", "max_variants")
+             "part_seconds", "dry_run", "predict_device", "factors", "factor_levels", "max_variants", "run")
 
 
 def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None,
@@ -297,6 +300,7 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
         "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
         "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
         "intervention": intervention_spec(values.get("intervention") or {}),
+        "run": build(RunInfo, values.get("run") or {}, "run"),
         **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run", "predict_device", "factors",
                                   "factor_levels", "max_variants") if k in values},
     }, "")

@@ -70,7 +70,8 @@ def differing_overrides(entries: Sequence[StoredRun]) -> dict[Path, str]:
     """Per run, its command-line overrides (`.hydra/overrides.yaml`) whose value is not the same
     in every run given (`key=value …`; `key=(default)` where another run set it and this one did
     not; `key=(not recorded)` for a run without that file: a merged run, one started from Python);
-    empty when none differ. Hydra's own keys and where the run was written are left out."""
+    empty when none differ. Hydra's own keys, where the run was written and its label (a column of
+    its own) are left out."""
     recorded = {e.path: _overrides(e.path) for e in entries}
     known = [o for o in recorded.values() if o is not None]
     keys = sorted({k for o in known for k in o})
@@ -97,7 +98,7 @@ def _overrides(run: Path) -> dict[str, str] | None:
     for text in recorded if isinstance(recorded, list) else []:
         key, sep, val = str(text).partition("=")
         key = key.lstrip("+~")
-        if sep and not key.startswith("hydra.") and key != "progress":
+        if sep and not key.startswith("hydra.") and key not in ("progress", "run.label"):  # the label has its column
             out[key] = val
     return out
 

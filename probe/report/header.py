@@ -9,6 +9,7 @@ from typing import Any
 
 from probe.results.manifest import Manifest, ModelRecord
 from probe.viz.markdown import small_sample, split_opening
+from probe.viz.terms import used_terms_only
 
 _QUANT = re.compile(r"[.-](I?Q\d\w*|F16|BF16|F32)\.gguf$", re.IGNORECASE)
 
@@ -50,10 +51,29 @@ def made_line(manifest: Manifest) -> str:
     return f"Made with probe {manifest.probe_version or '?'}{commit}{said}."
 
 
+_MARKUP = re.compile(r"([\\`*_\[\]<>#~])")
+
+
+def escape_markdown(text: str) -> str:
+    """`text` with the characters markdown would read as markup backslash-escaped, so a user's
+    text (a run label) reads as typed; `|` is left to `probe.viz.markdown.row`, which escapes it
+    in table cells (use `label_lines` outside tables)."""
+    return _MARKUP.sub(r"\\\1", text)
+
+
+def label_lines(manifest: Manifest) -> list[str]:
+    """`Label: …` and a blank line when the run has a label (`run.label`), its markdown characters
+    escaped so the label reads as typed; nothing without one."""
+    label = manifest.label
+    if not label:
+        return []
+    return ["Label: " + escape_markdown(label).replace("|", "\\|"), ""]
+
+
 def header_lines(manifest: Manifest, metrics: Mapping[str, Any]) -> list[str]:
-    """The lines under a report's title: the weights, which probe made it and how, then the
-    small-sample warning if any."""
-    lines = [weights_line(manifest.model), "", made_line(manifest), ""]
+    """The lines under a report's title: the run's label if any, the weights, which probe made it
+    and how, then the small-sample warning if any."""
+    lines = [*label_lines(manifest), weights_line(manifest.model), "", made_line(manifest), ""]
     note = small_sample(metrics)
     if note:
         lines += [f"> **Small sample:** {note[0].upper()}{note[1:]}.", ""]
@@ -62,6 +82,7 @@ def header_lines(manifest: Manifest, metrics: Mapping[str, Any]) -> list[str]:
 
 def with_header(markdown: str, manifest: Manifest, metrics: Mapping[str, Any]) -> str:
     """The bench's report with `header_lines` inserted after its title line and the conclusion
-    and terms paragraphs that open it (`split_opening`)."""
+    and terms paragraphs that open it (`split_opening`), its terms cut to those the report uses
+    (`probe.viz.terms.used_terms_only`)."""
     head, rest = split_opening(markdown)
-    return "\n".join([head, "", *header_lines(manifest, metrics), rest.lstrip("\n")])
+    return used_terms_only("\n".join([head, "", *header_lines(manifest, metrics), rest.lstrip("\n")]))

@@ -37,9 +37,11 @@ def scoring_path_note(run_a: StoredRun, run_b: StoredRun) -> str | None:
             "in float32 rounding too (see docs/performance.md#the-fast-path).")
 
 
-def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str]]:
+def comparable_units(run_a: StoredRun, run_b: StoredRun, common: bool = False) -> tuple[Task, list[str]]:
     """The task both runs belong to and their common bootstrap units, or an input error naming
-    what differs (benchmark kind, design, data file, units) or which run is not finished."""
+    what differs (benchmark kind, design, data file, units) or which run is not finished.
+    `common`: runs whose units differ are compared on the units both have (`--common-items`),
+    refused only when they share none."""
     for run in (run_a, run_b):
         if not is_finished(run.path):
             raise ProbeInputError(f"{run.path} is not a finished run (no DONE): finish it with its own command "
@@ -62,14 +64,32 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun) -> tuple[Task, list[str
                                   f"{b[:12]}…): the same ids may name different items, so they are not paired; run "
                                   "both on the same data")
     unit = task_a.unit
-    units_a = {str(u) for u in run_a.run.prompts.column(unit).to_pylist()}
-    units_b = {str(u) for u in run_b.run.prompts.column(unit).to_pylist()}
+    units_a, units_b = run_units(run_a, unit), run_units(run_b, unit)
+    if common and units_a & units_b:
+        return task_a, sorted(units_a & units_b)
     if units_a != units_b:
         only_a, only_b = sorted(units_a - units_b), sorted(units_b - units_a)
+        hint = ("they share none" if common else
+                "compare the ones both have with --common-items" if units_a & units_b else "they share none")
         raise ProbeInputError(f"the runs do not share their {unit}s: {len(only_a)} only in {run_a.path} "
                               f"({', '.join(only_a[:5])}{', …' if len(only_a) > 5 else ''}), {len(only_b)} only in "
-                              f"{run_b.path} ({', '.join(only_b[:5])}{', …' if len(only_b) > 5 else ''})")
+                              f"{run_b.path} ({', '.join(only_b[:5])}{', …' if len(only_b) > 5 else ''}); {hint}")
     return task_a, sorted(units_a)
+
+
+def run_units(run: StoredRun, unit: str) -> set[str]:
+    """The bootstrap units (`Task.unit` values, as text) a run's prompts hold."""
+    return {str(u) for u in run.run.prompts.column(unit).to_pylist()}
+
+
+def _unit_mask(run: StoredRun, unit: str, units: set[str], variant: int | None) -> np.ndarray:
+    """`[prompt_id]` whether a prompt is of one of `units` (and of `variant`; of a factor run
+    compared without one, its protocol variant 0, as `StoredRun.measure` reads it)."""
+    values = np.asarray([str(u) for u in run.run.prompts.column(unit).to_pylist()], dtype=object)
+    mask = np.isin(values, sorted(units))
+    if variant is None and variant_records(run.run):
+        variant = 0
+    return mask if variant is None else mask & variant_mask(run.run, variant)
 
 
 def _text_form(run: StoredRun) -> str | None:
@@ -85,9 +105,15 @@ def _reading(run: StoredRun) -> str:
     return f"backend.mode={run.manifest.backend.reading}" + ("" if form is None else f" bench.text_form={form}")
 
 
-def _with_replicates(run: StoredRun, opts: AnalysisOptions,
-                     variant: int | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    metrics = run.measure(opts, None if variant is None else variant_mask(run.run, variant))
+def _with_replicates(run: StoredRun, opts: AnalysisOptions, variant: int | None = None,
+                     units: tuple[str, set[str]] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's metrics and replicates on its prompts of `variant` (None: all, or a factor run's
+    protocol variant) and, with `units` (`(unit, values)`), of those units only."""
+    if units is not None:
+        mask: np.ndarray | None = _unit_mask(run, units[0], units[1], variant)
+    else:
+        mask = None if variant is None else variant_mask(run.run, variant)
+    metrics = run.measure(opts, mask)
     return metrics, replicates_of(metrics)
 
 
@@ -124,20 +150,23 @@ def headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
 
 
 def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: AnalysisOptions, block: str | None = None,
-            paired: bool = True, variants: tuple[int, int] | None = None) -> Comparison:
+            paired: bool = True, variants: tuple[int, int] | None = None, common: bool = False) -> Comparison:
     """`a − b` for each metric path (in the task's headline block unless `block` is given),
     from one bootstrap over the common units; `paired=False` resamples `b` independently
     (seed + 1), the unpaired reference. `variants`: of two factor runs, the variant of each
-    compared (its prompts alone; default: a factor run's protocol variant)."""
-    task, units = comparable_units(run_a, run_b)
+    compared (its prompts alone; default: a factor run's protocol variant). `common`: runs of
+    different units are compared on the units both have, each re-measured on those alone, and
+    `Comparison.dropped` counts the units left out of each."""
+    task, units = comparable_units(run_a, run_b, common)
     if opts.n_boot < 1:
         raise ProbeInputError("a paired comparison needs analysis.n_boot ≥ 1")
     va, vb = variants or (None, None)
-    ma, ra = _with_replicates(run_a, opts, va)
-    mb, rb = _with_replicates(run_b, opts if paired else replace(opts, seed=opts.seed + 1), vb)
+    shared = (task.unit, set(units)) if common else None
+    ma, ra = _with_replicates(run_a, opts, va, shared)
+    mb, rb = _with_replicates(run_b, opts if paired else replace(opts, seed=opts.seed + 1), vb, shared)
     for run in (run_a, run_b):  # forced choice: the bootstrap resamples the items its table holds
         if task.answers is Answers.LETTERS:
-            scored = len({str(u) for u in run.run.table().item_id})
+            scored = len({str(u) for u in run.run.table().item_id} & set(units))
             if scored != len(units):
                 raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "
                                       "answer (generation mode), so its resamples cannot be paired")
@@ -151,7 +180,13 @@ def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: Anal
     return Comparison(run_a=str(run_a.path), run_b=str(run_b.path), unit=task.unit, n_units=len(units),
                       n_boot=opts.n_boot, seed=opts.seed, temperature=opts.temperature, paired=paired,
                       differences=tuple(replace(d, p_holm=p) for d, p in zip(diffs, adjusted)),
-                      orders=ordering_designs(run_a, run_b))
+                      orders=ordering_designs(run_a, run_b),
+                      dropped=_dropped(run_a, run_b, task.unit, set(units)) if common else None)
+
+
+def _dropped(run_a: StoredRun, run_b: StoredRun, unit: str, units: set[str]) -> tuple[int, int]:
+    """How many units of A and of B a comparison on `units` leaves out."""
+    return len(run_units(run_a, unit) - units), len(run_units(run_b, unit) - units)
 
 
 def ordering_designs(run_a: StoredRun, run_b: StoredRun) -> tuple[str, str] | None:

@@ -10,6 +10,7 @@ from probe.analyses.view import StoredRun
 from probe.errors import ProbeInputError
 from probe.report.entries import metric_cell
 from probe.report.summary import caveat, conditions_of
+from probe.results.launch import read_launch
 from probe.results.layout import MANIFEST, METRICS, PROMPTS, RUN_KEY, is_finished, is_run_dir
 from probe.results.manifest import read_manifest
 
@@ -35,6 +36,8 @@ class RunLine:
     """How many conditions the run analysed apart."""
     caveat: str = "–"
     """The first thing its end-of-run summary warns about (`letter-driven`, `small sample`, …)."""
+    label: str = ""
+    """Its `run.label` (empty: none)."""
 
 
 def run_dirs(root: Path) -> list[Path]:
@@ -59,30 +62,33 @@ def list_runs(root: Path) -> list[RunLine]:
 
 
 def describe(path: Path) -> RunLine:
-    """What one run directory holds: its bench, model, status and headline metric."""
+    """What one run directory holds: its bench, model, label, status and headline metric (a dry
+    run's bench, model and label from its launch record)."""
     if _is_dry(path):
-        return RunLine(path, "?", "?", "dry run", "–")
+        launched = read_launch(path)
+        return RunLine(path, launched.bench, launched.model, "dry run", "–", label=launched.label or "")
     if not (path / MANIFEST).is_file():
         return RunLine(path, "?", "?", "scoring", "–")
     try:
         manifest = read_manifest(path)
     except (OSError, ValueError, ProbeInputError) as e:
         return RunLine(path, "?", "?", f"unreadable: {e.__class__.__name__}", "–")
-    bench, model = str(manifest.bench.name), str(manifest.model.name)
+    bench, model, label = str(manifest.bench.name), str(manifest.model.name), manifest.label or ""
     if manifest.shard is not None:
-        return RunLine(path, bench, model, f"shard {manifest.shard.index}/{manifest.shard.count}", "–")
+        return RunLine(path, bench, model, f"shard {manifest.shard.index}/{manifest.shard.count}", "–", label=label)
     if not (path / METRICS).is_file():
-        return RunLine(path, bench, model, "scoring", "–")
+        return RunLine(path, bench, model, "scoring", "–", label=label)
     status = "done" if is_finished(path) else "analysed"
     try:
         stored = StoredRun.open(path)
     except (OSError, ValueError, ProbeInputError) as e:
-        return RunLine(path, bench, model, f"{status}; unreadable: {e.__class__.__name__}", "–")
+        return RunLine(path, bench, model, f"{status}; unreadable: {e.__class__.__name__}", "–", label=label)
     variants = len(manifest.raw.get("variants") or [])
     return RunLine(path, bench, model, status, _headline(stored), mode=str((manifest.raw.get("backend") or {}).get("mode") or "–"),
                    variants=str(variants) if variants else "–",
                    conditions=str(len(conditions_of(stored.metrics)) or 1),
-                   caveat=caveat(stored.metrics, stored.task.judging.errors(stored.metrics)))
+                   caveat=caveat(stored.metrics, stored.task.judging.errors(stored.metrics),
+                                 stored.task.presentation.caveats(stored.metrics)), label=label)
 
 
 def _headline(run: StoredRun) -> str:

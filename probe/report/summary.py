@@ -4,7 +4,7 @@ generations, judge errors)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from probe.benches.task import Task
@@ -27,7 +27,8 @@ def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
             lines.append(f"  {column.label}: {value}")
     if "format" in metrics:  # a factor run: the group share of the variance and the verdicts
         lines.append(f"  {summary_line(metrics['format'])}")
-    return "\n".join(lines + [f"  warning: {w}" for w in warnings(metrics, task.judging.errors(metrics))])
+    said = warnings(metrics, task.judging.errors(metrics), task.presentation.caveats(metrics))
+    return "\n".join(lines + [f"  warning: {w}" for w in said])
 
 
 def scope(metrics: Mapping[str, Any]) -> str:
@@ -52,24 +53,26 @@ def conditions_of(metrics: Mapping[str, Any]) -> list[str]:
     return [str(c) for c in prior] if isinstance(prior, Mapping) else []
 
 
-def caveat(metrics: Mapping[str, Any], judge_errors: int = 0) -> str:
+def caveat(metrics: Mapping[str, Any], judge_errors: int = 0, bench: Sequence[str] = ()) -> str:
     """The first of `warnings` as a few words (`probe runs`' column): what to know before
     reading the headline; `–` when there is none."""
-    first = next(iter(warnings(metrics, judge_errors)), None)
+    first = next(iter(warnings(metrics, judge_errors, bench)), None)
     if first is None:
         return "–"
     for said, tag in (("mean letter mass", "low letter mass"), ("drives the answers", "letter-driven"),
                       ("fewer than", "small sample"), ("no `debiased`", "no debiased reading"),
-                      ("generations had no valid answer", "invalid answers"), ("judge verdicts failed", "judge errors")):
+                      ("generations had no valid answer", "invalid answers"), ("judge verdicts failed", "judge errors"),
+                      ("near-uniform", "near-uniform")):
         if said in first.split("\n")[0]:
             return tag
     return first.split(":")[0][:24]
 
 
-def warnings(metrics: Mapping[str, Any], judge_errors: int = 0) -> list[str]:
+def warnings(metrics: Mapping[str, Any], judge_errors: int = 0, bench: Sequence[str] = ()) -> list[str]:
     """What a reader of these numbers should know first, one short sentence each (a letter
     warning's details follow it on indented `- ` lines); `judge_errors` is how many judge verdicts
-    failed (the task's count, `Judging.errors`)."""
+    failed (the task's count, `Judging.errors`); `bench`: the bench's own caveats
+    (`Presentation.caveats`), after the letter warnings."""
     out = []
     mass = get_path(metrics, "letter_mass.mean")
     if mass is not None and mass < LOW_LETTER_MASS:
@@ -81,6 +84,7 @@ def warnings(metrics: Mapping[str, Any], judge_errors: int = 0) -> list[str]:
                    f"({metrics.get('invalid_rate', float('nan')):.1%}); they are excluded and listed in report.md")
     out += [w.sentence + "".join(f"\n    - {d}" for d in w.details)
             for w in letter_warnings(metrics.get("letter_warnings") or [])]
+    out += list(bench)
     if "debiased" in metrics and metrics["debiased"] is None and metrics.get("expected") is not None:
         out.append("no `debiased` metrics: " + "; ".join(
             f"{c}: {e.get('reason')}" for c, e in (metrics.get("letter_prior_estimator") or {}).items()

@@ -39,7 +39,7 @@ from probe.results.run import Run
 from probe.viz.figures import Figure
 from probe.viz.html import write_html
 from probe.metrics.core import SMALL_N
-from probe.report.header import weights_line
+from probe.report.header import escape_markdown, weights_line
 from probe.viz.markdown import Footnotes, bootstrap_units, fit_table, inert_html, small_sample, split_table, table
 
 
@@ -71,11 +71,12 @@ def bench_table(entries: Sequence[StoredRun], task: Task) -> str:
         label = f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label
         n, _ = bootstrap_units(e.metrics)
         size = notes.gap(NO_COUNT) if n is None else f"{n}{SMALL_MARK if small_sample(e.metrics) else ''}"
-        body.append([label, e.kind, e.bench, size, *([differ[e.path]] if differ else []),
+        body.append([label, *map(escape_markdown, run_labels(rows, e)), e.kind, e.bench, size,
+                     *([differ[e.path]] if differ else []),
                      *(cell(e, c, notes) for c in columns)])
-    head = ["run", "kind", "bench", f"{_unit(rows)}s", *(["overrides"] if differ else []),
-            *(c.label for c in columns)]
-    parts = split_table(head, body, keep=4 + bool(differ))
+    head = ["run", *(["label"] if run_labels(rows) else []), "kind", "bench", f"{_unit(rows)}s",
+            *(["overrides"] if differ else []), *(c.label for c in columns)]
+    parts = split_table(head, body, keep=4 + bool(differ) + bool(run_labels(rows)))
     lines = [line for i, part in enumerate(parts) for line in ([""] if i else []) + part] + notes.lines()
     if any(small_sample(e.metrics) for e in rows):
         lines += ["", f"‡ fewer than {SMALL_N} {_unit(rows)}s: the bootstrap intervals of this run are too "
@@ -83,6 +84,14 @@ def bench_table(entries: Sequence[StoredRun], task: Task) -> str:
     if any(e.metrics.get("letter_warnings") for e in rows):
         lines += ["", LETTER_NOTE]
     return "\n".join(lines)
+
+
+def run_labels(entries: Sequence[StoredRun], entry: StoredRun | None = None) -> list[str]:
+    """The `label` cell of `entry` (its `run.label`, `–` without one) when some of `entries` has
+    a label, else no cell; without `entry`, a non-empty list when the column is shown."""
+    if not any(e.manifest.label for e in entries):
+        return []
+    return [(entry.manifest.label or "–") if entry is not None else "label"]
 
 
 def _unit(entries: Sequence[StoredRun]) -> str:
@@ -225,10 +234,10 @@ def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (
         mine = [e for e in entries if e.task.kind == task.kind]
         columns = [c for c in (*task.presentation.sweep_columns, *sweep_columns())
                    if any(cell(e, c) != "–" for e in mine)]
-        head = ["run", "bench"] + [c.label for c in columns]
-        rows = [[f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, e.bench]
+        head = ["run", *(["label"] if run_labels(mine) else []), "bench"] + [c.label for c in columns]
+        rows = [[f"{e.label} ⚠" if e.metrics.get("letter_warnings") else e.label, *run_labels(mine, e), e.bench]
                 + [cell(e, c) for c in columns] for e in mine]
-        shown, left_out = fit_table(head, rows, keep=2)
+        shown, left_out = fit_table(head, rows, keep=2 + bool(run_labels(mine)))
         lines += [f"{task.title}:", *shown]
         if left_out:
             lines.append(f"({left_out} more column{'s' if left_out > 1 else ''} in {full or 'the sweep report'})")

@@ -27,6 +27,7 @@ from probe.backends.reading import Capabilities, Reading
 from probe.backends.specs import capabilities_of
 from probe.errors import ProbeInputError
 from probe.files import write_json
+from probe.results.labels import read_label
 from probe.results.layout import MANIFEST
 from probe.results.records import (
     AnalysisRecord,
@@ -254,6 +255,11 @@ class Manifest(Mapping[str, Any]):
         """The analysis temperature (1.0 where the run recorded none)."""
         recorded = None if self.analysis is None else self.analysis.temperature
         return 1.0 if recorded is None else float(recorded)
+
+    @property
+    def label(self) -> str | None:
+        """The run's `run.label` (None: none given, or a run from before labels)."""
+        return read_label(self.raw)
 
     def with_analysis(self, options: Mapping[str, Any]) -> Manifest:
         """This manifest with other analysis options (stored as JSON stores them: tuples as lists)."""

@@ -83,6 +83,8 @@ def _score_columns(scores: pa.Table, letters: Sequence[str], temperature: float,
     out = pd.DataFrame({letter_column("p", L): probs[:, k] for k, L in enumerate(letters)}, index=frame.index)
     out["letter_mass"] = scores.column("letter_mass").to_numpy(zero_copy_only=False)
     out["greedy_letter"] = scores.column("greedy_letter").to_pylist()
+    if reading == "letter_logprobs" and len(ids):  # the greedy pick among the letters the prompt shows
+        out["greedy_letter"] = [letters[i] for i in lp.argmax(axis=1)]
     out["greedy_group"] = _group_at(frame, out["greedy_letter"])
     out["greedy_valid"] = scores.column("greedy_valid").to_pylist()
     argmax = argmax_columns(scores)

@@ -67,7 +67,13 @@ def figure_html(figure: Figure) -> str:
     """`<figure>` with the PNG inlined as a base64 data URI and its caption."""
     data = base64.b64encode(Path(figure.path).read_bytes()).decode("ascii")
     return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(figure.name)}">'
-            f"<figcaption>{html.escape(figure.caption)}</figcaption></figure>")
+            f"<figcaption>{caption_html(figure.caption)}</figcaption></figure>")
+
+
+def caption_html(caption: str) -> str:
+    """A figure's caption rendered as inline markdown (`` `code` ``, *emphasis*), raw HTML off as in
+    the page, so a caption shows `labels` as code, not literal backticks."""
+    return _parser().renderInline(caption)
 
 
 def render_html(title: str, markdown: str, figures: Sequence[Figure],

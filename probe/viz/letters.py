@@ -75,6 +75,7 @@ def _detail(w: Mapping[str, Any]) -> str:
 
 NO_SPLIT = {"count_fit": "no variance split: generated choices are one-hot, without log-probs to split",
             None: "no variance split: it needs items shown under all their orderings, and none is"}
+NO_LETTER = "no such letter: this condition's questions have fewer options"
 NO_PICKS = "no pick shares: no item is shown under all its orderings (every option once at every letter)"
 
 
@@ -114,7 +115,7 @@ def _letter_table(metrics: Mapping[str, Any], priors: Mapping[str, Any], letters
         top = max(picks, key=picks.get) if picks else None
         est = ((metrics.get("letter_prior_estimator") or {}).get(cond) or {}).get("estimator")
         no_split = NO_SPLIT.get(est, NO_SPLIT[None])
-        rows.append([cond, *(with_ci(prior[x], pci.get(x)) for x in letters),
+        rows.append([cond, *(with_ci(prior[x], pci.get(x)) if x in prior else notes.gap(NO_LETTER) for x in letters),
                      f"{top} {fmt(picks[top])}" if top else notes.gap(NO_PICKS),
                      *(with_ci(split[k], sci.get(k)) if split.get(k) is not None else notes.gap(no_split)
                        for k in ("letter", "letter_by_group", "content", "residual")),
@@ -143,12 +144,47 @@ def flagged_conditions(metrics: Mapping[str, Any]) -> set[str]:
 
 
 def warnings_block(metrics: Mapping[str, Any]) -> list[str]:
-    """Markdown lines opening a report when the letter drives the answers (empty otherwise): per
-    letter, a quote with the short sentence and its details as a list."""
-    lines = []
-    for w in letter_warnings(metrics.get("letter_warnings") or []):
-        lines += [f"> **Warning:** {_capital(w.sentence)}", ">", *(f"> - {_capital(d)}" for d in w.details), ""]
-    return lines
+    """Markdown lines opening a report when the letter drives the answers (empty otherwise): one
+    sentence in a quote, then one compact table — a row per condition it drives (its option count,
+    the letter, its prior against uniform, the letter's and the content's share of the variance,
+    the probability it moves, the top pick) — and one line on what each criterion that fired
+    means for the metrics."""
+    warnings = list(metrics.get("letter_warnings") or [])
+    if not warnings:
+        return []
+    letters = list(dict.fromkeys(str(w["letter"]) for w in warnings))
+    read = "the `debiased` metrics and the content share first" if any(
+        w.get("letter_share") is not None for w in warnings) else "the `debiased` metrics first"
+    conds = ", ".join(str(w["condition"]) for w in warnings)
+    who = f"Letter {letters[0]} drives" if len(letters) == 1 else f"Letters {', '.join(letters)} drive"
+    head = ["condition", "options", "letter", "prior (uniform)", "letter share (content)", "moves", "top pick",
+            "flagged by"]
+    rows = [[w["condition"], str(round(1 / w["uniform"])), w["letter"], _pair(w.get("prior"), w["uniform"], "{:.2f}"),
+             _pair(w.get("letter_share"), w.get("content_share"), "{:.0%}"),
+             "–" if w.get("mass_moved") is None else f"{w['mass_moved']:.0%}",
+             f"{w['letter']}: {w['greedy_picks']} of {w['n_prompts']} {w.get('picks', 'greedy')}",
+             ", ".join(_FLAGS[r] for r in w.get("reasons", []))] for w in warnings]
+    fired = [r for r in _FLAGS if any(r in w.get("reasons", []) for w in warnings)]
+    meanings = "; ".join(f"{_FLAGS[r]}: " + _WHY[r].format(picks=warnings[0].get("picks", "greedy")) for r in fired)
+    where = conds if len(warnings) <= 3 else f"{len(warnings)} conditions (table below)"
+    return [f"> **Warning:** {who} the answers in {where}: read {read}.", "", *table(head, rows), "",
+            f"Flagged by — {meanings}.", ""]
+
+
+_WHY = {"letter_share": "the letter explains more of the log-prob variance than the content, so the metrics mostly "
+                        "measure the letter",
+        "prior": "its prior is above `analysis.letter_prior_ratio` × uniform, so the metrics favour the option at it",
+        "pick_share": "the {picks} picks pile on it, so their metrics mostly count the letter"}
+
+
+_FLAGS = {"letter_share": "letter share", "prior": "prior", "pick_share": "picks"}
+
+
+def _pair(value: Any, other: Any, form: str) -> str:
+    """`value (other)`, `–` where the value is missing."""
+    if value is None:
+        return "–"
+    return form.format(value) + ("" if other is None else f" ({form.format(other)})")
 
 
 def _capital(text: str) -> str:
@@ -162,7 +198,7 @@ def letter_section(metrics: Mapping[str, Any], reading: str, estimators: Mapping
     priors = metrics.get("letter_prior") or {}
     if not priors and not metrics.get("letter_prior_estimator"):
         return ""
-    letters = list(next(iter(priors.values()), {}))
+    letters = list(dict.fromkeys(x for prior in priors.values() for x in prior))  # every letter any condition shows
     lines = ["", "## Letter prior and content", "", reading, "",
              *_letter_table(metrics, priors, letters)]
     missing = {c: e for c, e in (metrics.get("letter_prior_estimator") or {}).items() if e.get("estimator") == "none"}

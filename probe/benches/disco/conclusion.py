@@ -50,7 +50,24 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     if m.get("letter_warnings"):
         parts.append("The letter drives the answers (warning below): the debiased reading is the one that speaks "
                      "about culture.")
-    return opening_paragraphs(parts, TERMS)
+    return opening_paragraphs(parts, _terms(m))
+
+
+CONDITIONS = {"C0": "no context", "C1": "a user location",
+              "C2": "a location and an intent to get that culture's answer",
+              "C3": "the four cultures' facts in context"}
+"""Each condition in the words of the `Terms` paragraph."""
+
+
+def _terms(m: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """`TERMS`, the conditions' entry naming only the conditions the run has (all four: `C0–C3`)."""
+    have = [c for c in CONDITIONS if c in (m.get("expected") or {})]
+    if not have or len(have) == len(CONDITIONS):
+        return TERMS
+    name = ", ".join(have)
+    meaning = (f"the condition{'s' if len(have) > 1 else ''} of this run: "
+               + ", ".join(f"{c} {CONDITIONS[c]}" for c in have))
+    return ((name, meaning), *TERMS[1:])
 
 
 def _reading(m: Mapping[str, Any], block: str, long: bool) -> str:

@@ -13,9 +13,10 @@ from probe.results.run import Run
 from probe.viz.figures import Figure, num, pyplot, save, yerr
 
 CAPTIONS: dict[str, str] = {
-    "country_similarity.png": "Countries ranked by the mean similarity (1 − JS distance, base 2) of the model's "
-                              "answer distribution to theirs, with 95% bootstrap CIs over questions; the grey "
-                              "tick is the same for a uniform model (the lift is the bar above it).",
+    "country_lift.png": "Countries ordered by lift (the model's similarity to their answer shares minus a uniform "
+                        "model's; similarity = 1 − JS distance, base 2), bars with 95% bootstrap CIs over questions "
+                        "(left axis); the model's similarity (dot) and the uniform model's (bar) on the right axis. "
+                        "Countries with few questions are included here; the ranking in the report leaves them out.",
     "cross_national_gain.png": "Change in similarity when the question names the country (\"How would someone "
                                "from {country} answer …\") minus without it, paired over questions, with 95% CIs.",
     "cue_country_similarity.png": "Similarity of the model's answers under the cue naming the row's country to "
@@ -32,13 +33,11 @@ def run_figures(run: Run, out_dir: Path) -> list[Figure]:
     m = run.metrics or {}
     figs = []
     cond = "default" if get_path(m, "expected", "default") else "cross_national"
-    sim = get_path(m, "expected", cond, "similarity")
-    if sim:
-        figs.append(_bars(m, cond, "similarity", out_dir, "country_similarity.png", "mean similarity",
-                          get_path(m, "expected", cond, "uniform")))
+    if get_path(m, "expected", cond, "lift"):
+        figs.append(_lift_bars(m, cond, out_dir))
     if get_path(m, "expected", "cross_national", "gain"):
         figs.append(_bars(m, "cross_national", "gain", out_dir, "cross_national_gain.png",
-                          "similarity gain from the country cue", None))
+                          "similarity gain from the country cue"))
     heatmap = _cue_heatmap(m, out_dir)
     if heatmap is not None:
         figs.append(heatmap)
@@ -71,8 +70,33 @@ def _cue_heatmap(m: dict[str, Any], out_dir: Path) -> Figure | None:
     return save(fig, out_dir, "cue_country_similarity.png", CAPTIONS["cue_country_similarity.png"])
 
 
-def _bars(m: dict[str, Any], cond: str, key: str, out_dir: Path, name: str, label: str,
-          uniform: dict[str, float] | None) -> Figure:
+def _lift_bars(m: dict[str, Any], cond: str, out_dir: Path) -> Figure:
+    """Each country's lift over a uniform model as a bar with its 95% interval, its similarity and
+    the uniform model's as markers on a second axis (their scale is 0–1, the lift's near 0), the
+    legend above the plot where it covers no bar."""
+    plt = pyplot()
+    lift = get_path(m, "expected", cond, "lift")
+    sim, uniform = (get_path(m, "expected", cond, k) or {} for k in ("similarity", "uniform"))
+    keys = [c for c, _ in sorted(lift.items(), key=lambda kv: -num(kv[1]))]
+    v = np.array([num(lift[k]) for k in keys])
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.18 * len(keys) + 2), 4.6), layout="constrained")
+    x = np.arange(len(keys))
+    bars = ax.bar(x, v, yerr=yerr(v, get_path(m, "ci95", "expected", cond, "lift"), keys), capsize=2,
+                  color="tab:blue", alpha=0.6, label="lift [95% CI] (left axis)")
+    ax.axhline(0, color="grey", lw=1)
+    ax.set_xticks(x, [table_name(k) for k in keys], rotation=90, fontsize=6 if len(keys) > 40 else 8)
+    ax.set(ylabel="lift (similarity − uniform)", title=f"{m.get('model', '')} on {m.get('bench', '')} ({cond})")
+    right = ax.twinx()
+    dots = right.scatter(x, [num(sim.get(k)) for k in keys], marker="o", s=14, color="black", zorder=3,
+                         label="similarity (right axis)")
+    ticks = right.scatter(x, [num(uniform.get(k)) for k in keys], marker="_", s=120, color="tab:orange", zorder=3,
+                          label="uniform model's similarity (right axis)")
+    right.set(ylabel="similarity", ylim=(0, 1))
+    fig.legend(handles=[bars, dots, ticks], loc="outside upper center", ncols=3, fontsize=8, frameon=False)
+    return save(fig, out_dir, "country_lift.png", CAPTIONS["country_lift.png"])
+
+
+def _bars(m: dict[str, Any], cond: str, key: str, out_dir: Path, name: str, label: str) -> Figure:
     plt = pyplot()
     values = get_path(m, "expected", cond, key)
     keys = [c for c, _ in sorted(values.items(), key=lambda kv: -num(kv[1]))]
@@ -80,12 +104,7 @@ def _bars(m: dict[str, Any], cond: str, key: str, out_dir: Path, name: str, labe
     fig, ax = plt.subplots(figsize=(max(6.0, 0.18 * len(keys) + 2), 4), constrained_layout=True)
     x = np.arange(len(keys))
     ax.bar(x, v, yerr=yerr(v, get_path(m, "ci95", "expected", cond, key), keys), capsize=2, color="tab:blue")
-    if uniform:
-        ax.scatter(x, [num(uniform.get(k)) for k in keys], marker="_", s=120, color="grey", zorder=3,
-                   label="uniform model")
-        ax.legend(loc="lower left")
-    else:
-        ax.axhline(0, color="grey", lw=1)
+    ax.axhline(0, color="grey", lw=1)
     ax.set_xticks(x, keys, rotation=90, fontsize=6 if len(keys) > 40 else 8)
     ax.set(ylabel=label, title=f"{m.get('model', '')} on {m.get('bench', '')} ({cond})")
     return save(fig, out_dir, name, CAPTIONS[name])

@@ -118,11 +118,24 @@ def _unused_compute(table: ScoreTable, opts: AnalysisOptions, spec: Any) -> dict
 
 
 def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3, furthest: bool = False) -> str:
-    """The `n` ranked countries with the highest lift in one reading (`furthest`: the `n` lowest, lowest first)."""
+    """The `n` ranked countries with the highest lift in one reading (`furthest`: the `n` lowest,
+    lowest first). Never one country at both ends: of L ranked countries the highest take at most
+    ⌈L/2⌉, the lowest at most ⌊L/2⌋ (`–` when one country alone is ranked)."""
     order = ranked(m, tree)
     if furthest:
-        order = order[::-1]
+        order, n = order[::-1], min(n, len(order) // 2)
+    else:
+        n = min(n, (len(order) + 1) // 2)
     return ", ".join(f"{table_name(c)} {v:+.3f}" for c, v in order[:n]) or "–"
+
+
+def caveats(m: Mapping[str, Any]) -> list[str]:
+    """The report's near-uniform caveat, for the end-of-run summary and `probe runs`."""
+    if not m.get("near_uniform"):
+        return []
+    entropy = m.get("model_entropy")
+    said = f"mean normalised entropy {entropy:.3f}, 1 = uniform" if isinstance(entropy, (int, float)) else "entropy"
+    return [f"near-uniform model ({said}): read the lifts, not the ranking"]
 
 
 def _mean(path: str) -> Column:
@@ -149,6 +162,6 @@ _TASK = forced.forced_choice_task(
                    "samples); expected (probability-weighted) values with 95% bootstrap CIs over questions.",
         pair_columns=(Column("mean similarity", "default.mean.similarity"), Column("lift", "default.mean.lift")),
         curve_metrics=(Column("mean similarity (default)", "default.mean.similarity"),),
-        groups=GroupNoun("country", "countries")),
+        groups=GroupNoun("country", "countries"), caveats=caveats),
 )
 TASK = replace(_TASK, metrics=metrics, factor_cube=factor_cube)
