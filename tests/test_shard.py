@@ -1,8 +1,9 @@
 """`bench.shard=i/n` and `python -m probe merge`: shards merged are the unsharded run.
 
-The shards run as a Hydra multirun with `cluster=local` (one fresh process per shard, as on a
-node or a SLURM array); their merge must hold the unsharded run's prompts, scores (bitwise),
-logit-lens and activation rows and metrics.
+The shards run as a Hydra multirun, in this process (Hydra's basic launcher: one shard after
+the other; a launcher's fresh process per job is tests/test_sweep.py's `cluster=local` sweep, in
+the slow tier); their merge must hold the unsharded run's prompts, scores (bitwise), logit-lens
+and activation rows and metrics.
 """
 
 from __future__ import annotations
@@ -56,13 +57,12 @@ def _same_run(a: Path, b: Path, tables: tuple[str, ...]) -> None:
 
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[Path]]:
-    """An unsharded run, and the same run as three shards of a local multirun."""
+    """An unsharded run, and the same run as three shards of a multirun (basic launcher, in-process)."""
     tmp = tmp_path_factory.mktemp("shard")
     cache = tmp / "cache"
     _probe(cache, *ARGS, f"hydra.run.dir={tmp / 'full'}")
     sweep = tmp / "sweep"
-    _probe(cache, "-m", *ARGS, "bench.shard=0/3,1/3,2/3", "cluster=local", "hydra.sweeper.max_batch_size=3",
-           f"hydra.sweep.dir={sweep}")
+    _probe(cache, "-m", *ARGS, "bench.shard=0/3,1/3,2/3", f"hydra.sweep.dir={sweep}")
     shards = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert len(shards) == 3
     return tmp, sweep, shards

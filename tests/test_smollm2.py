@@ -71,6 +71,9 @@ def test_letters_and_batched_exactness(smollm2) -> None:
     assert np.exp(batched).sum(axis=1).mean() > 0.5
 
 
+# slow: a whole run on the real model (~25 s of forward passes on one CPU thread); the same command path
+# runs on the tiny model in the everyday tier (tests/test_cli.py's run directory; the GGUF weights line: tests/test_report_honesty.py)
+@pytest.mark.slow
 def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) -> None:
     """`python -m probe` with no model/bench arguments = demo bench on SmolLM2 (C0 only to stay quick)."""
     out = tmp_path / "run"
@@ -107,6 +110,9 @@ def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) 
     assert lines[weights + 4].startswith("> **Warning:** Letter C drives the answers in C0: read")
 
 
+# slow: a whole run on the real model (~10-25 s of forward passes on one CPU thread); the same command path
+# runs on the tiny model in the everyday tier (tests/test_ccd.py's letter and generation runs)
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["bench.design=cyclic"], ["bench.design=latin_square"],
                                   ["backend.mode=generate", "backend.max_new_tokens=40", "bench.limit=1"]],
                          ids=["cyclic", "latin_square", "generate"])
@@ -202,6 +208,9 @@ def _cli_run(out: Path, *args: str) -> Path:
     return out
 
 
+# slow: a whole run on the real model (~25 s of forward passes on one CPU thread); the same command path
+# runs on the tiny model in the everyday tier (tests/test_patching_metrics.py, tests/test_mech.py)
+@pytest.mark.slow
 def test_patching_run_on_smollm2(smollm2, tmp_path: Path) -> None:
     """The last layer's patch carries the source's letters: restored share 1, CR_patched = CR_source."""
     out = _cli_run(tmp_path / "patch", "intervention=patch", "intervention.layers=[0,15,-1]")
@@ -215,6 +224,9 @@ def test_patching_run_on_smollm2(smollm2, tmp_path: Path) -> None:
     assert logprobs.shape == (32, 3, 4) and pairs.column("dest_id").to_pylist()[0] < 104
 
 
+# slow: a whole run on the real model (~50 s of forward passes on one CPU thread); the same command path
+# runs on the tiny model in the everyday tier (tests/test_interventions.py)
+@pytest.mark.slow
 def test_steering_runs_on_smollm2(smollm2, tmp_path: Path) -> None:
     """Vectors from a capture run; α = 0 reproduces the plain scores, larger α moves the letters more."""
     plain = _cli_run(tmp_path / "vectors", "analysis.capture_layers=[15]")
