@@ -28,8 +28,9 @@ from probe.pipeline.shard_plan import Shard, shard_prompts
 from probe.types import Prompt, RenderedPrompt
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ARGS = ["model=tiny", "bench=demo", "analysis.n_boot=100", "progress=false", "analysis.logit_lens=true",
-        "analysis.capture_layers=[0,1]"]
+# 12 of the demo's 24 items (624 prompts): three shards of whole items, every condition
+ARGS = ["model=tiny", "bench=demo", "bench.limit=12", "analysis.n_boot=100", "progress=false",
+        "analysis.logit_lens=true", "analysis.capture_layers=[0,1]"]
 BITWISE = ("scores.safetensors", "lens.safetensors", "activations.safetensors", "metrics.json")
 
 
@@ -78,14 +79,14 @@ def test_merged_shards_equal_the_unsharded_run(sharded: tuple[Path, Path, list[P
     manifest = json.loads((merged / "manifest.json").read_text())
     assert "shard" not in manifest and "shard" not in manifest["bench"]["config"]
     assert [m["shard"] for m in manifest["merged_from"]] == ["0/3", "1/3", "2/3"]
-    assert sum(m["n_prompts"] for m in manifest["merged_from"]) == 1248
+    assert sum(m["n_prompts"] for m in manifest["merged_from"]) == 12 * 52
     full_manifest = json.loads((full / "manifest.json").read_text())
     assert manifest["backend"]["prompt_tokens"] == full_manifest["backend"]["prompt_tokens"]
     assert manifest["backend"]["unique_tokens"] == full_manifest["backend"]["unique_tokens"]
     # shards hold whole items, disjoint, balanced
     items = [set(pq.read_table(s / "prompts.parquet").column("item_id").to_pylist()) for s in shards]
-    assert sum(len(i) for i in items) == len(set().union(*items)) == 24
-    assert all(6 <= len(i) <= 10 for i in items)
+    assert sum(len(i) for i in items) == len(set().union(*items)) == 12
+    assert all(3 <= len(i) <= 5 for i in items)
     # merging again (shards listed, any order) is a no-op; a shard is not a run
     again = _merge("--out", str(merged), *map(str, shards[::-1]))
     assert again.returncode == 0 and "already holds this merged run" in again.stderr
