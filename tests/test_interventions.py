@@ -169,7 +169,9 @@ def test_run_directories_of_both_modes(tmp_path: Path) -> None:
     from conftest import probe_env
 
     root = Path(__file__).resolve().parent.parent
-    base = ["model=tiny", "bench=demo", "bench.limit=2", "analysis.n_boot=50", "progress=false"]
+    # C0 and C1 are what the dose-response row reads (C1−C0)
+    base = ["model=tiny", "bench=demo", "bench.limit=2", "bench.conditions=[C0,C1]", "analysis.n_boot=50",
+            "progress=false"]
 
     def cli(out: str, *args: str) -> Path:
         proc = run_probe([*base, *args, f"hydra.run.dir={tmp_path / out}"],
@@ -207,7 +209,9 @@ def test_sweep_report_shows_the_steering_dose_response(tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parent.parent
     env = probe_env(tmp_path / "cache")
-    base = ["model=tiny", "bench=demo", "bench.limit=2", "analysis.n_boot=50", "progress=false"]
+    # C0 and C1 are what the dose-response row reads (C1−C0)
+    base = ["model=tiny", "bench=demo", "bench.limit=2", "bench.conditions=[C0,C1]", "analysis.n_boot=50",
+            "progress=false"]
 
     def probe_cli(*args: str) -> None:
         proc = run_probe([*args], cwd=root, env=env, capture_output=True,

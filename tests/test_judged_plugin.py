@@ -32,12 +32,18 @@ def _module(tmp: Path, module: str, *args: str) -> subprocess.CompletedProcess[s
     return proc
 
 
+def _in_process(tmp: Path, *args: str) -> None:
+    """`python -m probe *args` in this process (the plugin imported from $PYTHONPATH, then forgotten)."""
+    proc = run_probe([*args], cwd=tmp, env=_env(tmp / "cache"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("judgedtoy")
-    _module(tmp, "probe", *ARGS, f"hydra.run.dir={tmp / 'sweep' / 'full'}")
+    _in_process(tmp, *ARGS, f"hydra.run.dir={tmp / 'sweep' / 'full'}")
     for i in range(2):
-        _module(tmp, "probe", *ARGS, f"bench.shard={i}/2", f"hydra.run.dir={tmp / 'shards' / f's{i}'}")
+        _in_process(tmp, *ARGS, f"bench.shard={i}/2", f"hydra.run.dir={tmp / 'shards' / f's{i}'}")
     return tmp
 
 

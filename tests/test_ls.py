@@ -161,6 +161,7 @@ def test_probe_view_is_dispatched_before_hydra(monkeypatch: pytest.MonkeyPatch) 
     assert stop.value.code == 0 and seen == [["runs/x", "--out", "y"]]
 
 
+@pytest.mark.slow  # a new process: the installed console script
 def test_console_script_runs_ls(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "probe"
     if not script.is_file():

@@ -147,12 +147,14 @@ def test_every_subcommand_answers_its_own_help(command: list[str]) -> None:
         assert "model=" not in out.stdout.split("\n")[0], out.stdout[:300]
 
 
+@pytest.mark.slow  # a new interpreter: the module's own `python -m` entry
 def test_confgen_answers_help() -> None:
     out = subprocess.run([sys.executable, "-m", "probe.commands.confgen", "--help"], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and "confgen" in out.stdout, out.stderr[-2000:]
 
 
+@pytest.mark.slow  # a new process: the installed console script
 def test_console_script_is_python_m_probe() -> None:
     script = Path(sys.executable).parent / "probe"
     if not script.is_file():
@@ -163,6 +165,7 @@ def test_console_script_is_python_m_probe() -> None:
                                         timeout=120).stdout
 
 
+@pytest.mark.slow  # a new interpreter: what importing probe loads
 def test_import_probe_stays_light() -> None:
     code = ("import sys, probe, probe.api; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")

