@@ -382,7 +382,9 @@ def test_compare_two_factor_runs_variant_by_variant(runs: dict[str, Path], capsy
     assert len({round(c.differences[0].a, 9) for _, c in per_variant}) > 1  # the variants differ
     assert main([str(runs["factorial"]), str(runs["factorial"]), "analysis.n_boot=10"]) == 0
     out = capsys.readouterr().out
-    assert out.count("### Variant ") == 36 and "### Variant labels=digits,cue=bare,instruction=which" in out
+    # the terminal gets plain text (the markdown goes to compare.md with --out)
+    assert out.count("Variant ") == 36 and "Variant labels=digits,cue=bare,instruction=which:" in out
+    assert "###" not in out and "|" not in out
     with pytest.raises(ProbeInputError, match=r"^the factor runs score different variants: only in .*solo: "
                                               r"layout=paren,system=neutral; only in .*factorial: .*cue=answer"):
         compare_variants(runs["solo"], runs["factorial"])
