@@ -326,3 +326,17 @@ def test_sweep_tables_print_no_p_value_below_the_small_sample_bound(runs, monkey
     assert reason is None and plain["C0.KL"].p_holm == plain["C0.KL"].p_holm  # a number with 24 ≥ 20 items
     assert small["C0.KL"].ci95 == plain["C0.KL"].ci95 and np.isnan(small["C0.KL"].p_holm)
     assert paired_runs.p_cell(small["C0.KL"]) == "–" and paired_runs.p_cell(plain["C0.KL"]) != "–"
+
+
+def test_a_run_without_metrics_json_compares_as_run_a_too(runs, tmp_path: Path) -> None:
+    """A finished run whose metrics.json is gone (analysis killed): compared from its tables on
+    either side, with the same metrics and values as its analysed copy, and no NaN path chosen."""
+    a, b, _ = runs
+    bare = tmp_path / "bare"
+    shutil.copytree(a, bare)
+    (bare / "metrics.json").unlink()
+    as_a, as_b, whole = compare_runs(bare, b, n_boot=50), compare_runs(b, bare, n_boot=50), compare_runs(a, b, n_boot=50)
+    assert [d.metric for d in as_a.differences] == [d.metric for d in whole.differences] \
+        == [d.metric for d in as_b.differences]
+    assert [d.a for d in as_a.differences] == pytest.approx([d.a for d in whole.differences], abs=1e-12)
+    assert all(np.isfinite(d.a) and np.isfinite(d.b) for d in as_a.differences)

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from probe.analyses.cells import is_number
 from probe.analyses.view import StoredRun
 from probe.commands import cmdline
 from probe.benches.forced import (
@@ -104,10 +105,12 @@ def _headline_paths(a: StoredRun, task: Task, metrics: list[str] | None, flavour
     """`metrics`, or the headline columns run A has (a DiSCo run may skip conditions)."""
     if metrics is not None:
         return metrics
-    tree = task.headline(a.metrics)[0]
-    block = flavour or headline_block(task, a.metrics)
+    # A run without metrics.json (analysis never finished) is compared from its tables all the same.
+    measured = a.metrics if a.metrics is not None else a.recompute_metrics(analysis={"n_boot": 0})
+    tree = task.headline(measured)[0]
+    block = flavour or headline_block(task, measured)
     return [c.path for c in task.presentation.sweep_columns
-            if c.cell is None and block not in c.constant_in and isinstance(get_path(tree, c.path), (int, float))]
+            if c.cell is None and block not in c.constant_in and is_number(get_path(tree, c.path))]
 
 
 def _p(p: float, n_boot: int) -> str:
