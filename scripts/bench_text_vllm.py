@@ -33,8 +33,8 @@ def requests(loaded, spec, items: int, form: str):
     from probe.prompts.text_forms import render_texts, text_design
 
     ref = bench_ref({"kind": "disco", "packaged": "demo_disco.csv", "limit": items, "text_form": form})
-    bench = ref.task.prepare(ref.spec, False, cache_root() / "data")
-    design = text_design(bench.prompts, bench.items, form, ref.task.text_message)
+    bench = ref.task.data.prepare(ref.spec, False, cache_root() / "data")
+    design = text_design(bench.prompts, bench.items, form, ref.task.text.message)
     return [TextRequest(r.prompt, r.continuations) for r in render_texts(loaded.tokenizer, design,
                                                                           spec.render_settings(), spec.name)]
 

@@ -206,7 +206,7 @@ def prepare(cfg: dict, generate: bool = False):  # type: ignore[no-untyped-def]
     from probe.pipeline.spec import bench_ref
 
     ref = bench_ref(cfg)
-    return ref.task.prepare(ref.spec, generate, cache_root() / "data")
+    return ref.task.data.prepare(ref.spec, generate, cache_root() / "data")
 
 
 def design_columns(prompts):  # type: ignore[no-untyped-def]

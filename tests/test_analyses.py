@@ -20,7 +20,7 @@ from probe.analyses.patching import Patching
 from probe.analyses.prompt_factors import FORMAT_COLUMNS, PromptFactors
 from probe.analyses.steering import Steering
 from probe.analyses.temperature import TemperatureCurve
-from probe.analyses.view import BenchRun, StoredRun
+from probe.analyses.view import StoredRun
 from probe.errors import ProbeInputError
 from probe.files import write_json
 from probe.metrics.core import AnalysisOptions
@@ -56,12 +56,12 @@ def test_the_registry_order_and_its_names() -> None:
 
 
 def test_one_run_view(factor_lens_run: Path, view: StoredRun) -> None:
-    """`probe.load_run` and the analysis read a run through the same type (`BenchRun` its old name)."""
+    """`probe.load_run` and the analysis read a run through the same type, which carries its bench's debiasing."""
     from probe.api import load_run
 
     loaded = load_run(factor_lens_run)
-    assert BenchRun is StoredRun and type(loaded) is StoredRun and loaded.task is view.task
-    assert view.run is view and view.metrics == json.loads((factor_lens_run / "metrics.json").read_text())
+    assert type(loaded) is StoredRun and loaded.task is view.task and loaded.debias is not None
+    assert view.metrics == json.loads((factor_lens_run / "metrics.json").read_text())
     debiased = loaded.group_distribution(reading="debiased")  # the task's reading, which a plain Run lacks
     assert debiased.keys() == loaded.group_distribution().keys() and sum(debiased.values()) == pytest.approx(1.0)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import re
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from probe.benches.registry import BUILTIN, tasks
+from probe.benches import task as task_module
 from probe.benches.task import Column, Task
 from probe.types import Prompt
 
@@ -159,17 +161,36 @@ def test_a_prompt_has_no_bench_design_field() -> None:
     assert "design" in names
 
 
+OPTIONAL = {"text", "factors", "debiased", "reword"}
+"""The capabilities and hooks a bench may lack (None: it has none)."""
+
+
+def test_a_task_is_a_few_capabilities_with_no_failing_stand_ins() -> None:
+    """`Task` stays a handful of capability records: a new ability is a new capability type, and a
+    missing one is None, never a default that fails only when called."""
+    records = [task_module.Task, task_module.Data, task_module.Scoring, task_module.Presentation,
+               task_module.Tables, task_module.Judging, task_module.TextForms, task_module.Factors]
+    assert len(dataclasses.fields(task_module.Task)) <= 12
+    for record in records:
+        for f in dataclasses.fields(record):
+            if callable(f.default) and not isinstance(f.default, type):
+                source = inspect.getsource(f.default) if inspect.isfunction(f.default) else ""
+                assert "raise" not in source, f"{record.__name__}.{f.name}"
+    assert {f.name for f in dataclasses.fields(task_module.Task) if f.default is None} == {"text", "factors"}
+
+
 @pytest.mark.parametrize("task", BUILTIN, ids=lambda t: t.kind)
 def test_every_registered_task_fills_every_hook(task: Task) -> None:
     assert task in tasks()
-    for record in (task, task.presentation, task.tables, task.judging):  # the hooks and their sub-records
+    capabilities = (task, task.data, task.scoring, task.presentation, task.tables, task.judging, task.text, task.factors)
+    for record in (c for c in capabilities if c is not None):  # the capabilities a bench has, and their hooks
         for f in dataclasses.fields(record):
             value = getattr(record, f.name)
-            assert value is not None, f.name
+            assert value is not None or f.name in OPTIONAL, f.name
             if "Callable" in str(f.type):
                 assert callable(value), f.name
     assert task.answers in ("letters", "open") and task.title and task.presentation.sweep_note
-    spec = task.spec_type()
+    spec = task.data.spec_type()
     assert dataclasses.is_dataclass(spec) and spec.kind == task.kind == spec.name
     for columns in (task.presentation.sweep_columns, task.presentation.pair_columns):
         assert columns and all(isinstance(c, Column) and c.label and c.path for c in columns)

@@ -83,12 +83,12 @@ def _seams() -> dict[str, tuple[list[object], dict[str, object]]]:
     seams = {"make_backend": (_signature_annotations(factory.make_backend), _namespace(factory)),
              "Backend": ([base.Backend], _namespace(base)),
              "Tokenizer": (_protocol_annotations(tokenizer.Tokenizer), _namespace(tokenizer)),
-             "Task.metrics": ([task_module.Task.__annotations__["metrics"]], _namespace(task_module)),
-             "Task.headline": ([task_module.Task.__annotations__["headline"]], _namespace(task_module))}
+             "Scoring.metrics": ([task_module.Scoring.__annotations__["metrics"]], _namespace(task_module)),
+             "Scoring.headline": ([task_module.Scoring.__annotations__["headline"]], _namespace(task_module))}
     seams.update({c.__name__: (_protocol_annotations(c), _namespace(base)) for c in protocols})
     for t in tasks():  # each registered task's own metrics hook
-        seams[f"{t.kind}.metrics"] = (_signature_annotations(t.metrics),
-                                      _namespace(sys.modules[t.metrics.__module__]))
+        seams[f"{t.kind}.metrics"] = (_signature_annotations(t.scoring.metrics),
+                                      _namespace(sys.modules[t.scoring.metrics.__module__]))
     return seams
 
 

@@ -34,7 +34,7 @@ def _unpreparable(values: dict[str, Any]) -> BenchRef:
         raise PrepareReached(f"prepare({spec.name}) was called")
 
     ref = bench_ref(values)
-    return replace(ref, task=replace(ref.task, prepare=prepare))
+    return replace(ref, task=replace(ref.task, data=replace(ref.task.data, prepare=prepare)))
 
 
 @pytest.mark.parametrize("bench, options, message", [

@@ -65,10 +65,12 @@ TASK = forced.forced_choice_task(
 
 
 def test_the_builder_supplies_every_shared_part() -> None:
-    assert (TASK.kind, TASK.title, TASK.spec_type, TASK.answers, TASK.unit) == ("pair", "Pair bench", PairSpec,
-                                                                              "letters", "item_id")
-    assert TASK.prepare is prepare and TASK.tables is forced.LETTER_TABLES and TASK.headline is forced.headline
-    assert TASK.figures is no_figures and TASK.judging == Judging() and TASK.judging.jobs is no_judging
+    assert (TASK.kind, TASK.title, TASK.data.spec_type, TASK.answers, TASK.scoring.unit) == (
+        "pair", "Pair bench", PairSpec, "letters", "item_id")
+    assert TASK.text is None and TASK.factors is not None and TASK.factors.reword is None
+    assert TASK.data.prepare is prepare and TASK.tables is forced.LETTER_TABLES
+    assert TASK.scoring.headline is forced.headline
+    assert TASK.scoring.figures is no_figures and TASK.judging == Judging() and TASK.judging.jobs is no_judging
     p = TASK.presentation
     assert (p.pair_columns, p.curve_metrics, p.steer_columns, p.sweep_figures) == ((), (), (), no_figures)
     assert TASK.judging.judges == () and TASK.judging.jobs(prepare(PairSpec(), False, Path(".")), []) == []
@@ -79,7 +81,8 @@ def test_builtin_forced_choice_benches_share_the_letter_parts() -> None:
 
     for kind in ("disco", "ccd"):
         task = get_task(kind)
-        assert task.answers == "letters" and task.tables is forced.LETTER_TABLES and task.headline is forced.headline
+        assert task.answers == "letters" and task.tables is forced.LETTER_TABLES
+        assert task.scoring.headline is forced.headline
     assert get_task("ccd").judging.judges and not get_task("disco").judging.judges
 
 

@@ -34,7 +34,7 @@ def test_field_docs_inherit_unless_redeclared_with_a_docstring() -> None:
 def test_every_builtin_bench_spec_opens_with_the_shared_header() -> None:
     downloaded = 0
     for task in BUILTIN:
-        spec, kind = task.spec_type, task.kind
+        spec, kind = task.data.spec_type, task.kind
         names = [f.name for f in dataclasses.fields(spec)]
         assert issubclass(spec, BenchHeader), kind
         assert names[:3] == ["name", "kind", "path"], kind

@@ -1,5 +1,5 @@
 """Every registered task's table and curve columns resolve in its own real metrics: one tiny run
-of each bench kind (each mode included), every column path looked up in what `Task.headline`
+of each bench kind (each mode included), every column path looked up in what `Scoring.headline`
 returns and every custom cell rendered. A column naming a path the bench's metrics never hold
 would otherwise show `–` in every sweep table, footnoted as "not computed"."""
 
@@ -74,8 +74,8 @@ def _resolve(tree: Mapping[str, Any], path: str) -> Any:
 @pytest.mark.parametrize("task", tasks(), ids=lambda t: t.kind)
 def test_every_column_resolves_in_the_bench_s_real_metrics(task: Task, metrics_of: Mapping[str, Any]) -> None:
     metrics = metrics_of[task.kind]
-    assert metrics["bench"] and task.headline(metrics)  # the run is this task's
-    tree = task.headline(metrics)[0]
+    assert metrics["bench"] and task.scoring.headline(metrics)  # the run is this task's
+    tree = task.scoring.headline(metrics)[0]
     p = task.presentation
     columns: list[Column] = [*p.sweep_columns, *p.pair_columns, *p.curve_metrics]
     assert columns

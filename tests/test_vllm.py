@@ -92,7 +92,7 @@ def _text_requests(models, form: str) -> list[TextRequest]:
     hf, _ = models
     ref = bench_ref({"kind": "disco", "packaged": "demo_disco.csv", "text_form": form})
     bench = prepare({"kind": "disco", "packaged": "demo_disco.csv", "limit": 2})
-    design = text_design(bench.prompts, bench.items, form, ref.task.text_message)
+    design = text_design(bench.prompts, bench.items, form, ref.task.text.message)
     rendered = render_texts(hf.tokenizer, design, MODEL_SPEC.render_settings(), "tiny")
     return [TextRequest(r.prompt, r.continuations) for r in rendered]
 

@@ -18,7 +18,7 @@ UNDEFINED = "undefined for this run's items (its report.md says why)"
 def metric_cell(task: Task, metrics: Mapping[str, Any], column: Column, notes: Footnotes | None = None) -> str:
     """A column of a run's `metrics.json` as `value [lo, hi]`, `–` when absent or undefined —
     with `notes`, a `–` carries the mark of why (the column's own reason where it has one)."""
-    tree, ci_tree = task.headline(metrics)
+    tree, ci_tree = task.scoring.headline(metrics)
     text = column.cell(metrics) if column.cell is not None else _value_text(tree, ci_tree, column.path)
     if text != "–" or notes is None:
         return text

@@ -70,7 +70,7 @@ def headline_spread(task: Task, per_variant: Sequence[Mapping[str, Any]],
     label, path = column
     values, intervals = [], []
     for rec, ok in zip(per_variant, valid):
-        head = task.headline(rec)
+        head = task.scoring.headline(rec)
         value = get_path(head.values, path)
         interval = get_path(head.ci95, path)
         rec_out = {"name": rec["name"], "value": value, "ci95": interval, "analysed": ok}

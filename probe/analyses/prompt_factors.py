@@ -33,6 +33,7 @@ from probe.metrics.variant_shares import (
     VARIANT,
     analysed_condition,
     factorial_of,
+    share_cube,
     variant_mask,
     variant_records,
 )
@@ -48,7 +49,7 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
     records = variant_records(run)
     per_variant = []
     for rec in records:
-        tree = task.metrics(run, variant_mask(run, int(rec["index"])), opts)
+        tree = task.scoring.metrics(run, variant_mask(run, int(rec["index"])), opts)
         per_variant.append({"index": rec["index"], "name": rec["name"], "levels": rec["levels"],
                             "labels": rec["labels"], "expected": tree.get("expected"),
                             "debiased": tree.get("debiased"), "letter_prior": tree.get("letter_prior"),
@@ -68,7 +69,8 @@ def format_block(run: Run, task: Task, opts: AnalysisOptions) -> dict[str, Any]:
         factorial, design = factorial_of(levels, kept), "factorial"
     except FactorialError:  # explicit variants (or some left out), not every combination: the wording as one factor
         factorial, design = factorial_of([{"variant": n} for n in kept], kept), "one-way"
-    cube = task.factor_cube(table, task.design, names, opts.temperature)  # the bench's groups and response
+    response = share_cube if task.factors is None else task.factors.cube  # the bench's groups and response
+    cube = response(table, task.design, names, opts.temperature)
     result = analyse(cube.only(kept), factorial, n_boot=opts.n_boot, seed=opts.seed)
     excluded = [{"name": n, "reason": c["reason"]} for n, c in zip(names, checks) if n not in kept]
     return {"condition": analysed_condition(table, task.design), "design": design, "variants": per_variant,

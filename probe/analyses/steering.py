@@ -123,8 +123,8 @@ def steering_figures(entries: Sequence[StoredRun], out_dir: Path) -> list[Figure
                 for group, runs in sorted(groups.items()):
                     col = _column(c, group)
                     alphas = np.array([a for a, _ in runs])
-                    values = np.array([num(get_path(e.task.headline(e.metrics)[0], col.path)) for _, e in runs])
-                    bounds = np.array([[num(b) for b in (get_path(e.task.headline(e.metrics)[1], col.path)
+                    values = np.array([num(get_path(e.task.scoring.headline(e.metrics)[0], col.path)) for _, e in runs])
+                    bounds = np.array([[num(b) for b in (get_path(e.task.scoring.headline(e.metrics)[1], col.path)
                                                          or [None, None])] for _, e in runs])
                     err = np.clip(np.nan_to_num(np.stack([values - bounds[:, 0], bounds[:, 1] - values]), nan=0.0),
                                   0, None)

@@ -44,7 +44,7 @@ def temperature_curve(stored: StoredRun, temperatures: Sequence[float], out_dir:
     trees = [stored.recompute_metrics(analysis={"temperature": t, "n_boot": 0}) for t in temps]
     series = []
     for column in task.presentation.curve_metrics:
-        expected = np.array([num(get_path(task.headline(tree)[0], column.path)) for tree in trees])
+        expected = np.array([num(get_path(task.scoring.headline(tree)[0], column.path)) for tree in trees])
         greedy = num(get_path(trees[0].get("greedy"), column.path))
         if np.isfinite(expected).any():
             series.append(CurveSeries(column.label, expected, greedy))

@@ -54,27 +54,14 @@ class StoredRun(Run):
     @classmethod
     def of(cls, run: Run, task: Task, tag: str | None = None) -> StoredRun:
         """`run` (its stored files, read again lazily) with `task`."""
-        return cls(path=run.path, manifest=run.manifest, metrics=run.metrics, task=task, tag=tag)
+        return cls(path=run.path, manifest=run.manifest, metrics=run.metrics, task=task, tag=tag,
+                   debias=task.scoring.debiased or _no_letter_prior)
 
     @classmethod
     def open(cls, path: str | Path) -> StoredRun:
         """A whole run directory, finished or not (`probe.results.run.load_run`), with its task."""
         run = load_run(path)
         return cls.of(run, task_of(run.manifest))
-
-    @property
-    def run(self) -> StoredRun:
-        """The run itself (the view is the run; kept for code that reads `stored.run`)."""
-        return self
-
-    def _debiased(self, temperature: float) -> np.ndarray:
-        key = f"debiased:{temperature}"
-        if key not in self._cache:
-            self._cache[key] = self.task.debiased(self, temperature)
-        if self._cache[key] is None:
-            raise ProbeInputError(f"{self.path}: no debiased reading: the letter prior of some condition cannot be "
-                                  "estimated (metrics.json's letter_prior_estimator says why)")
-        return self._cache[key]
 
     def options(self, overrides: Mapping[str, Any] | None = None) -> AnalysisOptions:
         """Its recorded metric options, updated by `overrides` (`analysis_options`)."""
@@ -86,7 +73,7 @@ class StoredRun(Run):
         (`probe.metrics.core.replicates_of`)."""
         if mask is None and variant_records(self):
             mask = variant_mask(self, 0)
-        return self.task.metrics(self, mask, opts)
+        return self.task.scoring.metrics(self, mask, opts)
 
     def recompute_metrics(self, mask: np.ndarray | None = None,
                           analysis: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -153,5 +140,7 @@ class StoredRun(Run):
         return int(m.group(1)) if m else -1
 
 
-BenchRun = StoredRun
-"""The name `probe.load_run`'s runs had before the two views of a stored run became one."""
+def _no_letter_prior(run: Run, temperature: float) -> np.ndarray | None:
+    """The debiased reading of a bench that has none (its `Scoring.debiased` is None)."""
+    raise ProbeInputError(f"{run.path}: a {run.manifest.bench.kind} run has open answers, not letter choices: "
+                          "there is no letter prior to remove")

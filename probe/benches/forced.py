@@ -30,19 +30,22 @@ from probe.benches.order_report import orders_section
 from probe.benches.task import (
     Answers,
     Column,
+    Data,
+    Factors,
     Judging,
     PreparedBench,
     Presentation,
+    Scoring,
     Tables,
     Task,
+    TextForms,
     no_figures,
-    no_text_message,
 )
 from probe.metrics.core import AnalysisOptions, merged
 from probe.metrics.tree import Headline, MetricsTree
 from probe.prompts.parse import parse_answer
 from probe.prompts.text_forms import TEXT_FORMS, TextMessage
-from probe.prompts.variants import SETTING_FACTORS, Reword, no_reword
+from probe.prompts.variants import SETTING_FACTORS, Reword
 from probe.results.generations import read_generation_table
 from probe.results.run import Run
 from probe.results.schemas import GENERATIONS_SCHEMA, forced_prompts_schema
@@ -143,7 +146,7 @@ ESTIMATORS = {
 
 def letter_report(body: Callable[[Mapping[str, Any]], str],
                   letter_note: str = "") -> Callable[[Mapping[str, Any], Run], str]:
-    """The `Task.report` hook: the bench's own markdown, opened by the letter-prior warning when it
+    """The `Scoring.report` hook: the bench's own markdown, opened by the letter-prior warning when it
     fires and followed by the letter-prior section (`LETTER_READING` with the bench's own
     `letter_note`; and, with a text reading, the letter-vs-text agreement section); a plain note
     when no answer was valid, and in generation mode the list of invalid outputs."""
@@ -228,11 +231,11 @@ class ForcedChoice:
     design: Design = ROTATION_DESIGN
     """The parts its design fields play (`Task.design`)."""
     factors: tuple[str, ...] = SETTING_FACTORS
-    """The prompt factors its protocol admits (`Task.factors`): the cue and the system message
+    """The prompt factors its protocol admits (`Factors.names`): the cue and the system message
     by default, which every forced-choice prompt takes; `labels`, `instruction` and `layout`
     need `reword`."""
     reword: Reword | None = None
-    """Its user message under another wording (`Task.reword`); None: the message stays its own."""
+    """Its user message under another wording (`Factors.reword`); None: the message stays its own."""
     letter_note: str = ""
     """What the letter-prior section adds for this bench: what its design puts into letter ×
     group, its own metrics of position (one or two sentences; empty: nothing)."""
@@ -251,13 +254,13 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
     metrics = letter_metrics(bench.compute, bench.spec_type, bench.design)
     if bench.extra_metrics is not None:
         metrics = _with_extra(metrics, bench.extra_metrics)
-    return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers=Answers.LETTERS,
-                prepare=bench.prepare, metrics=metrics, headline=headline, report=letter_report(bench.report, bench.letter_note),
-                presentation=presentation, tables=letter_tables(bench.design_columns), figures=bench.figures,
-                judging=judging, design=bench.design, factors=bench.factors, reword=bench.reword or no_reword,
-                text_forms=TEXT_FORMS if bench.text_message else (),
-                text_message=bench.text_message or no_text_message,
-                debiased=partial(debiased_choices, design=bench.design))
+    return Task(kind=bench.kind, title=bench.title, answers=Answers.LETTERS,
+                data=Data(spec_type=bench.spec_type, prepare=bench.prepare),
+                scoring=Scoring(metrics=metrics, headline=headline, report=letter_report(bench.report, bench.letter_note),
+                                figures=bench.figures, debiased=partial(debiased_choices, design=bench.design)),
+                presentation=presentation, tables=letter_tables(bench.design_columns), judging=judging,
+                design=bench.design, factors=Factors(names=bench.factors, reword=bench.reword),
+                text=None if bench.text_message is None else TextForms(forms=TEXT_FORMS, message=bench.text_message))
 
 
 def _with_extra(metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree],

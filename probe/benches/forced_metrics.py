@@ -47,7 +47,7 @@ def is_text_only_run(run: Run) -> bool:
 
 def letter_metrics(compute: Compute, spec_type: type, design: Design
                    ) -> Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree]:
-    """The `Task.metrics` hook of a forced-choice bench: the header every such run reports, then
+    """The `Scoring.metrics` hook of a forced-choice bench: the header every such run reports, then
     the bench's own blocks from `compute` on the (masked) table, and the letter-prior blocks over
     the conditions and prompt groups of its `design`, returned with their bootstrap replicates
     (`Measured`).

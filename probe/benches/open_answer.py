@@ -21,10 +21,12 @@ import pyarrow as pa
 
 from probe.benches.task import (
     Answers,
+    Data,
     JudgeJob,
     Judging,
     PreparedBench,
     Presentation,
+    Scoring,
     Tables,
     Task,
     no_figures,
@@ -115,11 +117,13 @@ def open_answer_task(bench: OpenAnswer, presentation: Presentation, modes: tuple
         return [{**bench.prompt_values(r.prompt), "prompt_id": r.prompt.prompt_id, "n_tokens": len(r.token_ids),
                  "text": r.text, "token_ids": r.token_ids} for r in rendered]
 
-    return Task(kind=bench.kind, title=bench.title, spec_type=bench.spec_type, answers=Answers.OPEN,
-                prepare=bench.prepare, metrics=bench.metrics, headline=headline,
-                report=lambda m, run: bench.report(m), presentation=presentation,
+    return Task(kind=bench.kind, title=bench.title, answers=Answers.OPEN,
+                data=Data(spec_type=bench.spec_type, prepare=bench.prepare),
+                scoring=Scoring(metrics=bench.metrics, headline=headline, report=lambda m, run: bench.report(m),
+                                figures=bench.figures, unit=bench.unit),
+                presentation=presentation,
                 tables=Tables(prompts_schema=schema, prompt_rows=prompt_rows, generations_schema=ANSWER_GENERATIONS,
                               parse_generation=parse_answer),
-                figures=bench.figures, unit=bench.unit, modes=modes,
+                modes=modes,
                 judging=Judging(jobs=bench.judge_jobs, judges=(*bench.judges, *MODEL_JUDGES),
                                 schema=judgements_schema(bench.judgement_columns)))

@@ -1,15 +1,26 @@
 """The one interface a benchmark implements: a `Task` holds everything benchmark-specific.
 
 Generic code (the pipeline, analysis, reports, sweeps) never asks *which* benchmark it runs; it
-asks the task: how to load and validate the data and expand it into prompts (`prepare`), how
-answers are read (`answers`: letter log-probs with a generation fallback, or open answers that
-a judge reads), how to store its prompts and generations, what to ask the judge, its metrics,
-its report, its figures, and which metrics its sweep tables, base-vs-instruct tables and
-temperature curve show. A task is a frozen record of plain functions and values — no base
-class to inherit from — with three small records for what many benches share: `Presentation`
-(the sweep tables' columns, the curve, sweep figures), `Tables` (prompts and generations
-tables) and `Judging` (default: no judge). A forced-choice bench states only its own parts to
-`probe.benches.forced.forced_choice_task`. Register one with `probe.benches.registry.register`.
+asks the task's capabilities, each a small frozen record:
+
+| capability | what it holds | optional |
+|---|---|---|
+| `data: Data` | the `bench:` block's type and the loader (`prepare`) | no |
+| `answers: Answers` | letters (forced choice) or open answers a judge reads | no |
+| `scoring: Scoring` | metrics, headline, report, figures, debiased reading, bootstrap unit | `debiased` None |
+| `tables: Tables` | its `prompts.parquet` and `generations.parquet` | no |
+| `presentation: Presentation` | sweep, pair, steering and curve columns; sweep figures; caveats | no |
+| `judging: Judging` | what it asks a judge, its judges, `judgements.parquet` | default: nothing to judge |
+| `design: Design` | the parts its design fields play in generic analyses | default: none |
+| `text: TextForms` | its answer-text reading | None: no text reading |
+| `factors: Factors` | the prompt factors it admits, its rewording, its factor response | None: no factors |
+| `modes` | `bench.mode` → another task (readings that differ in kind) | empty |
+
+A task is a frozen record of plain values — no base class to inherit from; an optional capability
+a bench lacks is None and generic code asks `task.text is not None`. A forced-choice bench states
+only its own parts to `probe.benches.forced.forced_choice_task`, an open-answer bench to
+`probe.benches.open_answer.open_answer_task`: two ways of filling the same capabilities. Register
+one with `probe.benches.registry.register`.
 """
 
 from __future__ import annotations
@@ -34,7 +45,7 @@ from probe.metrics.tree import Headline, MetricsTree, MetricValue
 from probe.metrics.variant_shares import share_cube
 from probe.prompts.render import ANSWER_CUE
 from probe.prompts.text_forms import TextMessage
-from probe.prompts.variants import Reword, no_reword
+from probe.prompts.variants import Reword
 from probe.results.run import Run
 from probe.results.scores import ScoreTable
 from probe.results.schemas import judgements_schema
@@ -42,7 +53,7 @@ from probe.types import Design, GroupNoun, Item, Prompt, RenderedPrompt
 from probe.viz.figures import Figure
 
 FactorCube = Callable[[ScoreTable, Design, Sequence[str], float], ShareCube]
-"""`(table, design, variant names, temperature) → ShareCube` (`Task.factor_cube`)."""
+"""`(table, design, variant names, temperature) → ShareCube` (`Factors.cube`)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,7 @@ class Column:
 
     label: str
     path: str
-    """Dotted path in the tree `Task.headline` returns, e.g. `C0.KL`."""
+    """Dotted path in the tree `Scoring.headline` returns, e.g. `C0.KL`."""
     cell: Callable[[Mapping[str, Any]], str] | None = None
     """Custom cell text from the whole `metrics.json` (instead of the value at `path`)."""
     undefined: str | None = None
@@ -129,17 +140,6 @@ def no_caveats(metrics: Mapping[str, Any]) -> list[str]:
 def no_figures(*args: Any) -> list[Figure]:
     """No figures (a bench that draws none, of a run or of a sweep)."""
     return []
-
-
-def no_text_message(item: Item, prompt: Prompt, form: str) -> str:
-    """No text reading (a bench whose `text_forms` is empty is refused text modes before this runs)."""
-    raise AssertionError("a bench without a text reading has no text message")
-
-
-def no_debiased_reading(run: Run, temperature: float) -> np.ndarray | None:
-    """No debiased reading: open answers have no letter prior to remove."""
-    raise ProbeInputError(f"{run.path}: a {run.manifest.bench.kind} run has open answers, not letter choices: "
-                          "there is no letter prior to remove")
 
 
 def no_judging(bench: PreparedBench, generations: Sequence[Mapping[str, Any]]) -> list[JudgeJob]:
@@ -216,22 +216,30 @@ class Judging:
 
 
 @dataclass(frozen=True)
-class Task:
-    """Everything one benchmark declares. Every field is a hook generic code calls."""
+class Data:
+    """Where a bench's prompts come from: its config block's type and the loader that validates the
+    data and expands it into prompts."""
 
-    kind: str
-    """Registry name; a bench config selects it with `kind:`."""
-    title: str
-    """Display name in reports (`DiSCo`)."""
     spec_type: type
     """Frozen dataclass of the `bench:` config block (must have `name` and `kind` fields)."""
-    answers: Answers
-    """`letters`: forced choice, read from letter log-probs (or, with `backend.mode=generate`,
-    parsed from generated text); `open`: answers are generated and read by a judge (a plain
-    string names the same value)."""
     prepare: Callable[[Any, bool, Path], PreparedBench]
     """`(bench spec, generation mode?, data cache dir) → PreparedBench`; validates the data
     where it enters."""
+
+    def spec_from(self, values: Mapping[str, Any]) -> Any:
+        """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""
+        return bench_spec(self.spec_type, values)
+
+
+Debias = Callable[[Run, float], "np.ndarray | None"]
+"""`(run, temperature) → [prompt, letter]` choice distribution with the letter prior removed (None:
+the design cannot estimate it)."""
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """What a run's stored tables become: its metrics, their headline, its report and figures."""
+
     metrics: Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree]
     """`(run, prompt mask or None, options) → metrics.json` entries beyond `bench` and `model`,
     computed from the stored tables only."""
@@ -240,41 +248,77 @@ class Task:
     report: Callable[[Mapping[str, Any], Run], str]
     """`(metrics.json, run) → report.md` (markdown; the run's tables for listings such as
     invalid generations)."""
+    figures: Callable[[Run, Path], list[Figure]] = no_figures
+    """A run's figures, written into the given directory."""
+    debiased: Debias | None = None
+    """The choice distribution with the letter prior removed (forced choice), behind
+    `Run.group_distribution(reading="debiased")`; None: no debiased reading (open answers have no
+    letters)."""
+    unit: str = "item_id"
+    """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
+    templates). Paired comparisons need two runs with the same set of them."""
+
+
+@dataclass(frozen=True)
+class TextForms:
+    """A bench's answer-text reading (`backend.mode=text|letters+text`, `probe.prompts.text_forms`);
+    a bench with one has a `text_form` field in its spec."""
+
+    forms: tuple[str, ...]
+    """The formulations it supports (`bench.text_form`)."""
+    message: TextMessage
+    """`(item, letter prompt, form) → the text reading's user message`."""
+
+
+@dataclass(frozen=True)
+class Factors:
+    """The prompt factors a bench's protocol admits (`probe.prompts.factors`; the run's `factors`
+    key may vary only these)."""
+
+    names: tuple[str, ...]
+    """The factors it admits (`probe.prompts.variants.SETTING_FACTORS`: the cue and the system
+    message, which every forced-choice prompt takes; `labels`, `instruction` and `layout` need
+    `reword`)."""
+    reword: Reword | None = None
+    """`(item, prompt, wording) → user message` under another label set, instruction line or
+    option layout (`probe.prompts.variants`); None: it admits none of those factors."""
+    cube: FactorCube = share_cube
+    """A factor run's `[item, variant, group]` response for the format-robustness analysis: by
+    default the options' group shares (`probe.metrics.variant_shares.share_cube`); a bench whose
+    groups are not its options' supplies its own (GlobalOpinionQA: countries)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """Everything one benchmark declares, as capabilities generic code asks for; an optional one
+    a bench lacks is None (`task.text is not None`), never a stand-in that fails when called."""
+
+    kind: str
+    """Registry name; a bench config selects it with `kind:`."""
+    title: str
+    """Display name in reports (`DiSCo`)."""
+    answers: Answers
+    """`letters`: forced choice, read from letter log-probs (or, with `backend.mode=generate`,
+    parsed from generated text); `open`: answers are generated and read by a judge (a plain
+    string names the same value)."""
+    data: Data
+    """Its config block's type and its loader."""
+    scoring: Scoring
+    """Its metrics, headline, report and figures, from the stored tables."""
     presentation: Presentation
     """Its columns and figures in the sweep reports and the temperature curve."""
     tables: Tables
     """Its `prompts.parquet` and `generations.parquet`."""
-    figures: Callable[[Run, Path], list[Figure]] = no_figures
-    """A run's figures, written into the given directory."""
     judging: Judging = Judging()
-    """What it asks a judge, which judges can answer, and its `judgements.parquet`."""
+    """What it asks a judge, which judges can answer, and its `judgements.parquet` (default: nothing)."""
     design: Design = Design()
     """The parts its prompts' design fields play in generic analyses: the field of the conditions
     analysed apart, of the group a cue names, of the option rotation; the conditions interventions
     compare by default and the one the logit lens reads (`probe.types.Design`; default: none)."""
-    text_forms: tuple[str, ...] = ()
-    """The answer-text formulations it supports (`bench.text_form`, `probe.prompts.text_forms`); empty:
-    no text reading, and `backend.mode=text|letters+text` is refused. A bench with some has a
-    `text_form` field in its spec."""
-    text_message: TextMessage = no_text_message
-    """`(item, letter prompt, form) → the text reading's user message` (`probe.prompts.text_forms`)."""
-    debiased: Callable[[Run, float], np.ndarray | None] = no_debiased_reading
-    """`(run, temperature) → [prompt, letter]` choice distribution with the letter prior removed
-    (forced choice; None: the design cannot estimate it), behind `Run.group_distribution(
-    reading="debiased")`; the default refuses (open answers have no letters)."""
-    unit: str = "item_id"
-    """The `prompts.parquet` column whose values the bootstrap resamples (items; LocQA's
-    templates). Paired comparisons need two runs with the same set of them."""
-    factors: tuple[str, ...] = ()
-    """The prompt factors its protocol admits (`probe.prompts.factors`; the run's `factors` key
-    may vary only these); empty: none, and a run with factors is refused."""
-    reword: Reword = no_reword
-    """`(item, prompt, wording) → user message` under another label set, instruction line or
-    option layout (`probe.prompts.variants`); default: refused (it admits none of those factors)."""
-    factor_cube: FactorCube = share_cube
-    """A factor run's `[item, variant, group]` response for the format-robustness analysis: by
-    default the options' group shares (`probe.metrics.variant_shares.share_cube`); a bench whose
-    groups are not its options' supplies its own (GlobalOpinionQA: countries)."""
+    text: TextForms | None = None
+    """Its answer-text reading; None: none, and `backend.mode=text|letters+text` is refused."""
+    factors: Factors | None = None
+    """The prompt factors it admits; None: none, and a run with factors is refused."""
     modes: tuple[tuple[str, Task], ...] = ()
     """`bench.mode` value → the task that runs it, when one bench offers readings that differ in
     kind (open answers and scored texts): the run's spec and its recorded `kind` become that
@@ -290,7 +334,7 @@ class Task:
 
     def spec_from(self, values: Mapping[str, Any]) -> Any:
         """The typed bench spec of a config block (strict: unknown keys and bad values stop)."""
-        return bench_spec(self.spec_type, values)
+        return self.data.spec_from(values)
 
 
 def bench_spec(spec_type: type, values: Mapping[str, Any]) -> Any:

@@ -107,7 +107,7 @@ def _headline_paths(a: StoredRun, task: Task, metrics: list[str] | None, flavour
         return metrics
     # A run without metrics.json (analysis never finished) is compared from its tables all the same.
     measured = a.metrics if a.metrics is not None else a.recompute_metrics(analysis={"n_boot": 0})
-    tree = task.headline(measured)[0]
+    tree = task.scoring.headline(measured)[0]
     block = flavour or headline_block(task, measured)
     return [c.path for c in task.presentation.sweep_columns
             if c.cell is None and block not in c.constant_in and is_number(get_path(tree, c.path))]
@@ -222,16 +222,16 @@ def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: 
     task, _ = comparable_units(a, b)  # one benchmark, one data file, one design
     if task.answers is not Answers.LETTERS:
         raise ProbeInputError(f"agreement=true compares forced-choice runs; {a.path} is a {task.kind} run")
-    if is_generation_run(a.run) or not is_generation_run(b.run):
+    if is_generation_run(a) or not is_generation_run(b):
         mode = {True: "a generation run", False: "a scored run"}
         raise ProbeInputError(f"agreement=true compares a scored run (A) with a generation run (B) of the same "
-                              f"design; got {mode[is_generation_run(a.run)]} {a.path} and "
-                              f"{mode[is_generation_run(b.run)]} {b.path}")
-    if is_text_only_run(a.run):
+                              f"design; got {mode[is_generation_run(a)]} {a.path} and "
+                              f"{mode[is_generation_run(b)]} {b.path}")
+    if is_text_only_run(a):
         raise ProbeInputError(f"{a.path}: a backend.mode=text run has no letter reading; score it with "
                               "backend.mode=letters+text")
     options = a.options(opts)
-    result = generated_choice_agreement(a.run, b.run, task.design, options)
+    result = generated_choice_agreement(a, b, task.design, options)
     print(f"A = {a.path}\nB = {b.path}\nbootstrap over A's items, {options.n_boot} resamples, seed "
           f"{options.seed}, temperature {options.temperature:g}\n", end="")
     print(plain_text(choice_agreement_markdown(result.block, result.ci, options.n_boot)), end="")

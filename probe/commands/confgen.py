@@ -98,10 +98,10 @@ def entries() -> list[Generated]:
     out += [Generated(f"intervention/{name}.yaml", f"# intervention={name} — {(spec.__doc__ or '').strip()}", spec)
             for name, spec in INTERVENTIONS.items()]
     for task in BUILTIN:
-        doc = _summary(task.spec_type)
+        doc = _summary(task.data.spec_type)
         what = doc.partition(": ")[2] or doc  # the docstring's "The `bench:` block of X: <what X is>"
         out.append(Generated(f"bench/{task.kind}.yaml", f"# python -m probe bench={task.kind} — {task.title}: {what}",
-                             task.spec_type))
+                             task.data.spec_type))
     return out
 
 

@@ -63,7 +63,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
         _write_reanalysis(stored, report, suffix)
         return metrics
     figures_dir = stored.path / FIGURES
-    figures = stored.task.figures(stored, figures_dir)
+    figures = stored.task.scoring.figures(stored, figures_dir)
     figures += [f for unit in units for f in unit.figures(stored, results[unit.name], figures_dir)]
     write_run_report(stored, report, RunAnalyses(figures=tuple(figures), design=stored.task.design))
     write_manifest(run_dir, stored.manifest.with_timing("analysis_s", time.perf_counter() - t0))
@@ -71,9 +71,9 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
 
 
 def _markdown(stored: StoredRun, units: Sequence[Analysis], results: Results) -> str:
-    """The bench's report (`Task.report`) with each unit's answer in its opening and each unit's
+    """The bench's report (`Scoring.report`) with each unit's answer in its opening and each unit's
     section after it, in registry order."""
-    report = stored.task.report(stored.metrics or {}, stored)
+    report = stored.task.scoring.report(stored.metrics or {}, stored)
     for unit in units:
         report = unit.opening(stored, results[unit.name], report)
     return report + "".join(unit.section(stored, results[unit.name]) for unit in units)
@@ -86,7 +86,7 @@ def _write_reanalysis(stored: StoredRun, report: str, suffix: str) -> None:
     write_text(stored.path / markdown_name, inert_html(report))
     label = suffix.removeprefix("-")
     write_html(stored.path / page, f"{metrics['bench']} — {metrics['model']} ({label})", report,
-               stored.task.figures(stored, stored.path / FIGURES / label))
+               stored.task.scoring.figures(stored, stored.path / FIGURES / label))
 
 
 def _compute(stored: StoredRun, opts: AnalysisOptions, units: Sequence[Analysis]) -> Results:

@@ -78,7 +78,7 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
         check_device(cfg.backend.device)  # before any download, directory or model
     with os_errors(f"bench {ref.spec.name!r}", "bench.path must be a readable file, and $PROBE_CACHE a writable "
                    "directory (downloads are cached there)"):
-        bench = ref.task.prepare(ref.spec, generate, cache_root() / "data")
+        bench = ref.task.data.prepare(ref.spec, generate, cache_root() / "data")
     log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
     mech = cfg.analysis.mech
     if generate:  # open answers: always generated, and recorded so

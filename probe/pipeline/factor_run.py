@@ -42,7 +42,8 @@ def render_variants_of(cfg: RunConfig, bench: PreparedBench, loaded: LoadedModel
     labels; the protocol's letter ids stay the run's `letter_token_ids`."""
     task = cfg.bench.task
     check_texts(loaded.tokenizer, level_texts(cfg.variants), cfg.model.name)
-    bench = replace(bench, prompts=variant_prompts(bench.prompts, bench.items, cfg.variants, task.reword,
+    bench = replace(bench, prompts=variant_prompts(bench.prompts, bench.items, cfg.variants,
+                                                   None if task.factors is None else task.factors.reword,
                                                    bench.letters))
     done = render_variants(loaded.tokenizer, bench.prompts, cfg.variants, bench.letters, settings, cfg.model.name,
                            max_positions(loaded), task.design.condition)

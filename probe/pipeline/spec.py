@@ -198,7 +198,7 @@ def _text_reading(cfg: RunConfig) -> None:
     mode, task = cfg.backend.reading, cfg.bench.task  # as asked: an open-answer bench refuses a text reading
     if not mode.reads_text:
         return
-    if not task.text_forms:
+    if task.text is None:
         raise ProbeInputError(f"backend.mode={mode}: {task.title} has no answer-text reading (its answers are "
                               f"{task.answers}); expected backend.mode=letters or generate")
     if cfg.bench.shard is not None:
@@ -220,7 +220,8 @@ def _variants(cfg: RunConfig) -> tuple[Variant, ...]:
         raise FactorError("factors: prompt factors need letter scoring without an intervention "
                           f"(backend.mode=letters, intervention=none); got backend.mode={cfg.backend.mode}, "
                           f"intervention={cfg.intervention.name}, {cfg.bench.task.answers} answers")
-    return expand(list(cfg.factors), factors, cfg.bench.task.factors, cfg.max_variants)
+    admitted = () if cfg.bench.task.factors is None else cfg.bench.task.factors.names
+    return expand(list(cfg.factors), factors, admitted, cfg.max_variants)
 
 
 def _judge_values(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -57,7 +57,9 @@ def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Tokenizer, set
     """The text reading's prompts (None when the run has none), checked before any weight loads."""
     if not cfg.plan.text_pass:
         return None
-    design = text_design(bench.prompts, bench.items, cfg.bench.spec.text_form, cfg.bench.task.text_message)
+    text = cfg.bench.task.text
+    assert text is not None  # the config refused a text reading of a bench without one
+    design = text_design(bench.prompts, bench.items, cfg.bench.spec.text_form, text.message)
     check_data_text(tokenizer, design.prompts, bench.data_label, cfg.model.name, design.options)
     return TextReading(design, tuple(render_texts(tokenizer, design, settings, cfg.model.name, max_positions)))
 

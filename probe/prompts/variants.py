@@ -83,7 +83,7 @@ def variant_settings(variant: Variant, settings: RenderSettings) -> RenderSettin
 
 
 def variant_prompts(prompts: Sequence[Prompt], items: Iterable[Any], variants: Sequence[Variant],
-                    reword: Reword, letters: Sequence[str]) -> list[Prompt]:
+                    reword: Reword | None, letters: Sequence[str]) -> list[Prompt]:
     """Every prompt of every variant, variant-major (`v · N + i`), each design gaining `variant`.
 
     A variant that changes the message needs the bench's `reword`. A base-model text that holds the
@@ -101,7 +101,7 @@ def variant_prompts(prompts: Sequence[Prompt], items: Iterable[Any], variants: S
                 if (base is not None and p.message not in base) or p.shots:
                     raise FactorError(f"factors: variant {v.name!r}: prompt {p.prompt_id} ({p.describe()}) has "
                                       "example turns or a base-model text, which this bench does not reword")
-                message = reword(by_id[str(p.item_id)], p, said)
+                message = (reword or no_reword)(by_id[str(p.item_id)], p, said)  # None: the bench rewords nothing
                 base = None if base is None else base.replace(p.message, message)
             out.append(replace(p, prompt_id=v.index * n + p.prompt_id, message=message, base_text=base,
                                prefix_key=p.prefix_key if v.index == 0 else f"{p.prefix_key}|v{v.index}",

@@ -69,7 +69,7 @@ def checkpoint_figures(entries: Sequence[StoredRun], out_dir: Path) -> list[Figu
             steps = np.array([e.step for e in runs], dtype=float)
             for ax, c in zip(axes[0], columns):
                 values = np.array([num(value(e, c)) for e in runs])
-                bounds = np.array([[num(b) for b in (get_path(e.task.headline(e.metrics)[1], c.path) or [None, None])]
+                bounds = np.array([[num(b) for b in (get_path(e.task.scoring.headline(e.metrics)[1], c.path) or [None, None])]
                                    for e in runs])
                 err = np.clip(np.nan_to_num(np.stack([values - bounds[:, 0], bounds[:, 1] - values]), nan=0.0), 0, None)
                 ax.errorbar(steps, values, yerr=err, marker="o", capsize=3)

@@ -160,7 +160,7 @@ def _entry(path: Path) -> StoredRun:
     if missing:
         raise ProbeInputError(f"{MANIFEST}: a field is missing or of the wrong type ({', '.join(missing)})")
     entry = StoredRun.of(run, task_of(run.manifest))
-    headline = entry.task.headline(entry.metrics)[0]
+    headline = entry.task.scoring.headline(entry.metrics)[0]
     if not isinstance(headline, Mapping) or not headline:
         raise ProbeInputError(f"{METRICS} has no {entry.task.title} headline metrics (an empty or partial file)")
     return entry
@@ -168,7 +168,7 @@ def _entry(path: Path) -> StoredRun:
 
 def value(e: StoredRun, column: Column) -> Any:
     """The run's headline value at the column's path (None when absent)."""
-    return get_path(e.task.headline(e.metrics)[0], column.path)
+    return get_path(e.task.scoring.headline(e.metrics)[0], column.path)
 
 
 def cell(e: StoredRun, column: Column, notes: Footnotes | None = None) -> str:
@@ -194,7 +194,7 @@ def summary_rows(entries: Sequence[StoredRun]) -> list[dict[str, Any]]:
         blocks = [(k, e.metrics[k], cis.get(k)) for k in ("expected", "greedy", "debiased")
                   if isinstance(e.metrics.get(k), dict)]
         if not blocks:
-            tree, ci_tree = e.task.headline(e.metrics)
+            tree, ci_tree = e.task.scoring.headline(e.metrics)
             name = next((k for k, v in e.metrics.items() if v is tree), "metrics")
             blocks = [(name, tree, ci_tree)]
         for flavour, tree, ci_tree in blocks:

@@ -45,7 +45,7 @@ _VARIANT = ("variant", "variant_name", "variant_levels")
 
 def records(run: StoredRun) -> Iterator[dict[str, Any]]:
     """One record per prompt, in prompt-id order (see the module docstring)."""
-    frame = run.run.samples()
+    frame = run.samples()
     debiased = _debiased(run)
     structured = [c for c in run.task.design.structured if c in frame.columns]
     for row in frame.to_dict(orient="records"):
@@ -68,12 +68,13 @@ def _decoded(value: Any, column: str, prompt_id: int) -> Any:
 
 def _debiased(run: StoredRun) -> dict[int, list[float]]:
     """`{prompt_id: debiased distribution}` of a letter run whose design estimates it, else {}."""
-    if run.task.answers is not Answers.LETTERS:
+    debias = run.task.scoring.debiased
+    if run.task.answers is not Answers.LETTERS or debias is None:
         return {}
-    probs = run.task.debiased(run.run, run.options().temperature)
+    probs = debias(run, run.options().temperature)
     if probs is None:  # the design cannot separate letter from content: no such reading
         return {}
-    return {int(p): [float(x) for x in q] for p, q in zip(run.run.table().prompt_id, probs)}
+    return {int(p): [float(x) for x in q] for p, q in zip(run.table().prompt_id, probs)}
 
 
 def _record(row: dict[str, Any], debiased: Mapping[int, list[float]]) -> dict[str, Any]:

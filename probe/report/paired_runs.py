@@ -63,7 +63,7 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun, common: bool = False) -
             raise ProbeInputError(f"{run_a.path} and {run_b.path} read different bench data (bench {name} {a[:12]}… vs "
                                   f"{b[:12]}…): the same ids may name different items, so they are not paired; run "
                                   "both on the same data")
-    unit = task_a.unit
+    unit = task_a.scoring.unit
     units_a, units_b = run_units(run_a, unit), run_units(run_b, unit)
     if common and units_a & units_b:
         return task_a, sorted(units_a & units_b)
@@ -78,18 +78,18 @@ def comparable_units(run_a: StoredRun, run_b: StoredRun, common: bool = False) -
 
 
 def run_units(run: StoredRun, unit: str) -> set[str]:
-    """The bootstrap units (`Task.unit` values, as text) a run's prompts hold."""
-    return {str(u) for u in run.run.prompts.column(unit).to_pylist()}
+    """The bootstrap units (`Scoring.unit` values, as text) a run's prompts hold."""
+    return {str(u) for u in run.prompts.column(unit).to_pylist()}
 
 
 def _unit_mask(run: StoredRun, unit: str, units: set[str], variant: int | None) -> np.ndarray:
     """`[prompt_id]` whether a prompt is of one of `units` (and of `variant`; of a factor run
     compared without one, its protocol variant 0, as `StoredRun.measure` reads it)."""
-    values = np.asarray([str(u) for u in run.run.prompts.column(unit).to_pylist()], dtype=object)
+    values = np.asarray([str(u) for u in run.prompts.column(unit).to_pylist()], dtype=object)
     mask = np.isin(values, sorted(units))
-    if variant is None and variant_records(run.run):
+    if variant is None and variant_records(run):
         variant = 0
-    return mask if variant is None else mask & variant_mask(run.run, variant)
+    return mask if variant is None else mask & variant_mask(run, variant)
 
 
 def _text_form(run: StoredRun) -> str | None:
@@ -112,7 +112,7 @@ def _with_replicates(run: StoredRun, opts: AnalysisOptions, variant: int | None 
     if units is not None:
         mask: np.ndarray | None = _unit_mask(run, units[0], units[1], variant)
     else:
-        mask = None if variant is None else variant_mask(run.run, variant)
+        mask = None if variant is None else variant_mask(run, variant)
     metrics = run.measure(opts, mask)
     return metrics, replicates_of(metrics)
 
@@ -120,16 +120,16 @@ def _with_replicates(run: StoredRun, opts: AnalysisOptions, variant: int | None 
 def shared_variants(run_a: StoredRun, run_b: StoredRun) -> list[tuple[str, int, int]]:
     """`(name, index in A, index in B)` of every variant of two factor runs, in A's order (empty:
     not both factor runs); refused in one line naming the variants only one run has."""
-    a = {str(r["name"]): int(r["index"]) for r in variant_records(run_a.run)}
-    b = {str(r["name"]): int(r["index"]) for r in variant_records(run_b.run)}
+    a = {str(r["name"]): int(r["index"]) for r in variant_records(run_a)}
+    b = {str(r["name"]): int(r["index"]) for r in variant_records(run_b)}
     if not a or not b:
         return []
     if set(a) != set(b):
         only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
         raise ProbeInputError(f"the factor runs score different variants: only in {run_a.path}: "
                               f"{', '.join(only_a) or 'none'}; only in {run_b.path}: {', '.join(only_b) or 'none'}")
-    wording = {str(r["name"]): r for r in variant_records(run_b.run)}
-    for r in variant_records(run_a.run):
+    wording = {str(r["name"]): r for r in variant_records(run_b)}
+    for r in variant_records(run_a):
         if not _same_wording(r, wording[str(r["name"])]):
             raise ProbeInputError(f"variant {r['name']} is worded differently in {run_a.path} and {run_b.path} "
                                   "(a levels file gave one level name two texts): they are two variants, not one")
@@ -145,7 +145,7 @@ def _same_wording(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 def headline_block(task: Task, metrics: Mapping[str, Any]) -> str:
     """The name of the block (`expected`, `metrics`, …) holding the task's headline tree."""
-    tree = task.headline(metrics)[0]
+    tree = task.scoring.headline(metrics)[0]
     return next(k for k, v in metrics.items() if v is tree)
 
 
@@ -161,14 +161,14 @@ def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: Anal
     if opts.n_boot < 1:
         raise ProbeInputError("a paired comparison needs analysis.n_boot ≥ 1")
     va, vb = variants or (None, None)
-    shared = (task.unit, set(units)) if common else None
+    shared = (task.scoring.unit, set(units)) if common else None
     ma, ra = _with_replicates(run_a, opts, va, shared)
     mb, rb = _with_replicates(run_b, opts if paired else replace(opts, seed=opts.seed + 1), vb, shared)
     for run in (run_a, run_b):  # forced choice: the bootstrap resamples the items its table holds
         if task.answers is Answers.LETTERS:
-            scored = len({str(u) for u in run.run.table().item_id} & set(units))
+            scored = len({str(u) for u in run.table().item_id} & set(units))
             if scored != len(units):
-                raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.unit}s have a valid "
+                raise ProbeInputError(f"{run.path}: only {scored} of the {len(units)} {task.scoring.unit}s have a valid "
                                       "answer (generation mode), so its resamples cannot be paired")
     block = block or headline_block(task, ma)
     for run, m, r in ((run_a, ma, ra), (run_b, mb, rb)):
@@ -177,11 +177,11 @@ def compare(run_a: StoredRun, run_b: StoredRun, paths: Sequence[str], opts: Anal
                                   f"blocks: {sorted(r)}")
     diffs = [difference(path, block, ma, mb, ra, rb) for path in paths]
     adjusted = holm([d.p_value for d in diffs])
-    return Comparison(run_a=str(run_a.path), run_b=str(run_b.path), unit=task.unit, n_units=len(units),
+    return Comparison(run_a=str(run_a.path), run_b=str(run_b.path), unit=task.scoring.unit, n_units=len(units),
                       n_boot=opts.n_boot, seed=opts.seed, temperature=opts.temperature, paired=paired,
                       differences=tuple(replace(d, p_holm=p) for d, p in zip(diffs, adjusted)),
                       orders=ordering_designs(run_a, run_b),
-                      dropped=_dropped(run_a, run_b, task.unit, set(units)) if common else None)
+                      dropped=_dropped(run_a, run_b, task.scoring.unit, set(units)) if common else None)
 
 
 def _dropped(run_a: StoredRun, run_b: StoredRun, unit: str, units: set[str]) -> tuple[int, int]:

@@ -198,7 +198,7 @@ def write_sweep_report(paths: Sequence[Path], out_dir: Path) -> Path:
     refuse_links_inside(out_dir)  # a planted link is refused before anything is written
     markdown = sweep_markdown(entries, unfinished, skipped)
     write_text(out_dir / REPORT, inert_html(markdown))
-    figures = sweep_figures([e.run for e in entries], [e.label for e in entries], out_dir)
+    figures = sweep_figures([e for e in entries], [e.label for e in entries], out_dir)
     figures += checkpoint_figures(entries, out_dir)
     figures += [f for unit in analyses() for f in unit.sweep_figures(entries, out_dir)]
     write_html(out_dir / REPORT_PAGE, "probe sweep report", markdown, figures)
@@ -214,7 +214,7 @@ def _load_tables(entries: Sequence[StoredRun], skipped: list[Skipped]) -> list[S
     kept = []
     for e in entries:
         try:
-            e.run.tables()
+            e.tables()
         except (ProbeInputError, OSError, ValueError) as err:  # ValueError: pyarrow's ArrowInvalid
             skipped.append(Skipped(e.path, f"its tables cannot be read ({err})"))
             continue

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -43,9 +43,13 @@ from probe.results.scores import ScoreTable, read_table
 if TYPE_CHECKING:
     import pandas as pd
 
-Reading = Literal["expected", "greedy", "debiased"]
+ChoiceReading = Literal["expected", "greedy", "debiased"]
+"""How a letter run's choices are read: probability-weighted, argmax, letter prior removed (not
+`probe.backends.reading.Reading`, which names how answers are scored)."""
 READINGS: tuple[str, ...] = ("expected", "greedy", "debiased")
-"""The readings of a letter run's choices: probability-weighted, argmax, letter prior removed."""
+
+Debias = Callable[["Run", float], "np.ndarray | None"]
+"""`(run, temperature) → [prompt, letter]` debiased distribution (None: the design cannot estimate it)."""
 
 
 @dataclass
@@ -60,6 +64,9 @@ class Run:
     """How the run was made (`probe.results.manifest`); reads like the stored JSON object too."""
     metrics: dict[str, Any] | None
     """`metrics.json` (None: not written yet)."""
+    debias: Debias | None = field(default=None, kw_only=True, repr=False, compare=False)
+    """The bench's way of removing the letter prior (`Task` scoring's `debiased`); None: opened without
+    its bench, so `reading="debiased"` is refused."""
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -199,7 +206,7 @@ class Run:
         return variant_columns(frame, self.manifest.raw.get("variants") or [], letters)
 
     def choice_probs(self, temperature: float = 1.0, greedy: bool = False,
-                     reading: Reading | None = None) -> np.ndarray:
+                     reading: ChoiceReading | None = None) -> np.ndarray:
         """`[prompt, letter]` choice distribution over the letters (docs/concepts/exact-distributions.md)
         in one `reading`: `expected` (softmax at `temperature`), `greedy` (one-hot argmax) or
         `debiased` (the letter prior removed, docs/concepts/letter-prior.md); `greedy=True` is
@@ -211,18 +218,25 @@ class Run:
         if reading == "greedy":
             return greedy_onehot(lp)
         if reading == "debiased":
-            return self._debiased(temperature)
+            return self._debiased_probs(temperature)
         raise ProbeInputError(f"reading: expected one of {list(READINGS)}, got {reading!r}")
 
-    def _debiased(self, temperature: float) -> np.ndarray:
-        """The debiased reading is the bench's (its design separates letter from content): a run
-        opened with `probe.load_run` knows its bench (`probe.analyses.view.StoredRun`); this
-        layer knows none."""
-        raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
-                              "probe.load_run")
+    def _debiased_probs(self, temperature: float) -> np.ndarray:
+        """The bench's debiased reading (`debias`), cached per temperature; refused without a bench,
+        or where its design cannot estimate the prior."""
+        if self.debias is None:  # the results layer knows no bench: the debiased reading is the bench's
+            raise ProbeInputError(f"{self.path}: the debiased reading needs the run's bench: open the run with "
+                                  "probe.load_run")
+        key = f"debiased:{temperature}"
+        if key not in self._cache:
+            self._cache[key] = self.debias(self, temperature)
+        if self._cache[key] is None:
+            raise ProbeInputError(f"{self.path}: no debiased reading: the letter prior of some condition cannot be "
+                                  "estimated (metrics.json's letter_prior_estimator says why)")
+        return self._cache[key]
 
     def group_distribution(self, mask: np.ndarray | None = None, temperature: float = 1.0,
-                           greedy: bool = False, reading: Reading | None = None) -> dict[str, float]:
+                           greedy: bool = False, reading: ChoiceReading | None = None) -> dict[str, float]:
         """Exposure-normalised share of each group (culture, cluster) over the masked prompts:
         `(sel(c)/app(c)) / Σ_c' sel(c')/app(c')` — DiSCo's CSD on any subset — in one `reading`
         (`expected`, `greedy`, `debiased`; see `choice_probs`). The debiased distribution is

@@ -17,7 +17,7 @@ from probe.benches.blend import whose, whose_metrics
 from probe.benches.blend.data import COUNTRIES, BlendSpec, load, read_files, resolve_files
 from probe.benches.blend.whose_conclusion import opening
 from probe.benches.forced import headline
-from probe.benches.task import Answers, Column, PreparedBench, Presentation, Task, bench_spec
+from probe.benches.task import Answers, Column, Data, PreparedBench, Presentation, Scoring, Task, TextForms, bench_spec
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, get_path, merged
 from probe.metrics.tree import MetricsTree
@@ -119,20 +119,15 @@ _COLUMNS = (Column("neutral KL", "neutral.KL"), Column("high − low", "neutral.
 TASK = Task(
     kind="blend_whose",
     title="BLEnD (whose answer)",
-    spec_type=BlendSpec,
     answers=Answers.LETTERS,
-    prepare=prepare,
-    metrics=metrics,
-    headline=headline,
-    report=report,
-    figures=figures,
+    data=Data(spec_type=BlendSpec, prepare=prepare),
+    scoring=Scoring(metrics=metrics, headline=headline, report=report, figures=figures),
     presentation=Presentation(sweep_columns=_COLUMNS, pair_columns=_COLUMNS,
                               sweep_note="Which country's annotated answer the model's scores favour: KL from "
                                          "uniform and high − low-resource share of the neutral form, compliance "
                                          "and stickiness under country cues; 95% CIs over questions."),
     tables=forced.LETTER_TABLES,  # a forced-choice bench's tables
     design=forced.ROTATION_DESIGN,
-    text_forms=("cloze",),
-    text_message=whose.text_message,
+    text=TextForms(forms=("cloze",), message=whose.text_message),
 )
 """BLEnD's whose-answer reading: a distribution over the 16 countries' answers per question."""

@@ -2,7 +2,7 @@
 
 The generic factor analysis reads, per (item, variant, group), a share of the item's choice mass;
 on this bench the groups would be option texts ("Approve", "DK/Refused"), which say nothing about
-whose opinions the model holds. Here (`Task.factor_cube`) the items are questions, the groups are
+whose opinions the model holds. Here (`Factors.cube`) the items are questions, the groups are
 the countries (survey labels) and the response is each (question, country) lift under each
 variant: the similarity of the variant's rotation-mean distribution (the reference condition,
 `default`) to the country's answer shares, minus the uniform model's.
@@ -67,7 +67,7 @@ def lifts(table: ScoreTable, design: Design, names: Sequence[str], temperature: 
 
 
 def factor_cube(table: ScoreTable, design: Design, names: Sequence[str], temperature: float = 1.0) -> ShareCube:
-    """`Task.factor_cube`: `[question, variant, country]` lift shares (see the module doc)."""
+    """`Factors.cube`: `[question, variant, country]` lift shares (see the module doc)."""
     frame = lifts(table, design, names, temperature)
     items = list(dict.fromkeys(frame["item_id"]))
     groups = sorted(set(frame["group"]))

@@ -164,4 +164,5 @@ _TASK = forced.forced_choice_task(
         curve_metrics=(Column("mean similarity (default)", "default.mean.similarity"),),
         groups=GroupNoun("country", "countries"), caveats=caveats),
 )
-TASK = replace(_TASK, metrics=metrics, factor_cube=factor_cube)
+assert _TASK.factors is not None  # the builder gives every forced-choice task its factors
+TASK = replace(_TASK, scoring=replace(_TASK.scoring, metrics=metrics), factors=replace(_TASK.factors, cube=factor_cube))
