@@ -32,7 +32,7 @@ CAPTIONS = {**DISCO_CAPTIONS, **CCD_CAPTIONS}
 def run_figures(run_dir: Path, out_dir: Path) -> list[Figure]:
     """A stored run's figures, as its bench's task draws them."""
     run = load_run(run_dir)
-    return task_of(run.manifest).figures(run, out_dir)
+    return task_of(run.manifest).scoring.figures(run, out_dir)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DISCO_FIGURES = ["csd.png", "lorenz.png", "letter_positions.png", "ppr_by_rotation.png"]

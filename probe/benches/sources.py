@@ -45,6 +45,9 @@ from probe.files import sha256_file, write_json
 
 log = logging.getLogger(__name__)
 
+WEB_SCHEMES = ("http", "https")
+"""URL schemes that name a host (a URL of these without one is refused)."""
+
 TIMEOUT_S = 60.0
 """Seconds without progress (connect or read) before a download fails."""
 DEADLINE_S = 1800.0
@@ -101,7 +104,7 @@ def _parse_url(url: str) -> httpx.URL:
     except (httpx.InvalidURL, TypeError) as e:
         raise ProbeInputError(f"bench.url: {url!r} is not a URL ({e}); expected http(s)://host/path or "
                               "file:///path") from None
-    if not parsed.scheme or (parsed.scheme in ("http", "https") and not parsed.host):
+    if not parsed.scheme or (parsed.scheme in WEB_SCHEMES and not parsed.host):
         raise ProbeInputError(f"bench.url: {url!r} is not an absolute URL; expected http(s)://host/path or "
                               "file:///path")
     return parsed

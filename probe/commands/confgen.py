@@ -24,7 +24,7 @@ from probe.backends.specs import BACKENDS
 from probe.benches.registry import BUILTIN
 from probe.config import describe_fields, package_conf_dir
 from probe.files import make_dirs, write_text
-from probe.judges import JudgeSpec
+from probe.judges import JudgeSpec, judge_kind
 from probe.judges.registry import MECHANISMS, judge_about, judge_names
 from probe.pipeline.intervention import INTERVENTIONS
 from probe.pipeline.run_info import RunInfo
@@ -78,7 +78,6 @@ def default_backend() -> str:
 
 def entries() -> list[Generated]:
     """Every generated file of the config tree."""
-    judge_llm = ("name", "model", "retries", "max_new_tokens", "max_error_rate")
     # each registered backend, its spec's own words (`probe.backends.specs.BACKENDS`)
     out = [Generated(f"backend/{name}.yaml", f"# backend={name}{' (default)' if name == default_backend() else ''} "
                      f"— {_summary(spec)}", spec) for name, spec in BACKENDS.items()]
@@ -86,15 +85,14 @@ def entries() -> list[Generated]:
         Generated("judge/auto.yaml", "# judge=auto (default) — the bench's own default judge (`probe ls judges`); a "
                   "judged run records the judge that judged.", JudgeSpec, {}, ("name",)),
         Generated("judge/llm.yaml", "# judge=llm — an LLM judge on a model config; validated JSON verdicts, "
-                  "retried, else judge_error.", JudgeSpec, {"name": "llm"}, judge_llm),
+                  "retried, else judge_error.", JudgeSpec, {"name": "llm"}, judge_kind("llm").keys),
         Generated("judge/http.yaml", "# judge=http judge.base_url=http://127.0.0.1:8000/v1 judge.model=<served "
                   "model> — an OpenAI-compatible endpoint.", JudgeSpec, {"name": "http", "max_new_tokens": 256},
-                  (*judge_llm, "base_url", "api_key_env", "timeout_s", "max_http_retries", "requests_per_minute",
-                   "concurrency", "max_response_bytes")),
+                  judge_kind("http").keys),
     ]
     # each bench's deterministic judges, from the judges registry (its own words, its own entry)
     out += [Generated(f"judge/{name}.yaml", f"# judge={name} — {judge_about(name)}", JudgeSpec, {"name": name},
-                      ("name",)) for name in judge_names() if name not in MECHANISMS]
+                      judge_kind(name).keys) for name in judge_names() if name not in MECHANISMS]
     out += [Generated(f"intervention/{name}.yaml", f"# intervention={name} — {(spec.__doc__ or '').strip()}", spec)
             for name, spec in INTERVENTIONS.items()]
     for task in BUILTIN:

@@ -105,7 +105,7 @@ def spec_of(group: str, block: Mapping[str, Any]) -> type | None:
     if group == "model":
         return ModelSpec
     if group == "bench" and "kind" in block:
-        return get_task(str(block["kind"]), block.get("module")).spec_type
+        return get_task(str(block["kind"]), block.get("module")).data.spec_type
     if group == "backend":
         return BACKENDS.get(str(block.get("name", "hf")))
     if group == "judge":

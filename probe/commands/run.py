@@ -26,6 +26,7 @@ from probe.commands.rundir import discard
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError, no_room, printable
 from probe.judges.http import redacted
+from probe.judges.spec import judge_kind
 from probe.models import ModelSpec
 from probe.models.availability import check_available
 from probe.pipeline.spec import RunConfig, run_config
@@ -144,7 +145,7 @@ def _models_available(config: RunConfig) -> None:
     """The run's model and its LLM judge's can be had (cached, downloadable or local), asked
     before the bench's data is read or a model library imported."""
     check_available(config.model, weights=not config.dry_run)
-    if config.judge_model is not None and config.judged and config.judge.name == "llm":
+    if config.judge_model is not None and config.judged and config.judge.kind.needs_local_model:
         check_available(config.judge_model, weights=not config.dry_run, key="judge.model")
 
 
@@ -169,7 +170,7 @@ def _judge_model(judge: dict) -> ModelSpec | None:
     lives), or like `model=hub` any hub id (`org/name`) or local directory; the HTTP judge's
     `model` is the API's model name."""
     name = judge.get("model")
-    if not name or judge.get("name") != "llm":
+    if not name or judge.get("name") is None or not judge_kind(judge["name"]).needs_local_model:
         return None
     path = package_conf_dir() / "model" / f"{name}.yaml"
     if not path.is_file():

@@ -307,7 +307,7 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
         lines.append(terminal_line(f"memory estimate (GiB, backend.batch_tokens={cfg.backend.batch_tokens}): "
                                    + ", ".join(f"{k} {v:.2f}" for k, v in est.items())))
-        if letter_ids is not None and cfg.plan.letters_pass and cfg.predict_device != "none":
+        if letter_ids is not None and cfg.plan.letters_pass and cfg.predicts:
             chunks = score_chunks(rendered, cfg.backend)
             lines.append(terminal_line(predict_chunks(config, chunks, cfg.predict_device,
                                                       BYTES.get(cfg.model.dtype, 4)).line()))

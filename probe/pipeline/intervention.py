@@ -29,6 +29,7 @@ import numpy as np
 
 from probe.backends.base import Patcher
 from probe.benches.registry import task_of
+from probe.config import build
 from probe.errors import ProbeInputError
 from probe.results.layout import MANIFEST, PATCHING_PARTS, PATCHING_TENSORS, is_finished
 from probe.results.manifest import read_manifest
@@ -46,6 +47,11 @@ class NoIntervention:
     name: Literal["none"] = "none"
     """none | patch (activation patching) | steer (steering vectors)."""
 
+    @property
+    def active(self) -> bool:
+        """Whether it changes the forward pass (never: the model as it is)."""
+        return False
+
 
 @dataclass(frozen=True)
 class PatchSpec:
@@ -59,6 +65,11 @@ class PatchSpec:
     """Condition of the destination prompts (same item, same option order); null: the bench's (DiSCo: C0)."""
     layers: tuple[int, ...] = ()
     """Decoder layers to patch, one at a time (negative: from the end); empty = every layer."""
+
+    @property
+    def active(self) -> bool:
+        """Whether it changes the forward pass (patching does)."""
+        return True
 
 
 @dataclass(frozen=True)
@@ -82,9 +93,22 @@ class SteerSpec:
     dest: str | None = None
     """… minus the mean residual of `dest` prompts (null: the bench's condition; DiSCo: C0)."""
 
+    @property
+    def active(self) -> bool:
+        """Whether it changes the forward pass (steering does)."""
+        return True
+
 
 InterventionSpec = NoIntervention | PatchSpec | SteerSpec
 INTERVENTIONS: dict[str, type] = {"none": NoIntervention, "patch": PatchSpec, "steer": SteerSpec}
+
+
+def intervention_spec(values: Mapping[str, Any]) -> InterventionSpec:
+    """The spec of the intervention `values["name"]` names (none when absent)."""
+    name = values.get("name", NoIntervention.name)
+    if name not in INTERVENTIONS:
+        raise ProbeInputError(f"intervention.name: unknown intervention {name!r}; available: {sorted(INTERVENTIONS)}")
+    return build(INTERVENTIONS[name], values, "intervention")
 
 
 def with_contrast(spec: InterventionSpec, design: Design) -> InterventionSpec:

@@ -20,7 +20,7 @@ from probe.benches.task import JudgeJob, verdict_row
 from probe.errors import ProbeInputError
 from probe.files import make_dirs, write_text
 from probe.judges import Judge, JudgeRequest, JudgeResult, make_judge
-from probe.judges.http import redacted
+from probe.judges.spec import RUN_POLICY, TRANSPORT_KEYS
 from probe.judges.registry import has_task, judge_task
 from probe.models import LoadedModel, load_model
 from probe.pipeline.spec import RunConfig
@@ -142,17 +142,12 @@ def check_error_rate(rows: Sequence[dict[str, Any]], max_rate: float) -> None:
 def judge_config(cfg: RunConfig) -> dict[str, Any]:
     """The judge's identity for the cache: its config without the key's variable name, and for an
     LLM judge the model it runs on."""
-    record = {k: v for k, v in asdict(cfg.judge).items() if k != "api_key_env"}
-    if record.get("base_url"):  # a URL's user info is a credential: recorded without it
-        record["base_url"] = redacted(record["base_url"])
-    if cfg.judge.name == "llm":
-        record["model"] = asdict(cfg.judge_model or cfg.model)
-    return record
+    return cfg.judge.kind.identity(cfg.judge, asdict(cfg.judge_model or cfg.model))
 
 
-TRANSPORT = ("api_key_env", "timeout_s", "max_http_retries", "requests_per_minute", "concurrency",
-             "max_response_bytes", "max_error_rate")
-"""Judge settings that change how verdicts are fetched, never what they say."""
+TRANSPORT = (*TRANSPORT_KEYS, *RUN_POLICY)
+"""Judge settings that change how verdicts are fetched (or how many failures stop the run), never
+what they say."""
 
 
 def verdict_config(cfg: RunConfig) -> dict[str, Any]:
@@ -163,7 +158,7 @@ def verdict_config(cfg: RunConfig) -> dict[str, Any]:
 def build_judge(cfg: RunConfig, loaded: LoadedModel, engine: Generator | None = None) -> Judge:
     """The configured judge; an LLM judge runs on `judge_model`, else on the run's own model
     (through the run's vLLM engine when that is the backend)."""
-    if cfg.judge.name != "llm":  # keyword, rules and http need no local model
+    if not cfg.judge.kind.needs_local_model:  # keyword, rules and http run on no model of ours
         return make_judge(cfg.judge)
     if cfg.judge_model is None and loaded.model is None:
         return make_judge(cfg.judge, chat=engine)

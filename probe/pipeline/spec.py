@@ -21,7 +21,7 @@ from probe.judges import JudgeSpec
 from probe.judges.registry import judge_choices
 from probe.metrics.core import MAX_BOOT, MIN_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
-from probe.pipeline.intervention import INTERVENTIONS, InterventionSpec, NoIntervention
+from probe.pipeline.intervention import InterventionSpec, NoIntervention, intervention_spec
 from probe.pipeline.plan import ReadingPlan, reading_plan
 from probe.pipeline.run_info import RunInfo
 from probe.pipeline.shard_plan import Shard
@@ -96,6 +96,10 @@ class BenchRef:
         return {**out, "shard": str(self.shard)} if self.shard else out
 
 
+PREDICTED_DEVICES = ("h200", "h100", "a100", "cpu")
+"""The devices a dry run predicts the scoring time on (`predict_device`; its other value skips it)."""
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything one run needs, typed and validated."""
@@ -153,6 +157,11 @@ class RunConfig:
         object.__setattr__(self, "variants", _variants(self))
 
     @property
+    def predicts(self) -> bool:
+        """Whether a dry run predicts the scoring time (`predict_device` names a device)."""
+        return self.predict_device in PREDICTED_DEVICES
+
+    @property
     def generates(self) -> bool:
         """Whether answers are generated (open answers, or `backend.mode=generate`), not letters scored."""
         return self.plan.generation
@@ -175,15 +184,14 @@ def _judge_fits(cfg: RunConfig) -> None:
     if judge.name not in task.judging.judges:
         raise ProbeInputError(f"judge={judge.name} cannot judge {task.title}; its judges: "
                               f"{judge_choices(task.judging.judges)}")
-    if judge.name == "http" and not (judge.base_url and judge.model):  # else found only once all is generated
-        raise ProbeInputError("judge=http needs judge.base_url and judge.model")
+    judge.kind.check(judge)  # e.g. an endpoint's URL: else found only once all is generated
 
 
 def _scoring_only(cfg: RunConfig) -> None:
     """The forward-pass taps and interventions live in the HF scorer's letter scoring pass."""
     if cfg.analysis.mech.active and not cfg.plan.hooks:
         raise ProbeInputError("analysis.logit_lens / capture_layers need backend=hf and letter scoring")
-    if cfg.intervention.name != "none" and not (cfg.plan.hooks and cfg.bench.shard is None):
+    if cfg.intervention.active and not (cfg.plan.hooks and cfg.bench.shard is None):
         raise ProbeInputError(f"intervention={cfg.intervention.name} needs backend=hf and letter scoring, unsharded")
 
 
@@ -203,7 +211,7 @@ def _text_reading(cfg: RunConfig) -> None:
                               f"{task.answers}); expected backend.mode=letters or generate")
     if cfg.bench.shard is not None:
         raise ProbeInputError(f"backend.mode={mode} cannot be sharded yet (bench.shard); run it unsharded")
-    if cfg.intervention.name != "none" or (not mode.reads_letters and cfg.analysis.mech.active):
+    if cfg.intervention.active or (not mode.reads_letters and cfg.analysis.mech.active):
         raise ProbeInputError(f"backend.mode={mode}: interventions and (in text mode) logit lens / captured layers "
                               "apply to letter scores only; expected intervention=none and, for them, "
                               "backend.mode=letters+text")
@@ -216,7 +224,7 @@ def _variants(cfg: RunConfig) -> tuple[Variant, ...]:
     factors = BUILTIN_FACTORS if cfg.factor_levels is None else load_levels(cfg.factor_levels)
     if not cfg.factors:
         return ()
-    if cfg.plan.reading is not Reading.LETTERS or cfg.intervention.name != "none":
+    if cfg.plan.reading is not Reading.LETTERS or cfg.intervention.active:
         raise FactorError("factors: prompt factors need letter scoring without an intervention "
                           f"(backend.mode=letters, intervention=none); got backend.mode={cfg.backend.mode}, "
                           f"intervention={cfg.intervention.name}, {cfg.bench.task.answers} answers")
@@ -268,14 +276,6 @@ def backend_spec(values: Mapping[str, Any]) -> BackendSpec:
     if name not in BACKENDS:
         raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: {sorted(BACKENDS)}")
     return build(BACKENDS[name], values, "backend")
-
-
-def intervention_spec(values: Mapping[str, Any]) -> InterventionSpec:
-    """The spec of the intervention `values["name"]` names (none when absent)."""
-    name = values.get("name", "none")
-    if name not in INTERVENTIONS:
-        raise ProbeInputError(f"intervention.name: unknown intervention {name!r}; available: {sorted(INTERVENTIONS)}")
-    return build(INTERVENTIONS[name], values, "intervention")
 
 
 TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size",

@@ -9,6 +9,7 @@ from typing import Any
 
 from probe.benches.task import Task
 from probe.metrics.core import get_path
+from probe.metrics.letters import NONE
 from probe.report.entries import metric_cell
 from probe.report.format_run import summary_line
 from probe.viz.letters import letter_warnings
@@ -88,7 +89,7 @@ def warnings(metrics: Mapping[str, Any], judge_errors: int = 0, bench: Sequence[
     if "debiased" in metrics and metrics["debiased"] is None and metrics.get("expected") is not None:
         out.append("no `debiased` metrics: " + "; ".join(
             f"{c}: {e.get('reason')}" for c, e in (metrics.get("letter_prior_estimator") or {}).items()
-            if e.get("estimator") == "none"))
+            if e.get("estimator") == NONE))
     small = small_sample(metrics)
     if small:
         out.append(small)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from probe.metrics.letters import NONE
 from probe.viz.markdown import Footnotes, fmt, n_boot_of, table, undefined
 
 RELIABLE = 0.5
@@ -134,7 +135,7 @@ def no_debiased(metrics: Mapping[str, Any]) -> str:
     """Why a run has no `debiased` metrics: the conditions whose letter prior could not be
     estimated, with the estimator's reason."""
     reasons = [f"{c}: {e.get('reason')}" for c, e in (metrics.get("letter_prior_estimator") or {}).items()
-               if e.get("estimator") == "none"]
+               if e.get("estimator") == NONE]
     return "no debiased metrics: no letter prior could be estimated" + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
@@ -201,8 +202,8 @@ def letter_section(metrics: Mapping[str, Any], reading: str, estimators: Mapping
     letters = list(dict.fromkeys(x for prior in priors.values() for x in prior))  # every letter any condition shows
     lines = ["", "## Letter prior and content", "", reading, "",
              *_letter_table(metrics, priors, letters)]
-    missing = {c: e for c, e in (metrics.get("letter_prior_estimator") or {}).items() if e.get("estimator") == "none"}
-    used = sorted({(e or {}).get("estimator") for e in (metrics.get("letter_prior_estimator") or {}).values()} - {None, "none"})
+    missing = {c: e for c, e in (metrics.get("letter_prior_estimator") or {}).items() if e.get("estimator") == NONE}
+    used = sorted({(e or {}).get("estimator") for e in (metrics.get("letter_prior_estimator") or {}).values()} - {None, NONE})
     lines += ["", *[f"- {e}: {estimators.get(e, e)}." for e in used]]
     lines += [f"- {c}: no letter prior and no `debiased` metrics — {e.get('reason')}." for c, e in missing.items()]
     lines += effect_lines(metrics)
