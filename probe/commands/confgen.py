@@ -28,7 +28,7 @@ from probe.judges import JudgeSpec, judge_kind
 from probe.judges.registry import MECHANISMS, judge_about, judge_names
 from probe.pipeline.intervention import INTERVENTIONS
 from probe.pipeline.run_info import RunInfo
-from probe.pipeline.spec import AnalysisSpec, RunConfig
+from probe.pipeline.spec import AnalysisSpec, RunConfig, pass_through
 
 COMMENT_COLUMN = 32
 
@@ -157,10 +157,8 @@ def render(entry: Generated) -> str:
 
 def render_config() -> str:
     """`config.yaml`: the defaults list, the analysis block, run options and Hydra's directories."""
-    options = ("progress", "shard_size", "part_seconds", "dry_run", "predict_device", "factors", "factor_levels",
-               "max_variants")
     lines = (block(AnalysisSpec, indent="  ") + ["", "run:"] + block(RunInfo, indent="  ") + [""]
-             + block(RunConfig, keys=options))
+             + block(RunConfig, keys=pass_through()))
     return CONFIG_HEAD.format(backend=default_backend()) + "\n".join(lines) + "\n" + BENCH_SHARD + CONFIG_TAIL
 
 

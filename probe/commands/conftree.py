@@ -26,7 +26,7 @@ from probe.judges.registry import judge_names, judge_option
 from probe.models import ModelSpec
 from probe.pipeline.intervention import INTERVENTIONS
 from probe.pipeline.run_info import RunInfo
-from probe.pipeline.spec import TOP_LEVEL, AnalysisSpec, BenchRef, RunConfig
+from probe.pipeline.spec import AnalysisSpec, BenchRef, RunConfig, pass_through
 
 GROUPS: dict[str, str] = {"model": "models", "bench": "benches", "backend": "backends", "judge": "judges",
                           "intervention": "interventions"}
@@ -131,9 +131,8 @@ def spec_keys(group: str, block: Mapping[str, Any]) -> dict[str, tuple[str, Any,
 def run_options() -> dict[str, tuple[str, Any, str]]:
     """The top-level run options (`progress`, `shard_size`, `dry_run`; the `run:` block's keys as
     `run.label`) → (type, default, doc)."""
-    blocks = {*GROUPS, "analysis", "run"}
     out = {name: (typ, default, doc) for name, typ, default, doc in describe_fields(RunConfig)
-           if name in TOP_LEVEL and name not in blocks}
+           if name in pass_through()}
     return {**out, **{f"run.{name}": (typ, default, doc) for name, typ, default, doc in describe_fields(RunInfo)}}
 
 

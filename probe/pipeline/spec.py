@@ -4,10 +4,10 @@ before anything is written, and what `probe.pipeline.execute` takes from plain P
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from probe.backends.reading import Reading
 from probe.backends.specs import BACKENDS, BackendSpec, HFBackendSpec
@@ -33,6 +33,9 @@ from probe.prompts.factors import (
     expand,
     load_levels,
 )
+
+
+C = TypeVar("C")
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,45 @@ class BenchRef:
         return {**out, "shard": str(self.shard)} if self.shard else out
 
 
+def bench_ref(values: Mapping[str, Any]) -> BenchRef:
+    """The task named by `values["kind"]` (importing `values["module"]` first when given; the task
+    of `values["mode"]` when the kind's `Task.modes` names one), its typed spec built from the
+    rest, and the shard `values["shard"]` names (`"i/n"`, or null)."""
+    values = dict(values)
+    module = values.pop("module", None)
+    shard = values.pop("shard", None)
+    if "kind" not in values:
+        raise ProbeInputError(f"bench: missing key 'kind' (the registered bench kind); got keys {sorted(values)}")
+    task = get_task(str(values["kind"]), module)
+    if task.for_mode(values.get("mode")) is not task:  # the mode's own task; its kind is what runs record
+        task = task.for_mode(values.get("mode"))
+        values["kind"] = task.kind
+    return BenchRef(task=task, spec=task.spec_from(values), module=module,
+                    shard=None if shard is None else Shard.parse(shard))
+
+
+def backend_spec(values: Mapping[str, Any]) -> BackendSpec:
+    """The spec of the backend `values["name"]` names (hf when absent)."""
+    name = values.get("name", "hf")
+    if name not in BACKENDS:
+        raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: {sorted(BACKENDS)}")
+    return build(BACKENDS[name], values, "backend")
+
+
+def _typed(cls: type, where: str) -> Callable[[Mapping[str, Any]], Any]:
+    """The builder of a block that is one dataclass."""
+    return lambda values: build(cls, values, where)
+
+
+def block(builder: Callable[[Mapping[str, Any]], Any]) -> dict[str, Any]:
+    """Field metadata of a `RunConfig` field that is a config block, built from its mapping by `builder`."""
+    return {"block": builder}
+
+
+NOT_CONFIG = {"config": False}
+"""Field metadata of a `RunConfig` field the entry point fills, not the config tree."""
+
+
 PREDICTED_DEVICES = ("h200", "h100", "a100", "cpu")
 """The devices a dry run predicts the scoring time on (`predict_device`; its other value skips it)."""
 
@@ -104,16 +146,16 @@ PREDICTED_DEVICES = ("h200", "h100", "a100", "cpu")
 class RunConfig:
     """Everything one run needs, typed and validated."""
 
-    model: ModelSpec
-    bench: BenchRef
+    model: ModelSpec = field(metadata=block(_typed(ModelSpec, "model")))
+    bench: BenchRef = field(metadata=block(bench_ref))
     """The bench and its task (`bench_ref` builds one from a bench config mapping)."""
-    out_dir: Path
-    backend: BackendSpec = field(default_factory=HFBackendSpec)
-    analysis: AnalysisSpec = field(default_factory=AnalysisSpec)
-    judge: JudgeSpec = field(default_factory=JudgeSpec)
-    judge_model: ModelSpec | None = None
+    out_dir: Path = field(metadata=NOT_CONFIG)
+    backend: BackendSpec = field(default_factory=HFBackendSpec, metadata=block(backend_spec))
+    analysis: AnalysisSpec = field(default_factory=AnalysisSpec, metadata=block(_typed(AnalysisSpec, "analysis")))
+    judge: JudgeSpec = field(default_factory=JudgeSpec, metadata=block(_typed(JudgeSpec, "judge")))
+    judge_model: ModelSpec | None = field(default=None, metadata=NOT_CONFIG)
     """The LLM judge's model; None = the run's own model."""
-    intervention: InterventionSpec = field(default_factory=NoIntervention)
+    intervention: InterventionSpec = field(default_factory=NoIntervention, metadata=block(intervention_spec))
     """Activation patching or steering inside the scoring pass (`probe.pipeline.intervention`)."""
     progress: bool = True
     """Progress bar with prompts/s and ETA."""
@@ -137,9 +179,9 @@ class RunConfig:
     plan: ReadingPlan = field(init=False)
     """The passes the run executes, resolved from the bench's answers, `backend.mode`, the
     backend's capabilities and `dry_run` (`probe.pipeline.plan`)."""
-    run: RunInfo = field(default_factory=RunInfo)
+    run: RunInfo = field(default_factory=RunInfo, metadata=block(_typed(RunInfo, "run")))
     """The `run:` block (its label): presentation only, not in the run key."""
-    launch_record: Mapping[str, str] = field(default_factory=dict)
+    launch_record: Mapping[str, str] = field(default_factory=dict, metadata=NOT_CONFIG)
     """Files recording how the run was launched (path in the run directory → text, e.g. the
     composed Hydra config), written once the directory is claimed."""
 
@@ -253,33 +295,18 @@ def _no_judge_options_without_a_judge(cfg: RunConfig, overrides: Sequence[str]) 
                               "and to backend.mode=generate on benches whose generations a judge reads")
 
 
-def bench_ref(values: Mapping[str, Any]) -> BenchRef:
-    """The task named by `values["kind"]` (importing `values["module"]` first when given; the task
-    of `values["mode"]` when the kind's `Task.modes` names one), its typed spec built from the
-    rest, and the shard `values["shard"]` names (`"i/n"`, or null)."""
-    values = dict(values)
-    module = values.pop("module", None)
-    shard = values.pop("shard", None)
-    if "kind" not in values:
-        raise ProbeInputError(f"bench: missing key 'kind' (the registered bench kind); got keys {sorted(values)}")
-    task = get_task(str(values["kind"]), module)
-    if task.for_mode(values.get("mode")) is not task:  # the mode's own task; its kind is what runs record
-        task = task.for_mode(values.get("mode"))
-        values["kind"] = task.kind
-    return BenchRef(task=task, spec=task.spec_from(values), module=module,
-                    shard=None if shard is None else Shard.parse(shard))
+def top_level(cls: type = RunConfig) -> tuple[str, ...]:
+    """The config tree's top-level keys: `RunConfig`'s fields, less those the entry point fills."""
+    return tuple(f.name for f in fields(cls) if f.init and f.metadata.get("config", True))
 
 
-def backend_spec(values: Mapping[str, Any]) -> BackendSpec:
-    """The spec of the backend `values["name"]` names (hf when absent)."""
-    name = values.get("name", "hf")
-    if name not in BACKENDS:
-        raise ProbeInputError(f"backend.name: unknown backend {name!r}; available: {sorted(BACKENDS)}")
-    return build(BACKENDS[name], values, "backend")
+def pass_through(cls: type = RunConfig) -> tuple[str, ...]:
+    """The top-level keys that are plain values (`progress`, `dry_run`, …), not blocks."""
+    return tuple(f.name for f in fields(cls) if f.name in top_level(cls) and "block" not in f.metadata)
 
 
-TOP_LEVEL = ("model", "bench", "backend", "judge", "analysis", "intervention", "progress", "shard_size",
-             "part_seconds", "dry_run", "predict_device", "factors", "factor_levels", "max_variants", "run")
+TOP_LEVEL = top_level()
+"""Every top-level config key, declared once: as a `RunConfig` field."""
 
 
 def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec | None = None,
@@ -291,19 +318,25 @@ def run_config(values: Mapping[str, Any], out_dir: Path, judge_model: ModelSpec 
     (`Judging.default`). `overrides` are the command line's `key=value` overrides: a `judge…`
     option on a run that judges nothing is refused, which the composed tree cannot tell from
     its default, so the entry point passes them."""
-    unknown = sorted(set(values) - set(TOP_LEVEL))
-    if unknown:
-        raise ProbeInputError(f"config: unknown top-level key(s) {unknown}; valid keys: {sorted(TOP_LEVEL)}")
-    values = {**values, "judge": _judge_values(values)}
-    config = build(RunConfig, {
-        "model": build(ModelSpec, values["model"], "model"), "bench": bench_ref(values["bench"]), "out_dir": out_dir,
-        "backend": backend_spec(values.get("backend") or {}),
-        "analysis": build(AnalysisSpec, values.get("analysis") or {}, "analysis"),
-        "judge": build(JudgeSpec, values.get("judge") or {}, "judge"), "judge_model": judge_model,
-        "intervention": intervention_spec(values.get("intervention") or {}),
-        "run": build(RunInfo, values.get("run") or {}, "run"),
-        **{k: values[k] for k in ("progress", "shard_size", "part_seconds", "dry_run", "predict_device", "factors",
-                                  "factor_levels", "max_variants") if k in values},
-    }, "")
+    config = typed_config(RunConfig, values, {"out_dir": out_dir, "judge_model": judge_model})
     _no_judge_options_without_a_judge(config, overrides)
     return config
+
+
+def typed_config(cls: type[C], values: Mapping[str, Any], filled: Mapping[str, Any]) -> C:
+    """`cls` (`RunConfig`) from the composed tree: each block field built by its builder (an absent
+    block is its defaults, `model` and `bench` required), each plain value passed through when
+    given, and `filled` (what the entry point knows) added."""
+    keys = top_level(cls)
+    unknown = sorted(set(values) - set(keys))
+    if unknown:
+        raise ProbeInputError(f"config: unknown top-level key(s) {unknown}; valid keys: {sorted(keys)}")
+    values = {**values, "judge": _judge_values(values)}
+    built: dict[str, Any] = {}
+    for f in fields(cls):
+        if "block" in f.metadata:
+            built[f.name] = f.metadata["block"](values[f.name] if f.default is MISSING and
+                                                f.default_factory is MISSING else values.get(f.name) or {})
+        elif f.name in keys and f.name in values:
+            built[f.name] = values[f.name]
+    return build(cls, {**built, **filled}, "")
