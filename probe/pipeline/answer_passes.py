@@ -13,11 +13,8 @@ from tqdm import tqdm
 
 from probe.backends.base import Backend, Generator, PrefixCacheCounters, Scorer
 from probe.benches.task import PreparedBench
-from probe.models import (
-    LoadedModel,
-    cache_root,
-)
-from probe.pipeline.factor_run import Variants
+from probe.models import cache_root
+from probe.pipeline.context import RunContext
 from probe.pipeline.judging import (
     VerdictCache,
     build_judge,
@@ -32,17 +29,17 @@ from probe.results.generations import write_generations, write_judgements
 from probe.results.mech import ActivationWriter
 from probe.results.parts import PartStore
 from probe.results.scores import ScoreWriter
-from probe.types import LetterIds, LetterScore, RenderedPrompt
+from probe.types import LetterScore, RenderedPrompt
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 
-def generate_pass(cfg: RunConfig, bench: PreparedBench, generator: Generator, rendered: Sequence[RenderedPrompt],
-              own: Sequence[RenderedPrompt], loaded: LoadedModel) -> dict[str, Any]:
+def generate_pass(ctx: RunContext, generator: Generator, own: Sequence[RenderedPrompt]) -> dict[str, Any]:
     """Decode the run's own prompts (planned with all of them), parse each text as the task says,
     store; then let the judge read them. Returns what the manifest notes about the judging
     (`verdict_cache_rejected`: cached verdicts not used, by reason; only when there were any)."""
+    cfg, bench, rendered = ctx.config, ctx.bench, ctx.rendered
     task, by_id = cfg.bench.task, {r.prompt.prompt_id: r for r in rendered}
     store = PartStore(cfg.out_dir / layout.GENERATION_PARTS, task.tables.generations_schema)
     others = set(by_id) - {r.prompt.prompt_id for r in own}
@@ -61,7 +58,7 @@ def generate_pass(cfg: RunConfig, bench: PreparedBench, generator: Generator, re
     elif jobs and cfg.judged:
         shared = VerdictCache(cache_root() / "judgements", verdict_config(cfg))
         local = VerdictCache(cfg.out_dir / layout.JUDGEMENT_PARTS, verdict_config(cfg))
-        verdicts = run_jobs(build_judge(cfg, loaded, generator), jobs, shared, local)
+        verdicts = run_jobs(build_judge(cfg, ctx.loaded, generator), jobs, shared, local)
         write_judgements(cfg.out_dir, verdicts, task.judging.schema)
         check_error_rate(verdicts, cfg.judge.max_error_rate)
         rejected = shared.rejected + local.rejected
@@ -102,12 +99,13 @@ def prefix_cache(backend: Backend) -> dict[str, float | None]:
             "prefix_cache_block": backend.block_size}
 
 
-def score_pass(cfg: RunConfig, bench: PreparedBench, backend: Scorer, rendered: Sequence[RenderedPrompt],
-           own: Sequence[RenderedPrompt], letter_ids: LetterIds, loaded: LoadedModel,
-           variants: Variants | None = None) -> int:
+def score_pass(ctx: RunContext, backend: Scorer, own: Sequence[RenderedPrompt]) -> int:
     """Stream the scores (and lens / activations) of the run's own prompts to disk, planned with
-    all of them; returns how many prompts an interrupted earlier run had already scored. With
-    `variants`, every variant's label tokens are read and each prompt keeps its own labels'."""
+    all of them; returns how many prompts an interrupted earlier run had already scored. In a
+    factor run, every variant's label tokens are read and each prompt keeps its own labels'."""
+    cfg, bench, rendered, loaded, variants = ctx.config, ctx.bench, ctx.rendered, ctx.loaded, ctx.variants
+    letter_ids = ctx.letter_ids
+    assert letter_ids is not None  # a letter pass reads letters
     mech = cfg.analysis.mech
     expected = sorted(int(r.prompt.prompt_id) for r in own)
     decode = token_text(loaded.tokenizer)

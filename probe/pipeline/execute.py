@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,32 +22,23 @@ import pyarrow as pa
 from probe.backends.base import Backend
 from probe.backends.factory import make_backend
 from probe.backends.roofline import predict_chunks
-from probe.backends.specs import backend_record, check_device
+from probe.backends.specs import BackendSpec, backend_record, check_device
 from probe.backends.trie import unique_tokens
 from probe.backends.units import score_chunks, work_units
-from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError, os_errors
 from probe.files import make_dirs, write_text
-from probe.models import (
-    LoadedModel,
-    cache_root,
-    load_model,
-    max_positions,
-    resolve_kind,
-)
+from probe.models import cache_root, load_model
 from probe.models.memory import BYTES, memory_estimate
 from probe.pipeline.analysis import analyze_run
 from probe.pipeline.answer_passes import d_model, generate_pass, n_layers, prefix_cache, score_pass
 from probe.pipeline.claim import Claim, check_ours, claim
-from probe.pipeline.factor_run import Variants, render_variants_of
+from probe.pipeline.context import RunContext, resolve
 from probe.pipeline.intervention import patching_pass, prepare_intervention
 from probe.pipeline.provenance import provenance, run_key
-from probe.pipeline.shard_plan import check_outputs, output_checksums, shard_prompts
-from probe.pipeline.spec import RunConfig
+from probe.pipeline.shard_plan import Shard, check_outputs, output_checksums, shard_prompts
+from probe.pipeline.spec import AnalysisSpec, RunConfig
 from probe.pipeline.text_reading import TextReading, describe, prepare_text, prompt_columns, score_texts, text_counters
-from probe.prompts.control import check_data_text
 from probe.prompts.prefix import shared_prefix_lengths
-from probe.prompts.render import render_prompts
 from probe.prompts.variants import VARIANT
 from probe.report.summary import run_summary
 from probe.results import layout
@@ -56,7 +47,7 @@ from probe.results.records import InterventionRecord, record_or_none
 from probe.results.run import checked_manifest
 from probe.results.io import read_json_object
 from probe.results.scores import write_prompts
-from probe.types import LetterIds, RenderedPrompt
+from probe.types import RenderedPrompt
 from probe.viz.markdown import terminal_line
 
 log = logging.getLogger(__name__)
@@ -73,73 +64,57 @@ def run(cfg: RunConfig) -> Path:
 
 def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
     ref, out, plan = cfg.bench, cfg.out_dir, cfg.plan  # the config's own checks ran as it was built
-    generate = plan.generation
     if plan.loads_weights:
         check_device(cfg.backend.device)  # before any download, directory or model
     with os_errors(f"bench {ref.spec.name!r}", "bench.path must be a readable file, and $PROBE_CACHE a writable "
                    "directory (downloads are cached there)"):
-        bench = ref.task.data.prepare(ref.spec, generate, cache_root() / "data")
-    log.info("%s: %d items → %d prompts", bench.name, len(bench.items), len(bench.prompts))
-    mech = cfg.analysis.mech
-    if generate:  # open answers: always generated, and recorded so
-        cfg = replace(cfg, backend=replace(cfg.backend, mode=plan.reading.value))
+        prepared_bench = ref.task.data.prepare(ref.spec, plan.generation, cache_root() / "data")
+    log.info("%s: %d items → %d prompts", prepared_bench.name, len(prepared_bench.items), len(prepared_bench.prompts))
     with os_errors(f"run directory {out}", "choose a shorter path, or one where you can write (hydra.run.dir=…)"):
         check_ours(out)  # before the model loads; `claim` checks again under the lock
         make_dirs(out)
 
     t0 = time.perf_counter()
     loaded = load_model(cfg.model, device=cfg.backend.device, weights=plan.loads_weights)
-    cfg = replace(cfg, model=resolve_kind(cfg.model, loaded.tokenizer))
     load_s = time.perf_counter() - t0
-    settings = replace(cfg.model.render_settings(), cue=bench.cue, base_joiner=bench.base_joiner)
-    check_data_text(loaded.tokenizer, bench.prompts, bench.data_label, cfg.model.name)
-    if cfg.variants:
-        bench, rendered, letter_ids, variants = render_variants_of(cfg, bench, loaded, settings)
-    else:
-        rendered, letter_ids = render_prompts(loaded.tokenizer, bench.prompts, None if generate else bench.letters,
-                                              settings, cfg.model.name, max_positions=max_positions(loaded),
-                                              condition=ref.task.design.condition)
-        variants = None
-    own = _own_prompts(cfg, rendered, generate)
-    reading = prepare_text(cfg, bench, loaded.tokenizer, settings, max_positions(loaded))
+    ctx = resolve(cfg, prepared_bench, loaded)  # from here on the run reads its resolved context only
+    own = _own_prompts(ctx.backend, ref.shard, ctx.rendered, plan.generation)
+    reading = prepare_text(ctx)
     if cfg.dry_run:
-        return _dry_run(cfg, loaded, rendered, own, letter_ids, reading, bench.source.get("orders"))
+        return _dry_run(ctx, own, reading)
+    bench, rendered = ctx.bench, ctx.rendered
     prepared = prepare_intervention(cfg.intervention, rendered, shared_prefix_lengths(rendered),
-                                    {**asdict(cfg.model), **loaded.info}, n_layers(loaded.model),
+                                    {**asdict(ctx.model), **loaded.info}, n_layers(loaded.model),
                                     d_model(loaded.model), ref.task.design)
-    key = run_key(cfg, loaded, settings, letter_ids, bench, prepared.record)
-    if variants is not None:  # a run without factors keeps the key it always had
-        key["variants"] = variants.record
+    key = run_key(ctx, prepared.record)
     held = claim(out, key)
     on_exit.callback(_let_go, held)
     if held.state == "done":
-        _check_finished(cfg, record_or_none(InterventionRecord, prepared.record))
+        _check_finished(ctx.config, record_or_none(InterventionRecord, prepared.record))
         if ref.shard is None:
-            _reanalyse_if_options_changed(cfg)
+            _reanalyse_if_options_changed(out, cfg.analysis)
         return out
     for name, text in cfg.launch_record.items():  # written only once the directory is ours
         make_dirs((out / name).parent)
         write_text(out / name, text)
-    _write_prompts(cfg, rendered, own, reading)
+    _write_prompts(ctx, own, reading)
     t0 = time.perf_counter()
-    backend = make_backend(cfg.backend, loaded, cfg.model, mech, prepared.plan)
+    backend = make_backend(ctx.backend, loaded, ctx.model, cfg.analysis.mech, prepared.plan)
     load_s += time.perf_counter() - t0  # a vLLM engine loads its weights here
-    done = _answer_passes(cfg, backend, loaded, PassInputs(bench, rendered, own, letter_ids, variants, reading))
-    patching = patching_pass(out, backend, rendered, letter_ids, prepared, bench.letters) if not generate else {}
-    work = _backend_work(cfg, backend, own, done)
+    done = _answer_passes(ctx, backend, PassInputs(own, reading))
+    patching = {} if plan.generation else patching_pass(out, backend, rendered, ctx.letter_ids, prepared,
+                                                        bench.letters)
+    work = _backend_work(ctx, backend, own, done)
     timings = {"load_s": load_s, "scoring_s": backend.stats.forward_s, "scoring_wall_s": done.wall_s,
                "prompts_per_s": (len(own) - done.resumed) / done.wall_s if done.wall_s > 0 else None,
                **patching}
     shard = None if ref.shard is None else ShardRecord(
         index=ref.shard.index, count=ref.shard.count, n_prompts=len(own),
         n_items=len({r.prompt.item_id for r in own}), sha256=output_checksums(out))
-    made = provenance(cfg, loaded, settings, letter_ids, bench)
-    if variants is not None:
-        made["variants"] = variants.record
-    manifest = new_manifest(made, work, timings, done.notes, prepared.record, shard)
+    manifest = new_manifest(provenance(ctx), work, timings, done.notes, prepared.record, shard)
     write_manifest(out, manifest)
     if shard is not None:
-        return _finish_shard(cfg, held)
+        return _finish_shard(out, ref.shard, held)
     metrics = analyze_run(out)
     layout.mark_done(out)  # written last: its presence means every file is final
     layout.remove_checkpoints(out)  # kept until DONE: a kill in analysis recomputes nothing
@@ -150,15 +125,10 @@ def _run(cfg: RunConfig, on_exit: ExitStack) -> Path:
 
 @dataclass(frozen=True)
 class PassInputs:
-    """A run's prompts as its answer passes take them."""
+    """What the answer passes take besides the run's context."""
 
-    bench: PreparedBench
-    rendered: Sequence[RenderedPrompt]
-    """Every prompt: each pass plans its batches over all of them."""
     own: Sequence[RenderedPrompt]
     """The prompts this run answers (a shard's; else every prompt)."""
-    letter_ids: LetterIds | None
-    variants: Variants | None
     text: TextReading | None
     """The text reading's prompts (None without a text pass)."""
 
@@ -177,36 +147,34 @@ class PassWork:
     """Wall time of all the passes."""
 
 
-def _answer_passes(cfg: RunConfig, backend: Backend, loaded: LoadedModel, inputs: PassInputs) -> PassWork:
+def _answer_passes(ctx: RunContext, backend: Backend, inputs: PassInputs) -> PassWork:
     """Run each pass the plan holds, in order: generation, the letter pass, the text pass."""
-    plan, t0 = cfg.plan, time.perf_counter()
+    plan, t0 = ctx.plan, time.perf_counter()
     notes: dict[str, Any] = {}
     resumed = 0
     text_work: dict[str, Any] = {}
     if plan.generation:
-        notes = generate_pass(cfg, inputs.bench, backend, inputs.rendered, inputs.own, loaded)
+        notes = generate_pass(ctx, backend, inputs.own)
     if plan.letters_pass:
-        assert inputs.letter_ids is not None
-        resumed = score_pass(cfg, inputs.bench, backend, inputs.rendered, inputs.own, inputs.letter_ids, loaded,
-                             inputs.variants)
+        resumed = score_pass(ctx, backend, inputs.own)
     if plan.text_pass:
         assert inputs.text is not None
         scorer, t1 = backend.texts(), time.perf_counter()
-        text_work = text_counters(scorer, score_texts(cfg, inputs.text, inputs.own, scorer))
+        text_work = text_counters(scorer, score_texts(ctx.config, inputs.text, inputs.own, scorer))
         text_work["text_scoring_wall_s"] = time.perf_counter() - t1
     return PassWork(notes=notes, resumed=resumed, text_work=text_work, wall_s=time.perf_counter() - t0)
 
 
-def _backend_work(cfg: RunConfig, backend: Backend, own: Sequence[RenderedPrompt], done: PassWork) -> dict[str, Any]:
+def _backend_work(ctx: RunContext, backend: Backend, own: Sequence[RenderedPrompt], done: PassWork) -> dict[str, Any]:
     """The manifest's `backend` block: the backend's settings and what its passes computed."""
     stats = backend.stats
     sizes = {str(k): v for k, v in sorted(stats.batch_sizes.items())}
     path = {"path": stats.path} if stats.path else {}  # the computation that ran (HF only)
-    return {**backend_record(cfg.backend), **path, "n_batches": stats.n_batches, "batch_sizes": sizes,
+    return {**backend_record(ctx.backend), **path, "n_batches": stats.n_batches, "batch_sizes": sizes,
             "rows_per_pass": pass_quantiles(sizes),
             "oom_splits": stats.oom_splits, "head_check": stats.head_check,
             "prompt_tokens": int(sum(len(r.token_ids) for r in own)),
-            "unique_tokens": unique_tokens(own) if cfg.bench.shard else stats.unique_tokens or unique_tokens(own),
+            "unique_tokens": unique_tokens(own) if ctx.config.bench.shard else stats.unique_tokens or unique_tokens(own),
             "tokens_computed": stats.tokens_computed, "padded_tokens": stats.padded_tokens,
             "resumed_prompts": done.resumed, **done.text_work,
             **prefix_cache(backend)}
@@ -218,72 +186,73 @@ def _let_go(held: Claim) -> None:
         held.release()
 
 
-def _own_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], generate: bool) -> list[RenderedPrompt]:
+def _own_prompts(backend: BackendSpec, shard: Shard | None, rendered: Sequence[RenderedPrompt],
+                 generate: bool) -> list[RenderedPrompt]:
     """Every prompt, or with `bench.shard=i/n` the shard's: whole units of the backend's plan
     over all prompts, whole items (`probe.pipeline.shard_plan`)."""
-    ref = cfg.bench
-    if ref.shard is None:
+    if shard is None:
         return list(rendered)
-    units = work_units(cfg.backend, rendered, generate)
-    own = sorted(shard_prompts(units, ref.shard), key=lambda r: r.prompt.prompt_id)
-    log.info("shard %s: %d of %d prompts (%d items)", ref.shard, len(own), len(rendered),
+    units = work_units(backend, rendered, generate)
+    own = sorted(shard_prompts(units, shard), key=lambda r: r.prompt.prompt_id)
+    log.info("shard %s: %d of %d prompts (%d items)", shard, len(own), len(rendered),
              len({r.prompt.item_id for r in own}))
     if not own:
-        log.warning("shard %s holds no prompts: the plan has fewer blocks of whole items than shards", ref.shard)
-    if len(own) > 2 * len(rendered) / ref.shard.count:
+        log.warning("shard %s holds no prompts: the plan has fewer blocks of whole items than shards", shard)
+    if len(own) > 2 * len(rendered) / shard.count:
         log.warning("shard %s holds %d of %d prompts, over twice its share: the plan's blocks of whole items are "
                     "coarse (generation batches span items; lower backend.batch_tokens for finer ones)",
-                    ref.shard, len(own), len(rendered))
+                    shard, len(own), len(rendered))
     return own
 
 
-def _write_prompts(cfg: RunConfig, rendered: Sequence[RenderedPrompt], own: Sequence[RenderedPrompt],
-                   text: TextReading | None = None) -> None:
+def _write_prompts(ctx: RunContext, own: Sequence[RenderedPrompt], text: TextReading | None = None) -> None:
     """`prompts.parquet` of the prompts this run scores; columns computed over all prompts, so a
     shard's rows are the unsharded run's rows; with a text reading, each row's text prompt too."""
-    ref = cfg.bench
+    rendered, tables = ctx.rendered, ctx.task.tables
     ids = {r.prompt.prompt_id for r in own}
-    rows = ref.task.tables.prompt_rows(rendered, shared_prefix_lengths(rendered))
-    rows, schema = [row for row in rows if row["prompt_id"] in ids], ref.task.tables.prompts_schema
-    if cfg.variants:  # the column exists only in a factor run: a run without factors stores what it always did
+    rows = tables.prompt_rows(rendered, shared_prefix_lengths(rendered))
+    rows, schema = [row for row in rows if row["prompt_id"] in ids], tables.prompts_schema
+    if ctx.variants is not None:  # the column exists only in a factor run: a run without factors stores what it always did
         variant = {r.prompt.prompt_id: r.prompt.value(VARIANT) for r in rendered}
         rows = [{**row, VARIANT: variant[row["prompt_id"]]} for row in rows]
         schema = schema.append(pa.field(VARIANT, pa.int64()))
     if text is not None:
         rows, schema = prompt_columns(text, rows, schema)
-    write_prompts(cfg.out_dir, rows, schema)
+    write_prompts(ctx.config.out_dir, rows, schema)
 
 
-def _finish_shard(cfg: RunConfig, held: Any) -> Path:
+def _finish_shard(out: Path, shard: Shard, held: Any) -> Path:
     """A shard ends without metrics (a slice of a bench is no benchmark): `DONE`, parts removed."""
-    ref = cfg.bench
-    assert ref.shard is not None
-    layout.mark_done(cfg.out_dir)
-    layout.remove_checkpoints(cfg.out_dir)
+    layout.mark_done(out)
+    layout.remove_checkpoints(out)
     held.release()
     log.info("shard %s done; once all %d are, merge them: python -m probe merge --out <dir> <shard dirs…>",
-             ref.shard, ref.shard.count)
-    return cfg.out_dir
+             shard, shard.count)
+    return out
 
 
-def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPrompt],
-             own: Sequence[RenderedPrompt], letter_ids: LetterIds | None, text: TextReading | None,
-             orders: dict[str, Any] | None = None) -> Path:
-    """Write `prompts.parquet` and print what the run would do; no weights were loaded. `orders`:
-    the bench's record of a non-default ordering design (`probe.benches.orders.design_record`)."""
-    ref = cfg.bench
-    out = cfg.out_dir
+def _dry_run(ctx: RunContext, own: Sequence[RenderedPrompt], text: TextReading | None) -> Path:
+    """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
+    cfg, out = ctx.config, ctx.config.out_dir
     if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts table is the run's, not ours
         raise ProbeInputError(f"{out} is not empty; a dry run writes into a new or empty directory (hydra.run.dir=…)")
     out.mkdir(parents=True, exist_ok=True)
     for name, text_of in cfg.launch_record.items():  # what `probe runs` reads a dry run's bench and model from
         make_dirs((out / name).parent)
         write_text(out / name, text_of)
-    _write_prompts(cfg, rendered, own, text)
+    _write_prompts(ctx, own, text)
     rendered = own
     if not rendered:
-        log.info("dry run: shard %s holds no prompts", ref.shard)
+        log.info("dry run: shard %s holds no prompts", cfg.bench.shard)
         return out
+    log.info("%s", "\n".join(_dry_run_lines(ctx, rendered, text)))
+    return out
+
+
+def _dry_run_lines(ctx: RunContext, rendered: Sequence[RenderedPrompt], text: TextReading | None) -> list[str]:
+    """What a dry run prints: token counts, the ordering design (`probe.benches.orders.design_record`,
+    when not the default), the letter ids, two prompts, the text reading, a memory and time estimate."""
+    cfg, out, orders, letter_ids = ctx.config, ctx.config.out_dir, ctx.bench.source.get("orders"), ctx.letter_ids
     total = sum(len(r.token_ids) for r in rendered)
     longest = max(rendered, key=lambda r: len(r.token_ids))
     # the summary lines wrap to the terminal; a prompt prints as the model sees it
@@ -302,7 +271,7 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
         lines += [f"--- prompt {r.prompt.prompt_id} ({len(r.token_ids)} tokens) ---", r.text]
     if text is not None:
         lines += describe(text)
-    config = loaded.info.get("config")
+    config = ctx.loaded.info.get("config")
     if config is not None and cfg.backend.capabilities.on_weights:
         est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
         lines.append(terminal_line(f"memory estimate (GiB, backend.batch_tokens={cfg.backend.batch_tokens}): "
@@ -311,8 +280,7 @@ def _dry_run(cfg: RunConfig, loaded: LoadedModel, rendered: Sequence[RenderedPro
             chunks = score_chunks(rendered, cfg.backend)
             lines.append(terminal_line(predict_chunks(config, chunks, cfg.predict_device,
                                                       BYTES.get(cfg.model.dtype, 4)).line()))
-    log.info("%s", "\n".join(lines))
-    return out
+    return lines
 
 
 def _check_finished(cfg: RunConfig, intervention: InterventionRecord | None) -> None:
@@ -337,21 +305,21 @@ def _check_finished(cfg: RunConfig, intervention: InterventionRecord | None) -> 
         check_outputs(cfg.out_dir, manifest)
 
 
-def _reanalyse_if_options_changed(cfg: RunConfig) -> None:
+def _reanalyse_if_options_changed(out: Path, analysis: AnalysisSpec) -> None:
     """A finished run asked for with other analysis options, or whose metrics are missing or
     damaged, is re-analysed from its stored tables (the scores do not depend on them); with the
     same options and its metrics in place there is nothing to do."""
-    recorded = read_manifest(cfg.out_dir).analysis
-    same = recorded is not None and recorded.same_as(asdict(cfg.analysis))
-    metrics = cfg.out_dir / layout.METRICS
+    recorded = read_manifest(out).analysis
+    same = recorded is not None and recorded.same_as(asdict(analysis))
+    metrics = out / layout.METRICS
     if same and _readable(metrics):
-        log.info("%s is already complete for this configuration; nothing to do", cfg.out_dir)
+        log.info("%s is already complete for this configuration; nothing to do", out)
         return
     if metrics.is_file() and not _readable(metrics):
         metrics.unlink()  # derived from the tables, recomputed below; a cut copy would stop the reading
-    log.info("%s is complete; re-analysing its stored tables %s", cfg.out_dir,
+    log.info("%s is complete; re-analysing its stored tables %s", out,
              f"({layout.METRICS} was missing or damaged)" if same else "with the new analysis options")
-    analyze_run(cfg.out_dir, record=asdict(cfg.analysis))
+    analyze_run(out, record=asdict(analysis))
 
 
 def _readable(path: Path) -> bool:

@@ -15,13 +15,10 @@ from typing import Any
 
 from probe.backends.specs import backend_record
 from probe.benches.sources import data_digest
-from probe.benches.task import PreparedBench
 from probe.judges.http import redacted
-from probe.models import LoadedModel
 from probe.pipeline.judging import judge_config, verdict_config
-from probe.pipeline.spec import RunConfig
-from probe.prompts.render import RenderSettings, template_hash, tokenizer_hash
-from probe.types import LetterIds
+from probe.pipeline.context import RunContext
+from probe.prompts.render import template_hash, tokenizer_hash
 from probe.version import __version__
 
 PACKAGES = ("torch", "transformers", "tokenizers", "accelerate", "numpy", "scipy", "pyarrow", "safetensors",
@@ -33,8 +30,7 @@ BENCH_TRANSPORT = ("max_download_bytes",)
 the key): left out of the key, so a resumed run may change them."""
 
 
-def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
-            bench: PreparedBench, intervention: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_key(ctx: RunContext, intervention: dict[str, Any] | None = None) -> dict[str, Any]:
     """The results-cache key: everything that changes a stored number, nothing else. Unlike lm-eval's
     request cache, it includes the model (id, revision, resolved commit), tokenizer, template and
     letter ids; unlike the full config, it leaves out the analysis options (a finished run is
@@ -42,12 +38,14 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
     data download. The bench's `data_sha256` is the digest of the data files it read (pinned
     checksum or not); a model loaded from a local directory adds its `weights_sha256`
     (`probe.models.weights`). An intervention (with its steering vector's hash) is in the key only
-    when there is one, and so is a weights digest, so other runs keep the key they had."""
+    when there is one, and so is a weights digest (and a factor run's variants), so other runs keep
+    the key they had."""
+    cfg, loaded, bench, letter_ids = ctx.config, ctx.loaded, ctx.bench, ctx.letter_ids
     weights = loaded.info.get("weights_sha256")
-    return {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
+    key = {"model": {**asdict(cfg.model), "commit": loaded.info.get("commit"),
                       "gguf_sha256": loaded.info.get("gguf_sha256"), **({"weights_sha256": weights} if weights else {})},
             "tokenizer_sha256": tokenizer_hash(loaded.tokenizer),
-            "template_sha256": template_hash(loaded.tokenizer, settings),
+            "template_sha256": template_hash(loaded.tokenizer, ctx.settings),
             "letter_token_ids": None if letter_ids is None else list(letter_ids.ids),
             "bench": {"kind": bench.kind, "sha256": bench.source.get("sha256"),
                       "data_sha256": data_digest(bench.data_files),
@@ -56,6 +54,7 @@ def run_key(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, lette
             "backend": backend_record(cfg.backend), "mech": asdict(cfg.analysis.mech),
             "judge": verdict_config(cfg) if cfg.judged else None,
             **({"intervention": intervention} if intervention else {})}
+    return key if ctx.variants is None else {**key, "variants": ctx.variants.record}
 
 
 def command_line() -> str:
@@ -64,10 +63,11 @@ def command_line() -> str:
     return redacted(shlex.join(["probe", *sys.argv[1:]]))
 
 
-def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, letter_ids: LetterIds | None,
-               bench: PreparedBench) -> dict[str, Any]:
-    """The manifest's record of code, environment, model, tokenizer and bench."""
-    return {
+def provenance(ctx: RunContext) -> dict[str, Any]:
+    """The manifest's record of code, environment, model, tokenizer and bench (and a factor run's
+    variants)."""
+    cfg, loaded, bench, letter_ids, settings = ctx.config, ctx.loaded, ctx.bench, ctx.letter_ids, ctx.settings
+    made = {
         "probe_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
@@ -90,6 +90,7 @@ def provenance(cfg: RunConfig, loaded: LoadedModel, settings: RenderSettings, le
         "judge": judge_config(cfg) if cfg.judged else None,
         "analysis": asdict(cfg.analysis),
     }
+    return made if ctx.variants is None else {**made, "variants": ctx.variants.record}
 
 
 def git_commit() -> str | None:

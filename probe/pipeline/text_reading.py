@@ -22,14 +22,13 @@ from tqdm import tqdm
 
 from probe.backends.base import TextBackend
 from probe.backends.continuations import TextRequest, TextScore
-from probe.benches.task import PreparedBench
 from probe.errors import ProbeInputError
+from probe.models import max_positions
+from probe.pipeline.context import RunContext
 from probe.pipeline.spec import RunConfig
 from probe.probs import unscorable
 from probe.prompts.control import check_data_text
-from probe.prompts.render import RenderSettings
 from probe.prompts.text_forms import RenderedText, TextDesign, render_texts, text_design
-from probe.prompts.tokenizer import Tokenizer
 from probe.results.layout import TEXT_PARTS
 from probe.results.parts import PartStore
 from probe.results.text_parts import (
@@ -52,16 +51,15 @@ class TextReading:
     """Indexed by text prompt id."""
 
 
-def prepare_text(cfg: RunConfig, bench: PreparedBench, tokenizer: Tokenizer, settings: RenderSettings,
-                 max_positions: int | None) -> TextReading | None:
+def prepare_text(ctx: RunContext) -> TextReading | None:
     """The text reading's prompts (None when the run has none), checked before any weight loads."""
-    if not cfg.plan.text_pass:
+    if not ctx.plan.text_pass:
         return None
-    text = cfg.bench.task.text
+    text, bench, tokenizer, name = ctx.task.text, ctx.bench, ctx.loaded.tokenizer, ctx.model.name
     assert text is not None  # the config refused a text reading of a bench without one
-    design = text_design(bench.prompts, bench.items, cfg.bench.spec.text_form, text.message)
-    check_data_text(tokenizer, design.prompts, bench.data_label, cfg.model.name, design.options)
-    return TextReading(design, tuple(render_texts(tokenizer, design, settings, cfg.model.name, max_positions)))
+    design = text_design(bench.prompts, bench.items, ctx.config.bench.spec.text_form, text.message)
+    check_data_text(tokenizer, design.prompts, bench.data_label, name, design.options)
+    return TextReading(design, tuple(render_texts(tokenizer, design, ctx.settings, name, max_positions(ctx.loaded))))
 
 
 def describe(reading: TextReading) -> list[str]:
