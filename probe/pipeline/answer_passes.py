@@ -12,7 +12,6 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from probe.backends.base import Backend, Generator, PrefixCacheCounters, Scorer
-from probe.benches.task import PreparedBench
 from probe.models import cache_root
 from probe.pipeline.context import RunContext
 from probe.pipeline.judging import (
@@ -22,7 +21,6 @@ from probe.pipeline.judging import (
     run_jobs,
     verdict_config,
 )
-from probe.pipeline.spec import RunConfig
 from probe.prompts.tokenizer import Tokenizer
 from probe.results import layout
 from probe.results.generations import write_generations, write_judgements
@@ -103,19 +101,19 @@ def score_pass(ctx: RunContext, backend: Scorer, own: Sequence[RenderedPrompt]) 
     """Stream the scores (and lens / activations) of the run's own prompts to disk, planned with
     all of them; returns how many prompts an interrupted earlier run had already scored. In a
     factor run, every variant's label tokens are read and each prompt keeps its own labels'."""
-    cfg, bench, rendered, loaded, variants = ctx.config, ctx.bench, ctx.rendered, ctx.loaded, ctx.variants
+    cfg, rendered, loaded, variants = ctx.config, ctx.rendered, ctx.loaded, ctx.variants
     letter_ids = ctx.letter_ids
     assert letter_ids is not None  # a letter pass reads letters
     mech = cfg.analysis.mech
     expected = sorted(int(r.prompt.prompt_id) for r in own)
     decode = token_text(loaded.tokenizer)
-    writers = Writers(score_writer(cfg, bench, decode))
+    writers = Writers(score_writer(ctx, decode))
     if mech.capture_layers:
         writers.activations = ActivationWriter(cfg.out_dir, expected, backend.capture,
                                                d_model(loaded.model), mech.capture_dtype, writers.scores.done)
         if writers.scores.done and not writers.activations.resumed:  # rows lost: score those prompts again
             writers.scores.store.remove()
-            writers.scores = score_writer(cfg, bench, decode)
+            writers.scores = score_writer(ctx, decode)
     done = set(writers.scores.done)
     others = {int(r.prompt.prompt_id) for r in rendered} - set(expected)
     seen: set[int] = set(done)
@@ -133,8 +131,9 @@ def score_pass(ctx: RunContext, backend: Scorer, own: Sequence[RenderedPrompt]) 
     return len(done)
 
 
-def score_writer(cfg: RunConfig, bench: PreparedBench, decode: Callable[[int], str]) -> ScoreWriter:
-    return ScoreWriter(cfg.out_dir, bench.letters, cfg.shard_size, lens=cfg.analysis.mech.logit_lens,
+def score_writer(ctx: RunContext, decode: Callable[[int], str]) -> ScoreWriter:
+    cfg = ctx.config
+    return ScoreWriter(cfg.out_dir, ctx.bench.letters, cfg.shard_size, lens=cfg.analysis.mech.logit_lens,
                        part_seconds=cfg.part_seconds, decode=decode)
 
 

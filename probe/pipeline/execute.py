@@ -160,7 +160,7 @@ def _answer_passes(ctx: RunContext, backend: Backend, inputs: PassInputs) -> Pas
     if plan.text_pass:
         assert inputs.text is not None
         scorer, t1 = backend.texts(), time.perf_counter()
-        text_work = text_counters(scorer, score_texts(ctx.config, inputs.text, inputs.own, scorer))
+        text_work = text_counters(scorer, score_texts(ctx, inputs.text, inputs.own, scorer))
         text_work["text_scoring_wall_s"] = time.perf_counter() - t1
     return PassWork(notes=notes, resumed=resumed, text_work=text_work, wall_s=time.perf_counter() - t0)
 

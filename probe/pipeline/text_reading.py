@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,6 @@ from probe.backends.continuations import TextRequest, TextScore
 from probe.errors import ProbeInputError
 from probe.models import max_positions
 from probe.pipeline.context import RunContext
-from probe.pipeline.spec import RunConfig
 from probe.probs import unscorable
 from probe.prompts.control import check_data_text
 from probe.prompts.text_forms import RenderedText, TextDesign, render_texts, text_design
@@ -84,9 +84,10 @@ def prompt_columns(reading: TextReading, rows: Sequence[dict[str, Any]], schema:
     return out, schema
 
 
-def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[RenderedPrompt], scorer: TextBackend) -> int:
+def score_texts(ctx: RunContext, reading: TextReading, rendered: Sequence[RenderedPrompt], scorer: TextBackend) -> int:
     """Score every text prompt's options into `text.parts`, then write the text columns of
     `scores.parquet`; returns how many text prompts an interrupted earlier run had stored."""
+    cfg = ctx.config
     store = PartStore(cfg.out_dir / TEXT_PARTS, TEXT_PART_SCHEMA)
     resumed = len(store.done)
     requests = [TextRequest(r.prompt, r.continuations) for r in reading.rendered]
@@ -96,7 +97,7 @@ def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[Rendere
         bar.update(resumed)
         for batch in scorer.score(requests, set(store.done)):
             new = [s for s in batch if s.prompt_id not in store.done]  # a resumed chunk reports stored ones too
-            _refuse_nonfinite(cfg, store, buffer, new)
+            _refuse_nonfinite(cfg.out_dir, store, buffer, new)
             buffer += new
             bar.update(len(new))
             if len(buffer) >= cfg.shard_size or time.monotonic() - since >= cfg.part_seconds:
@@ -110,7 +111,7 @@ def score_texts(cfg: RunConfig, reading: TextReading, rendered: Sequence[Rendere
     return resumed
 
 
-def _refuse_nonfinite(cfg: RunConfig, store: PartStore, buffer: Sequence[TextScore],
+def _refuse_nonfinite(out: Path, store: PartStore, buffer: Sequence[TextScore],
                       batch: Sequence[TextScore]) -> None:
     """Stop the run at a batch holding a text prompt whose answer-text log-probs give no choice
     distribution (`probe.probs.unscorable`), as the letter pass does: the batches before it are
@@ -121,7 +122,7 @@ def _refuse_nonfinite(cfg: RunConfig, store: PartStore, buffer: Sequence[TextSco
         return
     _flush(store, buffer)
     raise ProbeInputError(
-        f"{cfg.out_dir}: text scoring stopped: {len(bad)} of the {len(batch)} text prompts of a batch have answer-text "
+        f"{out}: text scoring stopped: {len(bad)} of the {len(batch)} text prompts of a batch have answer-text "
         f"log-probs that are not finite (NaN or +inf, or −inf at every option; first text prompt ids {bad[:5]}), so a "
         "weight, a steering vector or an activation is; check the checkpoint, or load a float16 model in bfloat16 or "
         f"float32 (model.dtype), and rerun into this directory: the {len(store.done)} text prompts stored before this "
