@@ -209,6 +209,18 @@ def prepare(cfg: dict, generate: bool = False):  # type: ignore[no-untyped-def]
     return ref.task.data.prepare(ref.spec, generate, cache_root() / "data")
 
 
+def tiny_model(arch: str, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """`(spec, loaded)`: the tiny instruct model of `arch` (llama: 2 layers, gemma3: 4) on CPU, with a
+    fresh `$PROBE_CACHE`."""
+    from probe.models import ModelSpec, load_model
+    from probe.models.tiny import TinySpec
+
+    os.environ["PROBE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    spec = ModelSpec(name=f"tiny-{arch}", kind="instruct", source="tiny",
+                     tiny=TinySpec(arch=arch, num_layers=4 if arch == "gemma3" else 2))
+    return spec, load_model(spec, device="cpu")
+
+
 def design_columns(prompts):  # type: ignore[no-untyped-def]
     """`ScoreTable.design` of forced-choice prompts as `probe.results.scores.read_prompts` reads the
     `probe.benches.forced.ROTATION_COLUMNS` back (integers: −1 where null)."""

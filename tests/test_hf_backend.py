@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import prepare
+from conftest import prepare, tiny_model
 
 from probe.backends.batching import plan_batches
 from probe.backends.hf import HFScorer
@@ -30,13 +30,7 @@ def _demo_prompts(n_items: int):
 
 @pytest.fixture(scope="module", params=["llama", "gemma3"])
 def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    import os
-
-    os.environ["PROBE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    arch = request.param
-    spec = ModelSpec(name=f"tiny-{arch}", kind="instruct", source="tiny",
-                     tiny=TinySpec(arch=arch, num_layers=4 if arch == "gemma3" else 2))
-    loaded = load_model(spec, device="cpu")
+    spec, loaded = tiny_model(request.param, tmp_path_factory)
     rendered, letters = render_prompts(loaded.tokenizer, _demo_prompts(2), ("A", "B", "C", "D"),
                                        spec.render_settings(), spec.name)
     return loaded, rendered, letters

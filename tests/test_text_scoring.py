@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from conftest import prepare
+from conftest import prepare, tiny_model
 
 from probe.backends.continuations import TextRequest, TextScore, plan_texts
 from probe.backends.hf import HFScorer
@@ -24,7 +24,6 @@ from probe.backends.trie import unique_token_count
 from probe.config import build
 from probe.errors import ProbeInputError
 from probe.models import LoadedModel, ModelSpec, load_model
-from probe.models.tiny import TinySpec
 from probe.prompts.render import encode, render_prompts
 from probe.types import LetterIds, Prompt, RenderedPrompt
 
@@ -54,13 +53,7 @@ def _requests(rendered: list[RenderedPrompt], tokenizer: Any) -> list[TextReques
 
 @pytest.fixture(scope="module", params=["llama", "gemma3"])
 def tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
-    import os
-
-    os.environ["PROBE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    arch = request.param
-    spec = ModelSpec(name=f"tiny-{arch}", kind="instruct", source="tiny",
-                     tiny=TinySpec(arch=arch, num_layers=4 if arch == "gemma3" else 2))
-    loaded = load_model(spec, device="cpu")
+    spec, loaded = tiny_model(request.param, tmp_path_factory)
     bench = prepare({"name": "demo", "kind": "disco", "packaged": "demo_disco.csv"})
     item = bench.items[0].item_id
     prompts = [p for p in bench.prompts if p.item_id == item][:24]

@@ -30,7 +30,7 @@ from probe.benches.order_report import orders_section
 from probe.benches.task import (
     Answers,
     Column,
-    Data,
+    BenchHead,
     Factors,
     Judging,
     PreparedBench,
@@ -204,17 +204,10 @@ metrics (CCD: the pluralism of judged rationales)."""
 
 
 @dataclass(frozen=True)
-class ForcedChoice:
-    """What a forced-choice bench states of its own; `forced_choice_task` adds the rest."""
+class ForcedChoice(BenchHead):
+    """What a forced-choice bench states of its own (after `BenchHead`'s kind, title, spec type and
+    loader); `forced_choice_task` adds the rest."""
 
-    kind: str
-    """Registry name; a bench config selects it with `kind:`."""
-    title: str
-    """Display name in reports."""
-    spec_type: type
-    """Frozen dataclass of the `bench:` config block (with `name` and `kind` fields)."""
-    prepare: Callable[[Any, bool, Path], PreparedBench]
-    """`(bench spec, generation mode?, data cache dir) → PreparedBench` (items, prompts, letters)."""
     compute: Compute
     """Its metric formulas on a score table: `{"expected", "greedy", "ci95", …}`."""
     report: Callable[[Mapping[str, Any]], str]
@@ -255,7 +248,7 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
     if bench.extra_metrics is not None:
         metrics = _with_extra(metrics, bench.extra_metrics)
     return Task(kind=bench.kind, title=bench.title, answers=Answers.LETTERS,
-                data=Data(spec_type=bench.spec_type, prepare=bench.prepare),
+                data=bench.data,
                 scoring=Scoring(metrics=metrics, headline=headline, report=letter_report(bench.report, bench.letter_note),
                                 figures=bench.figures, debiased=partial(debiased_choices, design=bench.design)),
                 presentation=presentation, tables=letter_tables(bench.design_columns), judging=judging,

@@ -19,18 +19,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from probe.benches.task import (
-    Answers,
-    Data,
-    JudgeJob,
-    Judging,
-    PreparedBench,
-    Presentation,
-    Scoring,
-    Tables,
-    Task,
-    no_figures,
-)
+from probe.benches.task import Answers, BenchHead, JudgeJob, Judging, PreparedBench, Presentation, Scoring, Tables, Task
+from probe.benches.task import no_figures
 from probe.metrics.core import AnalysisOptions
 from probe.metrics.tree import Headline, MetricsTree
 from probe.prompts.parse import strip_thinking
@@ -56,18 +46,10 @@ length, the rendered text and the exact token ids the backend received."""
 
 
 @dataclass(frozen=True)
-class OpenAnswer:
-    """What an open-answer bench states of its own; `open_answer_task` adds the rest."""
+class OpenAnswer(BenchHead):
+    """What an open-answer bench states of its own (after `BenchHead`'s kind, title, spec type and
+    loader); `open_answer_task` adds the rest."""
 
-    kind: str
-    """Registry name; a bench config selects it with `kind:`."""
-    title: str
-    """Display name in reports."""
-    spec_type: type
-    """Frozen dataclass of the `bench:` config block (with `name` and `kind` fields)."""
-    prepare: Callable[[Any, bool, Path], PreparedBench]
-    """`(bench spec, generation mode?, data cache dir) → PreparedBench`: the validated data and
-    the prompts of its design (`letters=()`, `cue=None`)."""
     prompt_columns: tuple[pa.Field, ...]
     """Its `prompts.parquet` columns between `prompt_id` and `n_tokens` (template, language, …)."""
     prompt_values: Callable[[Prompt], Mapping[str, object]]
@@ -118,7 +100,7 @@ def open_answer_task(bench: OpenAnswer, presentation: Presentation, modes: tuple
                  "text": r.text, "token_ids": r.token_ids} for r in rendered]
 
     return Task(kind=bench.kind, title=bench.title, answers=Answers.OPEN,
-                data=Data(spec_type=bench.spec_type, prepare=bench.prepare),
+                data=bench.data,
                 scoring=Scoring(metrics=bench.metrics, headline=headline, report=lambda m, run: bench.report(m),
                                 figures=bench.figures, unit=bench.unit),
                 presentation=presentation,

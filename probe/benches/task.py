@@ -231,6 +231,28 @@ class Data:
         return bench_spec(self.spec_type, values)
 
 
+@dataclass(frozen=True)
+class BenchHead:
+    """What both task builders (`ForcedChoice`, `OpenAnswer`) take first: the bench's registry name,
+    display name, config block's type and loader."""
+
+    kind: str
+    """Registry name; a bench config selects it with `kind:`."""
+    title: str
+    """Display name in reports."""
+    spec_type: type
+    """Frozen dataclass of the `bench:` config block (with `name` and `kind` fields)."""
+    prepare: Callable[[Any, bool, Path], PreparedBench]
+    """`(bench spec, generation mode?, data cache dir) → PreparedBench`: the validated data and the
+    prompts of its design (a forced-choice bench's with its letters; an open-answer bench's with
+    `letters=()`, `cue=None`)."""
+
+    @property
+    def data(self) -> Data:
+        """Its `Task.data`."""
+        return Data(spec_type=self.spec_type, prepare=self.prepare)
+
+
 Debias = Callable[[Run, float], "np.ndarray | None"]
 """`(run, temperature) → [prompt, letter]` choice distribution with the letter prior removed (None:
 the design cannot estimate it)."""
