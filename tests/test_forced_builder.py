@@ -131,20 +131,3 @@ def test_a_builder_bench_report_wraps_its_body(pair_run: Path) -> None:
     text = (pair_run / "report.md").read_text()
     assert text.startswith("# Pair bench — tiny\n") and "x share " in text
     assert "letter prior" in text.lower() and (pair_run / "DONE").is_file()
-
-
-def test_the_documented_example_builds_a_task(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The example of docs/adding-a-benchmark.md is real code for this API (its `…` placeholders aside)."""
-    import re
-
-    from probe.benches import registry
-    from probe.benches.task import Task
-
-    page = (Path(__file__).resolve().parents[1] / "docs" / "adding-a-benchmark.md").read_text()
-    code = re.search(r"```python\n(.*?)```", page, re.S).group(1)  # type: ignore[union-attr]
-    monkeypatch.setattr(registry, "register", lambda task: task)  # build it, leave the registry alone
-    scope: dict[str, Any] = {}
-    exec(compile(code.replace("…", "..."), "adding-a-benchmark.md", "exec"), scope)
-    task = scope["TASK"]
-    assert isinstance(task, Task) and (task.kind, task.title, task.answers) == ("mybench", "My bench", "letters")
-    assert task.tables is forced.LETTER_TABLES and task.presentation.sweep_columns == (Column("KL", "KL"),)
