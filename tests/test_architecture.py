@@ -24,7 +24,7 @@ from probe.types import Prompt
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "probe"
-KINDS = ("disco", "ccd", "locqa", "blend")
+KINDS = tuple(t.kind for t in BUILTIN)  # each built-in bench's package is named by its kind
 
 
 def test_layering_contracts_hold() -> None:
