@@ -233,17 +233,17 @@ def _finish_shard(out: Path, shard: Shard, held: Any) -> Path:
 
 def _dry_run(ctx: RunContext, own: Sequence[RenderedPrompt], text: TextReading | None) -> Path:
     """Write `prompts.parquet` and print what the run would do; no weights were loaded."""
-    cfg, out = ctx.config, ctx.config.out_dir
+    out = ctx.config.out_dir
     if out.is_dir() and any(out.iterdir()):  # even a probe run's: its prompts table is the run's, not ours
         raise ProbeInputError(f"{out} is not empty; a dry run writes into a new or empty directory (hydra.run.dir=…)")
     out.mkdir(parents=True, exist_ok=True)
-    for name, text_of in cfg.launch_record.items():  # what `probe runs` reads a dry run's bench and model from
+    for name, text_of in ctx.config.launch_record.items():  # what `probe runs` reads a dry run's bench and model from
         make_dirs((out / name).parent)
         write_text(out / name, text_of)
     _write_prompts(ctx, own, text)
     rendered = own
     if not rendered:
-        log.info("dry run: shard %s holds no prompts", cfg.bench.shard)
+        log.info("dry run: shard %s holds no prompts", ctx.config.bench.shard)
         return out
     log.info("%s", "\n".join(_dry_run_lines(ctx, rendered, text)))
     return out
@@ -252,7 +252,8 @@ def _dry_run(ctx: RunContext, own: Sequence[RenderedPrompt], text: TextReading |
 def _dry_run_lines(ctx: RunContext, rendered: Sequence[RenderedPrompt], text: TextReading | None) -> list[str]:
     """What a dry run prints: token counts, the ordering design (`probe.benches.orders.design_record`,
     when not the default), the letter ids, two prompts, the text reading, a memory and time estimate."""
-    cfg, out, orders, letter_ids = ctx.config, ctx.config.out_dir, ctx.bench.source.get("orders"), ctx.letter_ids
+    out, orders, letter_ids = ctx.config.out_dir, ctx.bench.source.get("orders"), ctx.letter_ids
+    backend, model = ctx.backend, ctx.model
     total = sum(len(r.token_ids) for r in rendered)
     longest = max(rendered, key=lambda r: len(r.token_ids))
     # the summary lines wrap to the terminal; a prompt prints as the model sees it
@@ -272,14 +273,14 @@ def _dry_run_lines(ctx: RunContext, rendered: Sequence[RenderedPrompt], text: Te
     if text is not None:
         lines += describe(text)
     config = ctx.loaded.info.get("config")
-    if config is not None and cfg.backend.capabilities.on_weights:
-        est = memory_estimate(config, cfg.model.dtype, cfg.backend.batch_tokens)
-        lines.append(terminal_line(f"memory estimate (GiB, backend.batch_tokens={cfg.backend.batch_tokens}): "
+    if config is not None and backend.capabilities.on_weights:
+        est = memory_estimate(config, model.dtype, backend.batch_tokens)
+        lines.append(terminal_line(f"memory estimate (GiB, backend.batch_tokens={backend.batch_tokens}): "
                                    + ", ".join(f"{k} {v:.2f}" for k, v in est.items())))
-        if letter_ids is not None and cfg.plan.letters_pass and cfg.predicts:
-            chunks = score_chunks(rendered, cfg.backend)
-            lines.append(terminal_line(predict_chunks(config, chunks, cfg.predict_device,
-                                                      BYTES.get(cfg.model.dtype, 4)).line()))
+        if letter_ids is not None and ctx.plan.letters_pass and ctx.config.predicts:
+            chunks = score_chunks(rendered, backend)
+            lines.append(terminal_line(predict_chunks(config, chunks, ctx.config.predict_device,
+                                                      BYTES.get(model.dtype, 4)).line()))
     return lines
 
 
