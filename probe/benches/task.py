@@ -49,7 +49,7 @@ from probe.prompts.variants import Reword
 from probe.results.run import Run
 from probe.results.scores import ScoreTable
 from probe.results.schemas import judgements_schema
-from probe.types import Design, GroupNoun, Item, Prompt, RenderedPrompt
+from probe.types import Design, GroupNoun, Prompt, RenderedPrompt
 from probe.viz.figures import Figure
 
 FactorCube = Callable[[ScoreTable, Design, Sequence[str], float], ShareCube]
