@@ -28,8 +28,9 @@ class ModalSpec:
 
 def _tasks() -> tuple[Task, Task]:
     base = registry.BUILTIN[0]
-    scored = replace(base, kind="modal_scored", title="Modal (scored)", spec_type=ModalSpec)
-    return replace(base, kind="modal", title="Modal", spec_type=ModalSpec, modes=(("scored", scored),)), scored
+    data = replace(base.data, spec_type=ModalSpec)
+    scored = replace(base, kind="modal_scored", title="Modal (scored)", data=data)
+    return replace(base, kind="modal", title="Modal", data=data, modes=(("scored", scored),)), scored
 
 
 @pytest.fixture()
