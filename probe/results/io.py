@@ -17,11 +17,9 @@ import pyarrow.parquet as pq
 from safetensors import SafetensorError, safe_open
 
 from probe.errors import ProbeInputError
+from probe.escape import FORMULA_START
 from probe.files import open_new
 
-FORMULA_START = r"^[=+\-@\t\r]"
-"""A text cell starting with one of these is read as a formula by spreadsheet programs (OWASP,
-"CSV Injection")."""
 
 
 def write_table(path: Path, table: pa.Table) -> None:
@@ -32,7 +30,8 @@ def write_table(path: Path, table: pa.Table) -> None:
 
 def write_csv(path: Path, table: pa.Table) -> None:
     """Write `table` as CSV (atomically), every text cell that starts with `=`, `+`, `-`, `@`, a tab
-    or a carriage return prefixed with a single quote, as OWASP advises, so a model or culture
+    or a carriage return prefixed with a single quote (`probe.escape.spreadsheet_cell`'s rule, on
+    whole columns), as OWASP advises, so a model or culture
     named `=HYPERLINK(…)` is shown as text, not run as a formula. Only text columns are touched:
     numbers stay numbers (a negative value is written `-0.5`, unquoted, and read as a number);
     text is always quoted, so a comma inside a cell never starts another."""
