@@ -116,7 +116,7 @@ def _main(cfg: DictConfig) -> None:
             print(f"probe: run directory kept: {out} (this run's files so far); resume with: {_resume_command()}",
                   file=sys.stderr)
         sys.exit(2)
-    print(_last_line(written, config.dry_run))
+    print(printable(_last_line(written, config.dry_run)))  # a path is data too
 
 
 def _written(config: RunConfig, record: dict[str, str]) -> Path:
