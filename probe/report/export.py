@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from probe.analyses.view import StoredRun
 from probe.benches.task import Answers
+from probe.bounded import loads_json
 from probe.errors import ProbeInputError
 from probe.escape import spreadsheet_cell
 
@@ -63,7 +64,7 @@ def _decoded(value: Any, column: str, prompt_id: int) -> Any:
     if value is None:
         return None
     try:
-        return json.loads(value)
+        return loads_json(value, f"prompts.parquet, prompt {prompt_id}, field {column!r}")
     except (TypeError, json.JSONDecodeError) as e:
         raise ProbeInputError(f"prompts.parquet, prompt {prompt_id}, field {column!r}: expected JSON text, got "
                               f"{str(value)[:40]!r} ({e})") from None

@@ -16,6 +16,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from safetensors import SafetensorError, safe_open
 
+from probe.bounded import loads_json
 from probe.errors import ProbeInputError
 from probe.escape import FORMULA_START
 from probe.files import open_new
@@ -63,11 +64,9 @@ def read_json_object(path: Path) -> dict[str, Any]:
     `ProbeInputError` naming the file (its whole path: the run too) when it is unreadable,
     truncated, nested too deeply or not an object."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = loads_json(path.read_text(encoding="utf-8"), str(path))  # at most MAX_DEPTH deep
     except json.JSONDecodeError as e:
         raise ProbeInputError(f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except RecursionError:
-        raise ProbeInputError(f"{path}: JSON nested too deeply to read; not a file probe wrote") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ProbeInputError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
     if not isinstance(obj, dict):

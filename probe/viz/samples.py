@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from probe.bounded import loads_json
 from probe.files import atomic_write_bytes
 from probe.results.run import Run
 from probe.types import Design
@@ -157,7 +158,7 @@ def _levels(row: dict[str, Any]) -> str | None:
 def _object(value: Any) -> list[list[str]]:
     """A JSON-object field as `[key, value text]` rows (a list value's numbers at 3 decimals)."""
     try:
-        parsed = json.loads(value) if isinstance(value, str) else value
+        parsed = loads_json(value, "prompts.parquet, a JSON-object column") if isinstance(value, str) else value
     except json.JSONDecodeError:
         return [["(not JSON)", str(value)]]
     if not isinstance(parsed, dict):
