@@ -25,7 +25,7 @@ from probe.commands.overrides import check
 from probe.commands.rundir import discard
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError, no_room, printable
-from probe.judges.http import redacted
+from probe.judges.credentials import redacted
 from probe.models import ModelSpec
 from probe.models.availability import check_available
 from probe.pipeline.spec import RunConfig, run_config
