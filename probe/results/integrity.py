@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
+from probe.results.io import parquet_source
 from probe.results.layout import GENERATIONS, JUDGEMENTS, PATCHING_PAIRS, PROMPTS, SCORES
 from probe.results.manifest import Manifest
 from probe.results.schemas import ARGMAX_COLUMNS, SCORES_SCHEMA
@@ -51,7 +52,7 @@ def damaged(run_dir: Path, name: str, why: str) -> ProbeInputError:
 def read_parquet(run_dir: Path, name: str) -> pa.Table:
     """`run_dir/name` read whole; a file pyarrow cannot read is a one-line `ProbeInputError`."""
     try:
-        return pq.read_table(run_dir / name)
+        return pq.read_table(parquet_source(run_dir / name))
     except (pa.ArrowException, OSError, ValueError) as e:  # ArrowInvalid is a ValueError too
         raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
     except RecursionError:  # deeply nested cells
@@ -65,7 +66,7 @@ def table_rows(run_dir: Path, name: str) -> int | None:
     if not path.is_file():
         return None
     try:
-        return int(pq.ParquetFile(path).metadata.num_rows)
+        return int(pq.ParquetFile(parquet_source(path)).metadata.num_rows)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
 
@@ -82,14 +83,14 @@ def check_tables(run_dir: Path, manifest: Manifest) -> None:
             raise damaged(run_dir, name, f"{rows[name]} rows for the {rows[PROMPTS]} prompts of {PROMPTS}")
     if rows[SCORES] is not None:
         check_score_lists(run_dir)
-    if rows[PROMPTS] is not None and "order" in pq.read_schema(run_dir / PROMPTS).names:
+    if rows[PROMPTS] is not None and "order" in pq.read_schema(parquet_source(run_dir / PROMPTS)).names:
         check_orders(run_dir)
 
 
 def check_score_lists(run_dir: Path) -> None:
     """`scores.parquet`'s list columns hold one value per letter in every row, and no log-prob is
     above 0 (`LOGPROB_SLACK`); NaN and ±inf are the readers' to refuse (`probe.results.scores`)."""
-    names = pq.read_schema(run_dir / SCORES).names
+    names = pq.read_schema(parquet_source(run_dir / SCORES)).names
     wanted = [*REQUIRED_SCORES, *(TEXT_SCORES if any(c in names for c in TEXT_SCORES) else ())]
     missing = [c for c in wanted if c not in names]
     if missing:
@@ -156,7 +157,7 @@ def check_orders(run_dir: Path) -> None:
 def read_parquet_columns(run_dir: Path, name: str, columns: list[str]) -> pa.Table:
     """The `columns` of the parquet table `run_dir/name`; an unreadable file is a one-line error."""
     try:
-        return pq.read_table(run_dir / name, columns=columns)
+        return pq.read_table(parquet_source(run_dir / name), columns=columns)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
 

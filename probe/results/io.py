@@ -23,6 +23,17 @@ from probe.files import open_new
 
 
 
+def parquet_source(path: Path) -> str | pa.BufferReader:
+    """What pyarrow reads `path` from: the path itself, or — for a path that is not UTF-8 (a
+    directory named in another encoding), which pyarrow's file system cannot open — the file's
+    bytes, so a good run there reads as it does anywhere else."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return pa.BufferReader(Path(path).read_bytes())
+    return str(path)
+
+
 def write_table(path: Path, table: pa.Table) -> None:
     """Write `table` to `path` through a temporary file and an atomic rename."""
     with open_new(path) as f:
