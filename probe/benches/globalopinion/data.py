@@ -280,6 +280,13 @@ def parse_options(text: str, where: str) -> list[str]:
         raise ProbeInputError(f"{where}, field 'options': expected 2 to {MAX_OPTIONS} options, got {len(out)}")
     if any(not o for o in out):
         raise ProbeInputError(f"{where}, field 'options': an option is empty: {out}")
+    seen: dict[str, int] = {}
+    for i, text in enumerate(out):  # as DiSCo's loader: the model cannot tell two such options apart,
+        key = " ".join(text.split()).casefold()  # and their shares and text mass would be counted twice
+        if key in seen:
+            raise ProbeInputError(f"{where}, field 'options': option {i + 1} ({bounded_repr(text)}) repeats option "
+                                  f"{seen[key] + 1} (up to case and spacing); every option of a question must differ")
+        seen[key] = i
     return out
 
 
