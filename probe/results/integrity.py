@@ -132,8 +132,8 @@ def _check_letter_mass(run_dir: Path, table: pa.Table) -> None:
 def check_orders(run_dir: Path) -> None:
     """Every row's `order` of `prompts.parquet` is a permutation of the options it shows: the
     indices 0..k−1, each once, then the padding −1 (`NOT_SHOWN`) of a run whose items have fewer
-    options than its widest."""
-    table = read_parquet_columns(run_dir, PROMPTS, ["prompt_id", "order"])
+    options than its widest — and k the same in every prompt of one item (its options, reordered)."""
+    table = read_parquet_columns(run_dir, PROMPTS, ["prompt_id", "item_id", "order"])
     column = table.column("order")
     if not table.num_rows:
         return
@@ -146,12 +146,16 @@ def check_orders(run_dir: Path) -> None:
     slots = np.arange(width)[None, :]
     expected = np.where(slots < shown[:, None], slots, -1)
     got = np.where(slots < shown[:, None], np.sort(np.where(order >= 0, order, width), axis=1), order)
-    bad = np.flatnonzero((got != expected).any(axis=1))
+    items = np.unique(table.column("item_id").to_numpy(zero_copy_only=False).astype(str), return_inverse=True)[1]
+    widest = np.zeros(items.max() + 1, dtype=np.int64)
+    np.maximum.at(widest, items, shown)
+    bad = np.flatnonzero((got != expected).any(axis=1) | (shown != widest[items]))
     if bad.size:
         row = int(bad[0])
         raise damaged(run_dir, PROMPTS, f"row of prompt_id {table.column('prompt_id')[row].as_py()}, column order: "
-                                        f"{order[row].tolist()[:12]} is not a permutation of the {shown[row]} options "
-                                        f"it shows; {bad.size} such row(s)")
+                                        f"{order[row].tolist()[:12]} is not a permutation of its item's "
+                                        f"{widest[items][row]} options (each of 0..k−1 once, then −1 padding); "
+                                        f"{bad.size} such row(s)")
 
 
 def read_parquet_columns(run_dir: Path, name: str, columns: list[str]) -> pa.Table:
