@@ -16,7 +16,7 @@ from typing import Any
 from probe.backends.specs import backend_record
 from probe.benches.sources import data_digest
 from probe.benches.task import PreparedBench
-from probe.judges.http import redacted
+from probe.judges.credentials import redacted
 from probe.models import LoadedModel
 from probe.pipeline.judging import judge_config, verdict_config
 from probe.pipeline.spec import RunConfig

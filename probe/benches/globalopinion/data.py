@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from probe.benches.orders import DEFAULT_CAP, OrderName
+from probe.benches.orders import DEFAULT_CAP, OrderCap, OrderName, Seed
 from probe.benches.spec_header import DownloadedBench
 from probe.benches.sources import fetch
 from probe.config import Ge, nearest
@@ -107,11 +107,11 @@ class GlobalOpinionSpec(DownloadedBench):
     """Answer-text reading (backend.mode=text|letters+text): cloze (the question alone, each option's text its continuation) | hybrid (options listed, the answer's text asked)."""
     orders: OrderName = "rotations"
     """Option orderings per question (docs/concepts/orders.md): rotations (K) | permutations (K!) | williams (K or 2K) | reverse (2: the scale's order and its reverse)."""
-    orders_cap: Annotated[int, Ge(1)] = DEFAULT_CAP
+    orders_cap: OrderCap = DEFAULT_CAP
     """Most orderings per question a design may present; more is refused unless `permutations` samples."""
-    orders_sample: Annotated[int, Ge(1)] | None = None
+    orders_sample: OrderCap | None = None
     """Under `permutations` above the cap: draw this many orderings without replacement (null: refuse)."""
-    orders_seed: int = 0
+    orders_seed: Seed = 0
     """Seed of the `orders_sample` draw (recorded in the manifest)."""
 
 
@@ -280,6 +280,13 @@ def parse_options(text: str, where: str) -> list[str]:
         raise ProbeInputError(f"{where}, field 'options': expected 2 to {MAX_OPTIONS} options, got {len(out)}")
     if any(not o for o in out):
         raise ProbeInputError(f"{where}, field 'options': an option is empty: {out}")
+    seen: dict[str, int] = {}
+    for i, text in enumerate(out):  # as DiSCo's loader: the model cannot tell two such options apart,
+        key = " ".join(text.split()).casefold()  # and their shares and text mass would be counted twice
+        if key in seen:
+            raise ProbeInputError(f"{where}, field 'options': option {i + 1} ({bounded_repr(text)}) repeats option "
+                                  f"{seen[key] + 1} (up to case and spacing); every option of a question must differ")
+        seen[key] = i
     return out
 
 
