@@ -1,0 +1,103 @@
+"""Calibration of the headline inference (`probe.metrics.preference`) by simulation: DiSCo-format
+worlds (`probe.metrics.preference_calibration`: 48 items over 8 cultures, C0, a strong letter prior,
+item × option content) drawn without a model and run through DiSCo's own `compute`. In the null
+world the test of no preference rejects at most as often as its level allows and the KL interval
+covers the true 0; with a planted preference (population KL 0.038) the test has power and the
+interval covers the population KL. Also the pieces by hand: the within-unit exchange, the floor
+interval, the enclosure, and the report's rule (no culture named without a rejection).
+The large numbers (20 replicates through `probe analyze`) are scripts/headline_calibration.py's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from probe.benches.disco.conclusion import opening
+from probe.benches.disco.metrics import DiscoAnalysis, compute
+from probe.metrics.core import kl_to_uniform
+from probe.metrics.preference import enclose, exchanged_sums, floor_interval
+from probe.metrics.preference_calibration import LetterWorld, design, draw_logprobs, population_shares
+from probe.results.scores import ScoreTable
+
+CULTURES = ["Algeria", "Assam", "China", "Ethiopia", "Greece", "Indonesia", "South_Korea", "Spain"]
+NULL = LetterWorld()
+PLANTED = LetterWorld(preference=(0.7, 0.47, 0.23, 0.0, 0.0, -0.23, -0.47, -0.7))
+REPLICATES = 30
+OPTS = DiscoAnalysis(n_boot=200, high=("China", "South_Korea"), low=("Ethiopia", "Assam"))
+
+
+def table(world: LetterWorld, rng: np.random.Generator) -> ScoreTable:
+    d = design(world)
+    n = len(d.item)
+    lp = draw_logprobs(world, d, rng)
+    return ScoreTable(prompt_id=np.arange(n), item_id=np.array([f"item-{i:02d}" for i in d.item]),
+                      design={"condition": np.full(n, "C0", dtype=object), "target": np.full(n, None, dtype=object),
+                              "rotation": d.rotation, "ctx_rotation": np.full(n, -1)},
+                      groups=np.array(CULTURES, dtype=object)[d.group], logprobs=lp, greedy_valid=np.ones(n, bool))
+
+
+def tally(world: LetterWorld, seed: int) -> dict[str, float]:
+    truth = float(kl_to_uniform(population_shares(world))) if world.preference else 0.0
+    rng = np.random.default_rng(seed)
+    out = {"rejects": 0, "covers": 0, "named": 0}
+    for r in range(REPLICATES):
+        m = compute(table(world, rng), OPTS)
+        lo, hi = m["ci95"]["expected"]["C0"]["KL"]
+        out["covers"] += lo <= truth <= hi
+        out["rejects"] += m["p"]["expected"]["C0"]["KL"] < 0.05
+        said = opening({**m, "debiased": None})[0]
+        out["named"] += any(c in said for c in CULTURES)
+    return {k: v / REPLICATES for k, v in out.items()}
+
+
+@pytest.fixture(scope="module")
+def null() -> dict[str, float]:
+    return tally(NULL, 1)
+
+
+@pytest.fixture(scope="module")
+def planted() -> dict[str, float]:
+    return tally(PLANTED, 2)
+
+
+def test_the_planted_world_is_what_the_issue_asks_for() -> None:
+    assert float(kl_to_uniform(population_shares(PLANTED))) == pytest.approx(0.038, abs=0.002)
+    assert float(kl_to_uniform(population_shares(NULL))) < 1e-5
+
+
+def test_no_preference_is_rarely_rejected_and_no_culture_is_named(null: dict[str, float]) -> None:
+    # 30 replicates at size 0.05: 4 or more rejections has probability 0.06 under a valid test
+    assert null["rejects"] <= 4 / REPLICATES, null
+    assert null["named"] == null["rejects"], null  # a culture is named exactly when the test rejects
+    assert null["covers"] >= 0.9, null
+
+
+def test_a_planted_preference_is_found_and_covered(planted: dict[str, float]) -> None:
+    assert planted["rejects"] >= 0.8, planted
+    assert planted["covers"] >= 0.8, planted
+
+
+def test_the_exchange_permutes_each_units_shown_groups_only() -> None:
+    sel = np.array([[1.0, 2.0, 3.0, 0.0], [0.0, 5.0, 6.0, 7.0]])
+    app = (sel > 0).astype(float)
+    one, shown = exchanged_sums(sel[:1], app[:1], 50, np.random.default_rng(0))
+    assert (one[:, 3] == 0).all() and (shown == app[:1]).all()
+    assert sorted({tuple(row) for row in one}) == sorted({(1, 2, 3, 0), (1, 3, 2, 0), (2, 1, 3, 0), (2, 3, 1, 0),
+                                                          (3, 1, 2, 0), (3, 2, 1, 0)})
+    both, _ = exchanged_sums(sel, app, 20, np.random.default_rng(1))
+    assert np.allclose(both.sum(axis=1), sel.sum())
+
+
+def test_the_floor_interval_reaches_zero_and_holds_both_estimates() -> None:
+    """A plug-in at 0.001 whose replicates sit above it (the upward bias of a divergence): the
+    percentile interval [0.00126, …] would miss the estimate; the floor interval starts at 0."""
+    rep = np.random.default_rng(0).gamma(2.0, 0.0015, 1000) + 0.0012
+    lo, hi = floor_interval(0.00113, rep)
+    assert lo == 0.0 and hi >= 0.00113
+
+
+def test_every_interval_holds_its_own_estimate_after_enclosure() -> None:
+    tree = {"expected": {"a": 1.0, "b": [0.2, 0.5]}, "ci95": {"expected": {"a": [1.2, 2.0], "b": [[0.0, 0.1], [0.4, 0.6]]}}}
+    out = enclose(tree)
+    assert out["ci95"]["expected"] == {"a": [1.0, 2.0], "b": [[0.0, 0.2], [0.4, 0.6]]}
+    assert out["expected"] == tree["expected"]
