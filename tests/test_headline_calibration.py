@@ -101,3 +101,23 @@ def test_every_interval_holds_its_own_estimate_after_enclosure() -> None:
     out = enclose(tree)
     assert out["ci95"]["expected"] == {"a": [1.0, 2.0], "b": [[0.0, 0.2], [0.4, 0.6]]}
     assert out["expected"] == tree["expected"]
+
+
+def test_equal_values_test_never_singles_out_a_uniform_model_and_finds_a_planted_one() -> None:
+    """A uniform model's lifts are 0 for every country in every resample: p = 1, nothing named.
+    Thirty countries with no difference: rejection in about 5% of 100 worlds; one country 0.05
+    above the others (sd 0.01 of each lift): found."""
+    from probe.metrics.preference import equal_values
+
+    p, band = equal_values(np.zeros(30), np.zeros((200, 30)))
+    assert p == 1.0 and (band == 0).all()
+    rng = np.random.default_rng(3)
+    rejects = 0
+    for _ in range(100):
+        common = rng.normal(0, 0.01, (200, 1))  # resampled questions move every country alike in part
+        reps = common + rng.normal(0, 0.01, (200, 30))
+        point = rng.normal(0, 0.01) + rng.normal(0, 0.01, 30)  # the same sampling noise as the replicates
+        rejects += equal_values(point, point + reps - reps.mean(0))[0] < 0.05
+    assert rejects <= 10, rejects
+    point = np.r_[0.05, np.zeros(29)] + rng.normal(0, 0.01, 30)
+    assert equal_values(point, point + rng.normal(0, 0.01, (200, 30)))[0] < 0.05

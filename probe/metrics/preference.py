@@ -232,3 +232,32 @@ def _put(tree: dict[str, Any], path: Sequence[str], value: Any) -> None:
     for key in path[:-1]:
         tree = tree.setdefault(key, {})
     tree[path[-1]] = value
+
+
+def equal_values(point: np.ndarray, replicates: np.ndarray) -> tuple[float, np.ndarray]:
+    """Bootstrap max-t test that G groups share one value (no group stands out), and the
+    simultaneous 95% band `[2, G]` of their values.
+
+    With `d_g = θ̂_g − mean θ̂` and its replicates `d*_g`, sd_g their spread: `T = max_g |d_g| / sd_g`
+    against `T*_b = max_g |d*_bg − d_g| / sd_g` (the replicates re-centred on the estimate: the
+    null's spread), `p = (1 + #{T* ≥ T}) / (1 + B)`; the band is `θ̂_g ± c·sd_g`, c the 95% quantile
+    of the max over groups of `|θ*_g − θ̂_g| / sd_g`. Groups without spread count only where they
+    differ (a model whose every value is equal, e.g. uniform answers, gets p = 1)."""
+    rep = np.asarray(replicates, dtype=np.float64)
+    rep = rep[~np.isnan(rep).any(axis=-1)]
+    point = np.asarray(point, dtype=np.float64)
+    if len(rep) < 2 or point.size < 2:
+        return float("nan"), np.full((2, point.size), np.nan)
+    d, d_rep = point - point.mean(), rep - rep.mean(axis=-1, keepdims=True)
+
+    def max_t(x: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.where(sd > 0, np.abs(x) / np.where(sd > 0, sd, 1.0), np.where(np.abs(x) > 1e-12, np.inf, 0.0))
+        return t.max(axis=-1)
+
+    sd_d = d_rep.std(axis=0, ddof=1)
+    observed, null = max_t(d, sd_d), max_t(d_rep - d, sd_d)
+    p = float((1 + (null >= observed - 1e-12).sum()) / (1 + len(rep)))
+    sd = rep.std(axis=0, ddof=1)
+    c = float(np.percentile(max_t(rep - point, sd), 100 * LEVEL))
+    return p, np.stack([point - c * sd, point + c * sd])
