@@ -229,6 +229,9 @@ def _node(tree: Mapping[str, Any] | None, path: Sequence[str]) -> Any:
 
 
 def _put(tree: dict[str, Any], path: Sequence[str], value: Any) -> None:
+    if not path:  # a block at the top of the tree: its entries are the tree's
+        tree.update(value)
+        return
     for key in path[:-1]:
         tree = tree.setdefault(key, {})
     tree[path[-1]] = value
