@@ -15,7 +15,10 @@ as `probe.probs.exposure_shares` reads them) and the statistics of that vector t
   upward (about (G − 1)/(2 n) for KL) and its percentile bootstrap is shifted up again, so it
   misses 0 exactly when 0 is the truth. The basic (reflected) bootstrap
   `[2θ̂ − q*₉₇.₅, 2θ̂ − q*₂.₅]` corrects that bias to first order; it is clipped at the floor (0)
-  and widened to hold both the plug-in and the corrected estimate `max(0, 2θ̂ − mean θ*)`.
+  and widened to hold both the plug-in and the corrected estimate `max(0, 2θ̂ − mean θ*)`. Its
+  lower end is 0 whenever the test of no preference does not reject (test inversion: the
+  divergence 0 is then not excluded), which makes its coverage at 0 that of the test, ≥ 95%,
+  for statistics of first order in the deviation (Gini) as for second-order ones (KL).
 - **Band** (`simultaneous`): the max-statistic bootstrap band over the groups,
   `Ŝ_g ± c`, c the 95% quantile of `max_g |S*_g − Ŝ_g|`: every group's share at once, what a
   "most X, least Y" sentence needs.
@@ -202,14 +205,18 @@ def share_inference(inf: Inferring, blocks: Sequence[ShareBlock], seed: int, n_p
         point, reps, ci = (_node(t, block.path) for t in (inf.point, inf.replicates, inf.ci))
         if point is None:
             continue
-        _put(p, block.path, no_preference(block.null, n_perm, seed))
+        tested = no_preference(block.null, n_perm, seed)
+        _put(p, block.path, tested)
         for name in block.divergences:
             if name not in point or reps is None or ci is None:
                 continue
             value, rep = float(point[name]), np.asarray(reps[name], dtype=np.float64)
             point[f"{name}_corrected"] = corrected(value, rep)
             reps[f"{name}_corrected"] = rep - (value - point[f"{name}_corrected"])
-            ci[name] = ci[f"{name}_corrected"] = floor_interval(value, rep)
+            interval = floor_interval(value, rep)
+            if tested.get(name, 0.0) >= 1 - LEVEL:  # test inversion: 0 is not rejected, so it is in the set
+                interval[0] = 0.0
+            ci[name] = ci[f"{name}_corrected"] = interval
         shares = point.get(block.shares) or {}
         names = [g for g in block.groups if g in shares]
         if reps is not None and names:
