@@ -111,6 +111,8 @@ class Tally:
     """Replicates with a `format…` verdict for some group."""
     flagged: dict[int, int] = field(default_factory=dict)
     """Per planted group, replicates that flag it `format…`."""
+    spread: int = 0
+    """Replicates whose shares' KL spread over the wordings is called beyond item noise (`spread_p`)."""
 
     def coverage(self, family: str) -> float:
         """Mean share of the family's intervals holding the truth."""
@@ -131,6 +133,7 @@ def score(result: FormatRobustness, true: Truth, world: World, tally: Tally) -> 
         tally.hits.setdefault(family, []).append(float(np.mean(values)))
     verdicts = {a.group: a.verdict or "" for a in result.across}
     tally.any_format += any(v.startswith("format") for v in verdicts.values())
+    tally.spread += result.spread_p is not None and result.spread_p < 0.05
     for group, _, _ in world.interaction:
         tally.flagged[group] = tally.flagged.get(group, 0) + verdicts[f"g{group}"].startswith("format")
     tally.n_rep += 1
@@ -164,5 +167,5 @@ def table_rows(worlds: dict[str, World], n_rep: int = 200, seed: int = 0) -> lis
         tally = calibrate(world, n_rep=n_rep, seed=seed)
         power = ", ".join(f"g{g}: {n / tally.n_rep:.3f}" for g, n in tally.flagged.items()) or "–"
         rows.append([name, *(f"{tally.coverage(f):.3f}" for f in ("shares", "effects", "components")),
-                     f"{tally.any_format / tally.n_rep:.3f}", power])
+                     f"{tally.any_format / tally.n_rep:.3f}", power, f"{tally.spread / tally.n_rep:.3f}"])
     return rows

@@ -61,6 +61,17 @@ class PermutationTest:
     kendall_w_p: float
     """How often a permutation's W is at most the observed one (a low W: the wordings disagree)."""
     n_perm: int
+    spread_p: float = float("nan")
+    """How often a permutation's range over the variants of the shares' KL from uniform is at least
+    the observed one: the spread of the published divergence over wordings, beyond item noise."""
+
+
+def kl_range(means: np.ndarray) -> np.ndarray:
+    """`[..., variant, group]` shares → `[...]` max − min over the variants of KL(shares ‖ uniform)."""
+    n = (~np.isnan(means)).sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = np.where(means > 0, means * np.log(means * n), 0.0).sum(axis=-1)
+    return kl.max(axis=-1) - kl.min(axis=-1)
 
 
 def permutation_test(shares: np.ndarray, shown: np.ndarray, n_perm: int, seed: int) -> PermutationTest:
@@ -74,6 +85,7 @@ def permutation_test(shares: np.ndarray, shown: np.ndarray, n_perm: int, seed: i
     observed = exposure_means(ones, shares, shown)
     t_obs = interaction_statistic(observed)[0]
     w_obs = float(kendall_w(observed)[0])
+    r_obs, r_above = float(kl_range(observed)[0]), 0
     rng = np.random.default_rng([seed, 47])
     above, above_table, w_sum, w_below, done = np.zeros(shares.shape[-1]), 0, 0.0, 0, 0
     den = shown.sum(axis=0)
@@ -89,9 +101,11 @@ def permutation_test(shares: np.ndarray, shown: np.ndarray, n_perm: int, seed: i
         w = kendall_w(means)
         w_sum += float(np.nansum(w))
         w_below += int((w <= w_obs + 1e-12).sum())
+        r_above += int((kl_range(means) >= r_obs - 1e-12 * max(1.0, r_obs)).sum())
         done += size
     return PermutationTest(p_group=(1 + above) / (1 + n_perm), p_table=(1 + above_table) / (1 + n_perm),
-                           kendall_w_null=w_sum / n_perm, kendall_w_p=(1 + w_below) / (1 + n_perm), n_perm=n_perm)
+                           kendall_w_null=w_sum / n_perm, kendall_w_p=(1 + w_below) / (1 + n_perm), n_perm=n_perm,
+                           spread_p=(1 + r_above) / (1 + n_perm))
 
 
 def holm(p: np.ndarray) -> np.ndarray:

@@ -182,6 +182,9 @@ class FormatRobustness:
     """Kendall's W expected if the wording did not matter (mean over the permutations)."""
     kendall_w_p: float | None = None
     n_perm: int = 0
+    spread_p: float | None = None
+    """Permutation p-value of the range over the wordings of the shares' KL from uniform
+    (`format_inference.kl_range`): the published divergence moves with the wording beyond item noise."""
 
     def cell(self, variant: str, group: str) -> CellShare:
         """The share of `group` under `variant`."""
@@ -258,7 +261,8 @@ def analyse(cube: ShareCube, factorial: Factorial, n_boot: int = 5000, seed: int
         components=_components(point["group_ss"][0].sum(axis=0), _collapse(noise.sum(axis=0), len(factorial.factors)),
                                boot, factorial, s.size),
         p_interaction=test.p_table if test else None, kendall_w_null=test.kendall_w_null if test else None,
-        kendall_w_p=test.kendall_w_p if test else None, n_perm=test.n_perm if test else 0)
+        kendall_w_p=test.kendall_w_p if test else None, n_perm=test.n_perm if test else 0,
+        spread_p=test.spread_p if test else None)
 
 
 def _collapse(by_term: np.ndarray, n_factors: int) -> np.ndarray:
