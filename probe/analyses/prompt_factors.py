@@ -124,6 +124,7 @@ def robustness_json(r: FormatRobustness) -> dict[str, Any]:
         "kendall_w_p": r.kendall_w_p,
         "verdict_counts": dict(r.verdict_counts),
         "spread_p": r.spread_p,
+        "own_term_p_holm": None if r.own_p_holm is None else dict(zip(r.groups, r.own_p_holm)),
     }
 
 

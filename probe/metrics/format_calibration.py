@@ -112,6 +112,10 @@ class Tally:
     flagged: dict[int, int] = field(default_factory=dict)
     """Per planted group, replicates that flag it `format…`."""
     spread: int = 0
+    own_planted: int = 0
+    """Replicates whose own-term count (`own_p_holm`) holds every planted group."""
+    own_spill: int = 0
+    """Replicates whose own-term count holds a group with nothing planted (a spillover counted)."""
     """Replicates whose shares' KL spread over the wordings is called beyond item noise (`spread_p`)."""
 
     def coverage(self, family: str) -> float:
@@ -134,6 +138,11 @@ def score(result: FormatRobustness, true: Truth, world: World, tally: Tally) -> 
     verdicts = {a.group: a.verdict or "" for a in result.across}
     tally.any_format += any(v.startswith("format") for v in verdicts.values())
     tally.spread += result.spread_p is not None and result.spread_p < 0.05
+    if result.own_p_holm is not None:
+        planted = {f"g{g}" for g, _, _ in world.interaction}
+        moved = {g for g, p in zip(result.groups, result.own_p_holm) if p < 0.05}
+        tally.own_planted += bool(planted) and planted <= moved
+        tally.own_spill += bool(moved - planted)
     for group, _, _ in world.interaction:
         tally.flagged[group] = tally.flagged.get(group, 0) + verdicts[f"g{group}"].startswith("format")
     tally.n_rep += 1
