@@ -73,7 +73,9 @@ def cue_specificity(dists: Dists, human: Human, items: Sequence[str], countries:
                 continue
             others = [sims[y][xi] for y in cued if y != xi]
             if others:
-                value[ii, cidx[x]] = float(sims[xi][xi] - np.mean(others))
+                v = float(sims[xi][xi] - np.mean(others))
+                # a cue that moves the model alike whatever it names gives 0 up to rounding: exactly 0
+                value[ii, cidx[x]] = 0.0 if abs(v) <= 1e-12 else v
                 present[ii, cidx[x]] = 1.0
             if s0 is not None:
                 relative[ii, cidx[x]] = _contrast(sims[xi], xi) - _contrast(s0, xi)
