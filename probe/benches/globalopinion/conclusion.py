@@ -172,4 +172,10 @@ def _specificity(m: Mapping[str, Any]) -> str:
                    "countries",
                0: "naming a country does not measurably move the model toward that country rather than toward "
                   "the question's other countries"}[side(value, interval)]
-    return f"Cue specificity {value_ci(value, interval)}: {verdict}."
+    per = get_path(m, "p", "expected", "cross_national", "specificity") or {}
+    spec = get_path(m, "expected", "cross_national", "specificity") or {}
+    called = [c for c, p in per.items() if p < 0.05 and (spec.get(c) or 0) > 0]
+    count = (f" Per country, naming it brings the model closer to its people than naming another country does for "
+             f"{len(called)} of the {len(per)} countries cued on {(m.get('ranking') or {}).get('min_questions')} or more "
+             "questions (bootstrap tests, Holm-adjusted)." if per else "")
+    return f"Cue specificity {value_ci(value, interval)}: {verdict}.{count}"

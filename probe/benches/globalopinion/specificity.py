@@ -104,3 +104,30 @@ def cue_matrix(dists: Dists, human: Human) -> dict[str, dict[str, dict[str, floa
             row.setdefault(y, []).append(float(similarity(dist[:k], np.asarray(h))))
     return {"similarity": {x: {y: float(np.mean(v)) for y, v in sorted(row.items())} for x, row in sorted(sums.items())},
             "questions": {x: {y: len(v) for y, v in sorted(row.items())} for x, row in sorted(sums.items())}}
+
+
+def specificity_tests(m: Mapping[str, object], replicates: Mapping[str, object], min_questions: int
+                      ) -> dict[str, dict[str, object]]:
+    """`p.<reading>.cross_national.specificity.<country>`: per country cued on at least
+    `min_questions` questions, the two-sided bootstrap p of its specificity against 0,
+    `min(1, 2·min(P*(≤ 0), P*(≥ 0)))`, Holm-adjusted over those countries (a country called
+    specific by chance among a hundred would otherwise be the rule). A cue that moves the model
+    alike whatever it names has specificity exactly 0 in every resample: p = 1."""
+    from probe.metrics.core import get_path
+    from probe.metrics.format_inference import holm
+
+    asked = get_path(m, "n_questions", "cross_national") or {}
+    out: dict[str, dict[str, object]] = {}
+    for block in ("expected", "debiased"):
+        point = get_path(m, block, "cross_national", "specificity") or {}
+        reps = get_path(replicates, block, "cross_national", "specificity") or {}
+        names = [c for c in point if c in reps and asked.get(c, 0) >= min_questions]
+        if not names:
+            continue
+        raw = []
+        for c in names:
+            r = np.asarray(reps[c], dtype=np.float64)
+            r = r[~np.isnan(r)]
+            raw.append(1.0 if not len(r) else min(1.0, 2 * min(float((r <= 0).mean()), float((r >= 0).mean()))))
+        out[block] = {"cross_national": {"specificity": dict(zip(names, (float(v) for v in holm(np.array(raw)))))}}
+    return out
