@@ -34,9 +34,10 @@ CULTURES = ["Algeria", "Assam", "China", "Ethiopia", "Greece", "Indonesia", "Sou
 WORLDS = {"null": LetterWorld(), "planted": LetterWorld(preference=(0.7, 0.47, 0.23, 0.0, 0.0, -0.23, -0.47, -0.7))}
 
 
-def base_run(work: Path) -> Path:
-    """The finished tiny-model run every replicate starts from (made once)."""
-    run = work / "base"
+def base_run(work: Path, factors: str | None = None) -> Path:
+    """The finished tiny-model run every replicate starts from (made once); `factors` (e.g.
+    `labels`) makes it a factor run."""
+    run = work / ("base" if factors is None else f"base-{factors}")
     if (run / "DONE").exists():
         return run
     rows = []
@@ -51,7 +52,8 @@ def base_run(work: Path) -> Path:
         writer.writeheader()
         writer.writerows(rows)
     subprocess.run([sys.executable, "-m", "probe", "model=tiny", "bench=disco", f"bench.path={work / 'items.csv'}",
-                    "bench.conditions=[C0]", f"hydra.run.dir={run}", "progress=false"], check=True,
+                    "bench.conditions=[C0]", f"hydra.run.dir={run}", "progress=false",
+                    *([f"factors=[{factors}]"] if factors else [])], check=True,
                    env={**os.environ, "PROBE_CACHE": str(work / "cache"), "HF_HUB_OFFLINE": "1"}, capture_output=True)
     return run
 
@@ -94,13 +96,34 @@ def in_short(report: str) -> str:
     return next(line for line in report.splitlines() if line.startswith("**In short:**"))
 
 
+def factor_null(work: Path, replicates: int) -> None:
+    """A factor run (`factors=[labels]`) in the null world (no culture × wording term: every
+    wording draws from the same world): how often *In short* states the headline's spread."""
+    base = base_run(work, "labels")
+    d = prompt_design(base)
+    rng, said = np.random.default_rng(9), 0
+    for r in range(replicates):
+        run = work / f"factor-{r}"
+        shutil.rmtree(run, ignore_errors=True)
+        shutil.copytree(base, run)
+        replace_scores(run, draw_logprobs(WORLDS["null"], d, rng))
+        analyze_run(run)
+        said += "over the wordings" in in_short((run / "report.md").read_text())
+        shutil.rmtree(run)
+    print(f"factor run, null world: the spread sentence in {said} of {replicates}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicates", type=int, default=20)
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument("--factor", action="store_true", help="the factor run's null world only")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="headline-"))
     work.mkdir(parents=True, exist_ok=True)
+    if args.factor:
+        factor_null(work, args.replicates)
+        return
     base = base_run(work)
     d = prompt_design(base)
     for name, world in WORLDS.items():
