@@ -231,6 +231,10 @@ def evaluate(s: Sums, w: np.ndarray) -> dict[str, Any]:
             out["cross_national"]["specificity"] = _by_country(s, ratio(wsum(w, sp.value), wsum(w, sp.present)),
                                                                sp.present)
             out["cross_national"]["mean"]["specificity"] = ratio(wsum(w, sp.value.sum(1)), wsum(w, sp.present.sum(1)))
+        if sp.relative_present.any():
+            rel, rel_n = sp.relative, sp.relative_present
+            out["cross_national"]["relative_closeness"] = _by_country(s, ratio(wsum(w, rel), wsum(w, rel_n)), rel_n)
+            out["cross_national"]["mean"]["relative_closeness"] = ratio(wsum(w, rel.sum(1)), wsum(w, rel_n.sum(1)))
     return out
 
 

@@ -38,12 +38,13 @@ from probe.benches.globalopinion.prompts import (
     reword,
     text_message,
 )
-from probe.benches.globalopinion.ranking import agreements, countries_block, ranking_block
+from probe.benches.globalopinion.ranking import agreements, countries_block, ranking_block, ranking_tests
+from probe.benches.globalopinion.specificity import specificity_tests
 from probe.benches.orders import plan_orders
 from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
-from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import AnalysisOptions, replicates_of
 from probe.metrics.tree import MetricsTree
 from probe.prompts.factors import BUILTIN_FACTORS
 from probe.results.run import Run
@@ -102,6 +103,11 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     if out.get("expected") is not None:
         out["ranking"] = ranking_block(out, bench_spec(GlobalOpinionSpec, run.manifest.bench.config))
         out.update(agreements(out, out["ranking"]["ranked"]))
+        tests = ranking_tests(out, replicates_of(out), out["ranking"]["ranked"])
+        spec = bench_spec(GlobalOpinionSpec, run.manifest.bench.config)
+        for block, tree in specificity_tests(out, replicates_of(out), spec.min_questions).items():
+            tests["p"].setdefault(block, {}).update(tree)
+        out.update(tests)
     else:
         out["ranking_tau"] = None
     if not forced.is_generation_run(run) and out.get("expected") is not None:
