@@ -26,6 +26,7 @@ expected between two independent redraws of it at its size, averaged over its qu
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -75,19 +76,23 @@ class Side:
 
 def survey_sides(human: Human, spec: OpinionQASpec) -> dict[str, Side]:
     """Every question's `Side`, drawn once per run (they do not depend on the model)."""
-    return {item: _side(st, spec, ii) for ii, (item, st) in enumerate(sorted(human.items()))}
+    return {item: _side(st, spec, item) for item, st in human.items()}
 
 
-def _side(st: Stored, spec: OpinionQASpec, ii: int) -> Side:
+def _stream(seed: int, *names: str) -> np.random.Generator:
+    """A generator seeded by `seed` and the names (question, attribute, group): the same draws
+    whatever order a file lists its questions and groups in."""
+    return np.random.default_rng((seed, *(zlib.crc32(n.encode()) for n in names)))
+
+
+def _side(st: Stored, spec: OpinionQASpec, item: str) -> Side:
     refusal = np.asarray(st.refusal, bool)
     compared = ~refusal if spec.refusal == "drop" else np.ones_like(refusal)
     pos = None if st.positions is None else np.asarray(st.positions, np.float64)
     ordinal = None if pos is None else ~refusal & np.isfinite(pos)
     side = Side(compared, ordinal, pos, {}, {}, {}, {})
-    gi = 0
     for attribute, by in st.counts.items():
         for group, values in by.items():
-            gi += 1
             c = np.where(compared, np.asarray(values, np.float64), 0.0)
             if c.sum() <= 0:
                 continue
@@ -95,7 +100,7 @@ def _side(st: Stored, spec: OpinionQASpec, ii: int) -> Side:
             side.shares[g], side.n[g] = c / c.sum(), float(c.sum())
             noisy = st.sized and spec.survey_noise == "multinomial"
             if noisy:
-                rng = np.random.default_rng((spec.survey_seed, ii, gi))
+                rng = _stream(spec.survey_seed, item, attribute, group)
                 a, b = redraw(c, spec.survey_draws, rng), redraw(c, spec.survey_draws, rng)
                 side.draws[g] = a
                 side.ceiling[g] = {m: float(np.nanmean(v)) for m, v in _measure(side, a, b, spec.w1_scale).items()}
@@ -176,6 +181,7 @@ def item_sums(table: ScoreTable, probs: np.ndarray, sides: Mapping[str, Side], s
     iidx = {i: k for k, i in enumerate(items)}
     for (item, cond, target), p in dists.items():
         side, ii = sides[item], iidx[item]
+        p = p[:len(side.compared)]  # the letters beyond the question's own K show nothing
         if cond == DEFAULT:
             for g, h in side.shares.items():
                 point, draws = _measure(side, p, h, scale), _measure(side, p, side.draws[g], scale)
