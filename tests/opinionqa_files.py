@@ -8,6 +8,7 @@ whole panel. Question Q3 has a middle option at position 1.5; every question off
 from __future__ import annotations
 
 import csv
+import math
 import json
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def write_table(path: Path, fmt: str = "jsonl") -> Path:
         for attribute in GROUPS:
             for g, c in data[attribute][key].items():
                 rows.append({**base, "attribute": attribute, "group": g, "counts": c})
-        panel = {o: sum(data["POLPARTY"][key][g][o] for g in GROUPS["POLPARTY"]) for o in options}
+        panel = {o: math.fsum(data["POLPARTY"][key][g][o] for g in GROUPS["POLPARTY"]) for o in options}
         rows.append({**base, "attribute": "NONE", "group": "Overall", "counts": panel})
     if fmt == "jsonl":
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
