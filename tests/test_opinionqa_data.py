@@ -125,3 +125,12 @@ def test_the_naming_rule_names_no_group_by_chance() -> None:
     null = false_naming_rate(worlds=200, shift=0.0, seed=1)
     assert null <= 0.09
     assert false_naming_rate(worlds=60, shift=0.05, seed=2) >= 0.8
+
+
+def test_survey_intervals_cover_where_the_plain_percentile_does_not() -> None:
+    """Survey error alone (these questions, 100 respondents): the reflected redraws cover the
+    planted truth near 95%; the plain percentile of the redraws, shifted low twice, does not."""
+    from probe.benches.opinionqa.calibration import survey_coverage
+
+    assert survey_coverage(100, 100, seed=1, items=False) >= 0.86
+    assert survey_coverage(100, 100, seed=1, items=False, basic=False) <= 0.75

@@ -20,7 +20,8 @@ whatever group it names gains nothing.
 
 Intervals resample questions and, where the file gives counts, redraw each group's shares
 (`measures.redraw`, multinomial with the weighted counts' sum as effective n): replicate b
-uses survey draw b mod `bench.survey_draws`. The human ceiling of a group is the similarity
+uses survey draw b mod `bench.survey_draws`, each draw's value reflected about the observed one
+(`reflect`, the basic bootstrap). The human ceiling of a group is the similarity
 expected between two independent redraws of it at its size, averaged over its questions.
 """
 
@@ -77,6 +78,15 @@ class Side:
 def survey_sides(human: Human, spec: OpinionQASpec) -> dict[str, Side]:
     """Every question's `Side`, drawn once per run (they do not depend on the model)."""
     return {item: _side(st, spec, item) for item, st in human.items()}
+
+
+def reflect(point: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """A value under each survey draw, reflected about the observed one (`2 θ̂ − θ*`): the basic
+    bootstrap. A similarity to a redrawn group is biased low (noise moves the redraw away from
+    any fixed model), and the redraws are drawn around the observed shares, so the plain
+    percentile interval is shifted low twice and undercovers small groups; the reflection turns
+    the shift around."""
+    return 2.0 * point - draws
 
 
 def _stream(seed: int, *names: str) -> np.random.Generator:
@@ -174,7 +184,7 @@ def item_sums(table: ScoreTable, probs: np.ndarray, sides: Mapping[str, Side], s
             sums.present[name] = np.zeros((len(items), len(groups)))
         if np.isfinite(point):
             sums.point[name][ii, gidx[g]] += point
-            sums.draws[name][:, ii, gidx[g]] += draws
+            sums.draws[name][:, ii, gidx[g]] += reflect(point, draws)
             sums.present[name][ii, gidx[g]] += 1.0
 
     dists = model_distributions(table, probs)
@@ -292,6 +302,7 @@ def compute(table: ScoreTable, opts: AnalysisOptions, spec: OpinionQASpec, human
     asked = sorted({str(i) for i in table.item_id})
     out.update(_survey_blocks(sides, asked))
     out["naming"] = _naming(out, spec.min_questions)
+    out.update(parallel_trees(out["naming"]))
     out["survey_noise"] = spec.survey_noise
     return out
 
@@ -334,3 +345,18 @@ def _naming(out: Measured, min_questions: int) -> dict[str, Any]:
         reps = np.stack([np.asarray(flat[g], np.float64) for g in labels], axis=1)
     named = name_extremes(labels, np.array([point[g] for g in labels]), reps)
     return {"measure": measure, "min_questions": min_questions, **named}
+
+
+def parallel_trees(naming: Mapping[str, Any]) -> dict[str, Any]:
+    """The naming's test and band as `p.expected.default.<measure>` and
+    `sim95.expected.default.<measure>.<attribute>.<group>` (the shape of the generic headline
+    tests: trees beside `ci95`, by reading)."""
+    if naming.get("p_value") is None:
+        return {}
+    band: dict[str, dict[str, Any]] = {}
+    for label, interval in naming["sim95"].items():
+        attribute, group = label.split("=", 1)
+        band.setdefault(attribute, {})[group] = interval
+    measure = naming["measure"]
+    return {"p": {"expected": {DEFAULT: {measure: naming["p_value"]}}},
+            "sim95": {"expected": {DEFAULT: {measure: band}}}}
