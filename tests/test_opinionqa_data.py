@@ -134,3 +134,22 @@ def test_survey_intervals_cover_where_the_plain_percentile_does_not() -> None:
 
     assert survey_coverage(100, 100, seed=1, items=False) >= 0.86
     assert survey_coverage(100, 100, seed=1, items=False, basic=False) <= 0.75
+
+
+def test_globalopinion_maps_to_the_survey_table(tmp_path: Path) -> None:
+    """GlobalOpinionQA's rows as survey-table rows read by the opinionqa reader: the same question
+    (verbatim), options and shares; a scale question gets its positions, its off-scale code a refusal."""
+    from probe.benches.globalopinion.survey_table import write_survey_table
+
+    src = tmp_path / "goqa.csv"
+    src.write_text('question,selections,options,source\n'
+                   '"How much do you trust them? ","defaultdict(<class \'list\'>, {\'France\': [0.2, 0.3, 0.4, 0.1], '
+                   '\'Chile\': [0.1, 0.1, 0.7, 0.1]})","[\'A lot\', \'Somewhat\', \'Not at all\', \'DK/Refused\']",GAS\n'
+                   '"Which is best?","defaultdict(<class \'list\'>, {\'France\': [0.5, 0.5]})","[\'Tea\', \'Coffee\']",WVS\n')
+    out = tmp_path / "survey.jsonl"
+    assert write_survey_table(src, out) == 3
+    scale, plain = read_table(out, ())
+    assert scale.text == "How much do you trust them? " and scale.options[3] == "DK/Refused"
+    assert scale.positions is not None and scale.positions[:3] == (0.0, 1.0, 2.0) and scale.refusal[3]
+    assert dict((g, v) for _, g, v in scale.counts)["Chile"] == pytest.approx((0.1, 0.1, 0.7, 0.1))
+    assert not scale.sized and plain.positions is None and plain.options == ("Tea", "Coffee")
