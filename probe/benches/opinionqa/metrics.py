@@ -85,8 +85,8 @@ def reflect(point: np.ndarray, draws: np.ndarray) -> np.ndarray:
     bootstrap. A similarity to a redrawn group is biased low (noise moves the redraw away from
     any fixed model), and the redraws are drawn around the observed shares, so the plain
     percentile interval is shifted low twice and undercovers small groups; the reflection turns
-    the shift around."""
-    return 2.0 * point - draws
+    the shift around. Clipped to [0, 1], the measures' range."""
+    return np.clip(2.0 * point - draws, 0.0, 1.0)
 
 
 def _stream(seed: int, *names: str) -> np.random.Generator:
