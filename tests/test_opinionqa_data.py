@@ -72,12 +72,14 @@ def test_a_table_with_a_non_numeric_count(tmp_path: Path) -> None:
 
 
 def test_the_readers_agree_and_keep_positions_as_stated(tmp_path: Path) -> None:
-    wave = read_folder(write_wave(tmp_path / "wave"), ())
+    wave, read = read_folder(write_wave(tmp_path / "wave"), ())
     table = read_table(write_table(tmp_path / "survey.csv", "csv"), ())
     def canon(qs: list) -> list[str]:
         return [json.dumps(json.loads(to_json(q)), sort_keys=True) + q.key + q.text for q in qs]
 
     assert canon(wave) == canon(table)
+    assert [p.name for p in read] == ["info.csv", "metadata.csv", "AGE_data.json", "POLPARTY_data.json",
+                                      "SEX_data.json", "NONE_data.json"]
     q3 = next(q for q in wave if q.key == "Q3_W1")
     assert q3.positions is not None and q3.positions[:3] == (1.0, 2.0, 1.5) and math.isnan(q3.positions[3])
     assert q3.refusal == (False, False, False, True)

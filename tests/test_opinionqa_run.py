@@ -92,6 +92,7 @@ def test_representativeness_steerability_placebo_equal_a_recomputation(runs) -> 
                 assert abs(tree[fmt]["placebo"][attribute][g] - placebo) < 1e-6
                 assert abs(tree[fmt]["gain"][attribute][g] - (steer - placebo)) < 1e-6
     assert abs(tree["default"]["overall"]["representativeness"] - want["overall"]["NONE"]["Overall"]) < 1e-6
+    assert set(m["debiased"]["default"]["representativeness"]["AGE"]) == {"18-29", "65+"}
 
 
 def test_the_three_persona_formats_appear_for_every_group(runs) -> None:
@@ -149,3 +150,14 @@ def test_groups_are_named_only_when_the_test_rejects(runs) -> None:
     assert set(n["deviation"]) == {f"{a}={g}" for a, gs in GROUPS.items() for g in gs}
     if n["p_value"] >= 0.05:
         assert n["closest"] is None and n["furthest"] is None
+
+
+def test_the_generic_readings_apply(tmp_path: Path) -> None:
+    """The answer-text reading and another ordering design run through the bench's own metrics."""
+    wave = write_wave(tmp_path / "wave")
+    m = run(tmp_path / "run", f"bench.path={wave}", "bench.orders=reverse", "backend.mode=letters+text",
+            "bench.personas=[portray]", "bench.attributes=[SEX]")
+    assert m["n_prompts"] == 2 * 5 * 3  # 2 orderings × 5 questions × (default + 2 personas)
+    for tree in ("expected", "text", "text_norm"):  # debiased: null, two orderings cannot separate the letter
+        assert set(m[tree]["default"]["representativeness"]["SEX"]) == {"Male", "Female"}, tree
+    assert "portray" in m["text"]

@@ -35,9 +35,9 @@ INFO_COLUMNS = ("key", "question", "references", "option_mapping", "option_ordin
 DATA_SUFFIX = "_data.json"
 
 
-def read_folder(folder: Path, attributes: tuple[str, ...]) -> list[Question]:
+def read_folder(folder: Path, attributes: tuple[str, ...]) -> tuple[list[Question], list[Path]]:
     """Every question of `info.csv` with the counts of `attributes` (empty: those metadata.csv
-    lists, else every data file) and of the whole panel."""
+    lists, else every data file) and of the whole panel; and the files read, in the order read."""
     if not folder.is_dir():
         raise ProbeInputError(f"{folder}: not a folder (bench.path names one human_resp/<wave>/ folder of OpinionQA)")
     info = folder / "info.csv"
@@ -54,12 +54,14 @@ def read_folder(folder: Path, attributes: tuple[str, ...]) -> list[Question]:
     if unknown:
         raise ProbeInputError(f"bench.attributes: {unknown} not in {folder} (it has {known})")
     counts: dict[str, list[tuple[str, str, tuple[float, ...]]]] = {k: [] for k in questions}
+    read = [info, *([folder / "metadata.csv"] if groups is not None else [])]
     for attribute in (*(attributes or tuple(known)), OVERALL):
+        read.append(files[attribute])
         wanted = None if groups is None or attribute == OVERALL else groups[attribute]
         for key, group, values in _data(files[attribute], questions, wanted):
             counts[key].append((attribute, group, values))
     return [Question(key=k, text=q.text, options=q.options, refusal=q.refusal, positions=q.positions,
-                     counts=_whole_panel(counts[k])) for k, q in questions.items()]
+                     counts=_whole_panel(counts[k])) for k, q in questions.items()], read
 
 
 def _whole_panel(rows: list[tuple[str, str, tuple[float, ...]]]) -> tuple[tuple[str, str, tuple[float, ...]], ...]:

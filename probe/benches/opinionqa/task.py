@@ -60,9 +60,7 @@ def load(spec: OpinionQASpec) -> tuple[list[Question], list[Path]]:
         raise ProbeInputError(f"bench.attributes: an attribute name holds no '=', got {bad}")
     if spec.format == "table":
         return read_table(path, spec.attributes), [path]
-    questions = read_folder(path, spec.attributes)
-    return questions, sorted(p for p in path.iterdir() if p.name == "info.csv" or p.name == "metadata.csv"
-                             or p.name.endswith("_data.json"))
+    return read_folder(path, spec.attributes)
 
 
 def prepare(spec: OpinionQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
