@@ -8,7 +8,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import probe_env, run_probe
 from opinionqa_files import write_table, write_wave
