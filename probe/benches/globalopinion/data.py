@@ -97,6 +97,8 @@ class GlobalOpinionSpec(DownloadedBench):
     """Remove non-answer codes (every spelling of don't know / refused / no answer, and Missing; …, Not asked, Not applicable) from the prompt and the shares, renormalised."""
     drop_volunteered: bool = False
     """Remove the options not read to respondents (marked (VOL) or (DO NOT READ)) from the prompt and the shares, renormalised."""
+    strip_question: bool = False
+    """Strip leading and trailing whitespace from each question's text; false keeps it verbatim, as Durmus et al.'s published prompt has it."""
     min_questions: Annotated[int, Ge(1)] = 5
     """Questions a country needs to be ranked; countries with fewer are listed apart, never named in the headline."""
     rank_samples: Literal["national", "all"] = "national"
@@ -152,16 +154,17 @@ def resolve_source(spec: GlobalOpinionSpec, cache_dir: Path) -> Path:
 
 
 def load_questions(path: Path, sum_tolerance: float = 0.02, drop_refusals: bool = False,
-                   drop_volunteered: bool = False) -> tuple[list[Question], Counts]:
+                   drop_volunteered: bool = False, strip_question: bool = False) -> tuple[list[Question], Counts]:
     """Read and validate the whole file; all-zero distributions (and questions left with none) are
-    skipped; non-answer and volunteered options removed when asked (`Drop`)."""
+    skipped; non-answer and volunteered options removed when asked (`Drop`). Question text is kept
+    verbatim unless `strip_question`."""
     rows = _read_rows(path)
     counts: dict[str, int] = {"questions_read": len(rows)}
     seen: dict[tuple[str, tuple[str, ...]], int] = {}
     questions = []
     for number, row in enumerate(rows, start=1):
         q, options = _question(row, number, f"{path}: row {number}", sum_tolerance,
-                               Drop(drop_refusals, drop_volunteered), counts)
+                               Drop(drop_refusals, drop_volunteered, strip_question), counts)
         key = (" ".join(q.item.question.split()), options)
         if key in seen:
             raise ProbeInputError(f"{path}: row {number}, field 'question': duplicate of row {seen[key]} "
@@ -296,6 +299,8 @@ class Drop:
 
     refusals: bool = False
     volunteered: bool = False
+    strip_question: bool = False
+    """Not an option class: whether the question's text loses its outer whitespace (`bench.strip_question`)."""
 
     def drops(self, option: str) -> str | None:
         """The counter an option is removed under (None: kept)."""
@@ -309,8 +314,8 @@ class Drop:
 def _question(row: dict[str, str], number: int, where: str, tolerance: float, drop: Drop,
               counts: dict[str, int]) -> tuple[Question, tuple[str, ...]]:
     """One row's question (non-answer and volunteered options removed when asked) and its full option list."""
-    question = row["question"].strip()
-    if not question:
+    question = row["question"].strip() if drop.strip_question else row["question"]
+    if not question.strip():
         raise ProbeInputError(f"{where}, field 'question': empty")
     source = row["source"].strip()
     if source not in SOURCES:

@@ -60,7 +60,8 @@ def prepare(spec: GlobalOpinionSpec, generate: bool, cache_dir: Path) -> Prepare
     if not spec.conditions:
         raise ProbeInputError("bench.conditions: empty; choose default and/or cross_national")
     path = resolve_source(spec, cache_dir)
-    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals, spec.drop_volunteered)
+    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals, spec.drop_volunteered,
+                                       spec.strip_question)
     chosen = select(questions, spec)
     if not chosen:
         raise ProbeInputError(f"{path}: no question left after bench.source={spec.source} and bench.countries")
