@@ -130,9 +130,12 @@ def _check_letter_mass(run_dir: Path, table: pa.Table) -> None:
 
 
 def check_orders(run_dir: Path) -> None:
-    """Every row's `order` of `prompts.parquet` is a permutation of the options it shows: the
-    indices 0..k−1, each once, then the padding −1 (`NOT_SHOWN`) of a run whose items have fewer
-    options than its widest — and k the same in every prompt of one item (its options, reordered)."""
+    """Every row's `order` of `prompts.parquet` reorders the options its item shows: indices in
+    0..k−1, then the padding −1 (`NOT_SHOWN`) of a run whose items have fewer options than its
+    widest, with k and the multiset of indices the same in every prompt of one item. A bench whose
+    options are distinct (every forced-choice rotation) thus stores a permutation in each row; one
+    that shows a candidate in several slots (an answer two groups share) stores the same repeats in
+    every prompt of the item, so the rule holds for both without naming either."""
     table = read_parquet_columns(run_dir, PROMPTS, ["prompt_id", "item_id", "order"])
     column = table.column("order")
     if not table.num_rows:
@@ -143,19 +146,21 @@ def check_orders(run_dir: Path) -> None:
     order = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.int64).reshape(table.num_rows, -1)
     width = order.shape[1]
     shown = (order >= 0).sum(axis=1)
-    slots = np.arange(width)[None, :]
-    expected = np.where(slots < shown[:, None], slots, -1)
-    got = np.where(slots < shown[:, None], np.sort(np.where(order >= 0, order, width), axis=1), order)
+    inside = np.arange(width)[None, :] < shown[:, None]
+    # Shown slots first, each index below the number shown; padding exactly NOT_SHOWN after them.
+    ranged = np.where(inside, (order >= 0) & (order < shown[:, None]), order == -1).all(axis=1)
     items = np.unique(table.column("item_id").to_numpy(zero_copy_only=False).astype(str), return_inverse=True)[1]
-    widest = np.zeros(items.max() + 1, dtype=np.int64)
-    np.maximum.at(widest, items, shown)
-    bad = np.flatnonzero((got != expected).any(axis=1) | (shown != widest[items]))
+    first = np.zeros(items.max() + 1, dtype=np.int64)
+    first[items[::-1]] = np.arange(table.num_rows)[::-1]  # each item's first row: its reference
+    multiset = np.sort(np.where(inside, order, width), axis=1)
+    same = (multiset == multiset[first[items]]).all(axis=1) & (shown == shown[first[items]])
+    bad = np.flatnonzero(~ranged | ~same)
     if bad.size:
         row = int(bad[0])
         raise damaged(run_dir, PROMPTS, f"row of prompt_id {table.column('prompt_id')[row].as_py()}, column order: "
-                                        f"{order[row].tolist()[:12]} is not a permutation of its item's "
-                                        f"{widest[items][row]} options (each of 0..k−1 once, then −1 padding); "
-                                        f"{bad.size} such row(s)")
+                                        f"{order[row].tolist()[:12]} is not a permutation of the "
+                                        f"{shown[first[items]][row]} options its item shows (indices 0..k−1 as in "
+                                        f"the item's other prompts, then −1 padding); {bad.size} such row(s)")
 
 
 def read_parquet_columns(run_dir: Path, name: str, columns: list[str]) -> pa.Table:
