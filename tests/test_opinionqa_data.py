@@ -154,3 +154,37 @@ def test_globalopinion_maps_to_the_survey_table(tmp_path: Path) -> None:
     assert scale.positions is not None and scale.positions[:3] == (0.0, 1.0, 2.0) and scale.refusal[3]
     assert dict((g, v) for _, g, v in scale.counts)["Chile"] == pytest.approx((0.1, 0.1, 0.7, 0.1))
     assert not scale.sized and plain.positions is None and plain.options == ("Tea", "Coffee")
+
+
+@pytest.mark.real
+def test_the_cue_on_the_reference_tokenizers(tmp_path: Path) -> None:
+    """The paper's `Answer:` passes the letter preflight of four of the seven reference tokenizers
+    (Llama 3 and Qwen merge `:A`, and the preflight refuses it with the tokens it saw);
+    `Answer: (` passes all seven, for base and instruct renderings, persona prompts included."""
+    from transformers import AutoTokenizer
+
+    from conftest import shared_dir
+    from probe.benches.opinionqa.personas import load_texts
+    from probe.benches.opinionqa.prompts import CUE, build_prompts, persona_cells
+    from probe.prompts.render import RenderSettings, render_prompts
+    from probe.types import LETTERS
+
+    root = shared_dir()
+    if root is None:
+        pytest.skip("the reference tokenizers need $PROBE_SHARED_DIR")
+    qs, _ = read_folder(write_wave(tmp_path / "wave"), ())
+    prompts = build_prompts(qs[:1], persona_cells(qs[:1], ["qa", "bio", "portray"], load_texts(None)), 5)
+    refused = set()
+    for family in ("gemma3", "llama3", "mistral", "olmo2", "phi3", "qwen2.5", "qwen3"):
+        tok = AutoTokenizer.from_pretrained(root / "tokenizers" / family)
+        for kind in ("instruct", "base"):
+            kwargs = {"enable_thinking": False} if family == "qwen3" and kind == "instruct" else {}
+            render_prompts(tok, prompts, LETTERS[:5], RenderSettings(kind=kind, cue="Answer: (", template_kwargs=kwargs),
+                           family, condition="condition")
+            try:
+                render_prompts(tok, prompts, LETTERS[:5], RenderSettings(kind=kind, cue=CUE, template_kwargs=kwargs),
+                               family, condition="condition")
+            except ProbeInputError as e:
+                assert "re-tokenizes the prompt" in str(e) and "':A'" in str(e)
+                refused.add(family)
+    assert refused == {"llama3", "qwen2.5", "qwen3"}

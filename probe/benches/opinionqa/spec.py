@@ -30,6 +30,8 @@ class OpinionQASpec(BenchHeader):
     """Persona formats to steer with, one condition each, for every group of the attributes: qa (a prior question-and-answer turn) | bio (a self-description) | portray ("answer as if …"); empty: the default condition only."""
     persona_path: str | None = None
     """A JSON file of persona texts per attribute ({attribute: {qa, topic, bio, portray}}; bio and portray hold {group}); null: probe's built-in texts (docs/benchmarks/opinionqa.md)."""
+    cue: str = "Answer:"
+    """The answer cue the letter follows: the paper's `Answer:`. Llama 3 and Qwen tokenizers merge `:A` into one token, so their letter preflight refuses it: give them `Answer: (` (quoted on the command line: 'bench.cue="Answer: ("'), which passes the preflight of all seven reference tokenizers (docs/benchmarks/opinionqa.md)."""
     refusal: Literal["drop", "keep"] = "drop"
     """drop: refusal options are shown but left out of the distributions compared, both renormalised (the paper) | keep: compared as one more answer (W1 still on the ordinal options)."""
     w1_scale: Literal["options", "range"] = "options"

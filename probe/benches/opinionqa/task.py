@@ -65,6 +65,8 @@ def load(spec: OpinionQASpec) -> tuple[list[Question], list[Path]]:
 
 def prepare(spec: OpinionQASpec, generate: bool, cache_dir: Path) -> PreparedBench:
     """Validated questions, the persona conditions, their prompts under every ordering."""
+    if not spec.cue.strip():
+        raise ProbeInputError(f"bench.cue: expected the text the letter follows (the paper's {CUE!r}), got {spec.cue!r}")
     questions, files = load(spec)
     questions = questions[: spec.limit]
     too_wide = [q.key for q in questions if len(q.options) > len(LETTERS)]
@@ -84,7 +86,7 @@ def prepare(spec: OpinionQASpec, generate: bool, cache_dir: Path) -> PreparedBen
         source["orders"] = record
     data_files = tuple(files) + ((Path(spec.persona_path).expanduser(),) if spec.persona_path else ())
     return PreparedBench(name=spec.name, kind=spec.kind, letters=LETTERS[:width], items=[item_of(q) for q in questions],
-                         prompts=prompts, source=source, cue=CUE, data_files=data_files)
+                         prompts=prompts, source=source, cue=spec.cue, data_files=data_files)
 
 
 DESIGN_COLUMNS: tuple[pa.Field, ...] = (
