@@ -29,13 +29,21 @@ def too_deep(where: str) -> ProbeInputError:
 
 def check_depth(value: Any, where: str) -> Any:
     """`value` if it nests at most `MAX_DEPTH` lists and mappings deep (walked without recursion),
-    else `too_deep`."""
+    else `too_deep`.
+
+    Each container is walked once, at the greatest depth it was met at so far: YAML aliases share
+    one object, so an alias bomb (nine aliases of nine aliases, ten levels: 9**10 leaves in 1 KB)
+    costs its few distinct nodes, not its billions of paths."""
+    deepest: dict[int, int] = {}
     stack = [(value, 0)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, (list, tuple, dict)):
             if depth >= MAX_DEPTH:
                 raise too_deep(where)
+            if deepest.get(id(node), -1) >= depth:
+                continue  # seen at this depth or deeper: its children are already bounded
+            deepest[id(node)] = depth
             stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
     return value
 

@@ -111,7 +111,7 @@ def _headline_paths(a: StoredRun, task: Task, metrics: list[str] | None, flavour
     tree = task.headline(measured)[0]
     block = flavour or headline_block(task, measured)
     return [c.path for c in task.presentation.sweep_columns
-            if c.cell is None and block not in c.constant_in and is_number(get_path(tree, c.path))]
+            if c.numeric and block not in c.constant_in and is_number(get_path(tree, c.path))]
 
 
 def _p(p: float, n_boot: int) -> str:
@@ -233,7 +233,7 @@ def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: 
                               "backend.mode=letters+text")
     options = a.options(opts)
     result = generated_choice_agreement(a.run, b.run, task.design, options)
-    print(terminal_text(f"A = {a.path}\nB = {b.path}\n") + "bootstrap over A's items, {options.n_boot} resamples, seed "
+    print(terminal_text(f"A = {a.path}\nB = {b.path}\n") + f"bootstrap over A's items, {options.n_boot} resamples, seed "
           f"{options.seed}, temperature {options.temperature:g}\n", end="")
     print(terminal_text(plain_text(choice_agreement_markdown(result.block, result.ci, options.n_boot))), end="")
     if out is not None:

@@ -115,7 +115,7 @@ def pair_table(entries: Sequence[StoredRun], task: Task) -> str | None:
         if base is None:
             continue
         columns = [c for c in task.presentation.pair_columns
-                   if c.cell is None and is_number(value(e, c)) and is_number(value(base, c))]
+                   if c.numeric and is_number(value(e, c)) and is_number(value(base, c))]
         diffs, reason = paired_or_reason(e, base, [c.path for c in columns])
         if reason:
             notes.append(f"- {e.label} vs {base.label}: {reason}")

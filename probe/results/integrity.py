@@ -113,7 +113,7 @@ def check_score_lists(run_dir: Path) -> None:
 
 def _check_letter_mass(run_dir: Path, table: pa.Table) -> None:
     """Every prompt's letter probabilities sum to at most 1 (`LETTER_MASS_SLACK`): the letters are
-    distinct tokens of one next-token distribution. Rows with a NaN (or the null rows of a
+    distinct tokens of one next-token distribution. Rows with a NaN or ±inf (or the null rows of a
     text-only run) are the readers' to refuse."""
     column = table.column("letter_logprobs")
     if column.null_count == table.num_rows:
@@ -121,7 +121,8 @@ def _check_letter_mass(run_dir: Path, table: pa.Table) -> None:
     values = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.float64)
     lp = values.reshape(table.num_rows - column.null_count, -1)
     mass = np.exp(lp).sum(axis=1)
-    bad = np.flatnonzero(mass > 1 + LETTER_MASS_SLACK)  # NaN compares False
+    # NaN compares False; a +inf log-prob (mass inf) is the readers' non-finite refusal, which says more
+    bad = np.flatnonzero((mass > 1 + LETTER_MASS_SLACK) & np.isfinite(lp).all(axis=1))
     if bad.size:
         ids = table.column("prompt_id").filter(pc.invert(pc.is_null(column))).to_numpy()
         raise damaged(run_dir, SCORES, f"row of prompt_id {int(ids[bad[0]])}, column letter_logprobs: its letter "

@@ -83,7 +83,7 @@ def _tested(path: str, block: str = "expected") -> Callable[[Mapping[str, Any]],
 
 SPD_UNDEFINED = "SPD undefined: the items hold no high-resource or no low-resource culture"
 NO_DEBIASED = "no debiased value: the run's letter prior could not be estimated (its report says why), or C0/C1 was not run"
-SWEEP_COLUMNS = (Column("KL", "C0.KL", cell=_tested("C0.KL")), Column("Gini", "C0.Gini"), Column("CR(C1)", "C1.CR"),
+SWEEP_COLUMNS = (Column("KL", "C0.KL", cell=_tested("C0.KL"), is_value=True), Column("Gini", "C0.Gini"), Column("CR(C1)", "C1.CR"),
                  Column("CR(C2)", "C2.CR"), Column("PSI", "C2.PSI"),
                  Column("SPD(C0)", "C0.SPD", undefined=SPD_UNDEFINED), Column("SPD(C2)", "C2.SPD", undefined=SPD_UNDEFINED),
                  Column("SPD reduction", "SPD_reduction", undefined=SPD_UNDEFINED),
