@@ -55,12 +55,21 @@ def printable(text: str) -> str:
 _NO_ROOM = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
 
 
+_READ_ONLY = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
 def no_room(e: OSError) -> ProbeInputError | None:
-    """A full disk, a quota or a file-size limit (`ulimit -f`) met while writing, as the one-line
-    error the user can act on (None: another `OSError`, a bug's to show in full). Every file
-    probe writes goes through a temporary name, so what was written before stays whole."""
+    """A full disk, a quota or a file-size limit (`ulimit -f`) met while writing — or a place
+    probe may not write at all (a read-only file system, a directory without write permission) —
+    as the one-line error the user can act on (None: another `OSError`, a bug's to show in full).
+    Every file probe writes goes through a temporary name, so what was written before stays whole."""
+    where = f" ({e.filename})" if e.filename else ""
+    if e.errno in _READ_ONLY:
+        verb = "cannot write" if e.errno == errno.EROFS else "cannot read or write"
+        return ProbeInputError(f"{verb}{where}: {e.strerror or e}; probe writes its outputs (a re-analysis, a page, "
+                               "a resumed run's parts) beside a run's files: copy the run to a place you may write, "
+                               "or make it writable, and run the same command there")
     if e.errno not in _NO_ROOM:
         return None
-    where = f" ({e.filename})" if e.filename else ""
     return ProbeInputError(f"cannot write{where}: {e.strerror or e}; free space or raise the limit, then rerun the "
                            "same command (finished parts are kept)")

@@ -19,7 +19,7 @@ def main() -> None:
     args = parser.parse_args()
     worlds = {"null (no interaction)": NULL,
               **{f"g1 × f0 ±{size} logits": World(interaction=((1, 0, size),)) for size in (0.2, 0.3, 0.4, 0.6)}}
-    print("\n".join(table(["world", "shares", "effects", "components", "any format…", "flagged (power)"],
+    print("\n".join(table(["world", "shares", "effects", "components", "any format…", "flagged (power)", "spread called"],
                           table_rows(worlds, n_rep=args.replicates))))
 
 

@@ -196,8 +196,10 @@ def run_probe(args: list[str], *, cwd: str | Path | None = None, env: dict[str, 
 
 
 def probe_env(cache: Path) -> dict[str, str]:
-    """Environment of a `python -m probe` subprocess: its own model cache, no hub."""
-    return {**os.environ, "PROBE_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    """Environment of a `python -m probe` subprocess: its own model cache, no hub, one torch
+    thread like the tests' own process (so a subprocess's scores equal an in-process run's bit
+    for bit: a product's summation order may follow the thread count)."""
+    return {**os.environ, "PROBE_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
 def prepare(cfg: dict, generate: bool = False):  # type: ignore[no-untyped-def]

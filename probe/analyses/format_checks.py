@@ -54,7 +54,7 @@ def headline_column(task: Task) -> tuple[str, str] | None:
     """`(label, path)` of the bench's headline number: its first plain pair column (the number
     `probe compare` leads with), else its first plain sweep column; None when it has none."""
     columns = (*task.presentation.pair_columns, *task.presentation.sweep_columns)
-    first = next((c for c in columns if c.cell is None), None)
+    first = next((c for c in columns if c.numeric), None)
     return (first.label, first.path) if first else None
 
 

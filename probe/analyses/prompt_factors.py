@@ -125,6 +125,8 @@ def robustness_json(r: FormatRobustness) -> dict[str, Any]:
         "kendall_w": r.kendall_w, "kendall_w_ci95": r.kendall_w_ci95, "kendall_w_null": r.kendall_w_null,
         "kendall_w_p": r.kendall_w_p,
         "verdict_counts": dict(r.verdict_counts),
+        "spread_p": r.spread_p,
+        "own_term_p_holm": None if r.own_p_holm is None else dict(zip(r.groups, r.own_p_holm)),
     }
 
 

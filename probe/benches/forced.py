@@ -198,6 +198,9 @@ def letter_tables(design: tuple[pa.Field, ...]) -> Tables:
 LETTER_TABLES = letter_tables(ROTATION_COLUMNS)
 """The tables of a forced-choice bench with `ROTATION_COLUMNS` (the `ForcedChoice` default)."""
 
+RunMetrics = Callable[[Run, np.ndarray | None, AnalysisOptions], MetricsTree]
+"""`(run, prompt mask or None, options) → metrics.json`: a task's whole metrics hook (`Scoring.metrics`)."""
+
 Extra = Callable[[Run, np.ndarray | None], dict[str, Any]]
 """`(run, prompt mask or None) → metrics.json` entries read from other tables, after the letter
 metrics (CCD: the pluralism of judged rationales)."""
@@ -208,10 +211,15 @@ class ForcedChoice(BenchHead):
     """What a forced-choice bench states of its own (after `BenchHead`'s kind, title, spec type and
     loader); `forced_choice_task` adds the rest."""
 
-    compute: Compute
-    """Its metric formulas on a score table: `{"expected", "greedy", "ci95", …}`."""
     report: Callable[[Mapping[str, Any]], str]
     """Its own `report.md` body from `metrics.json` (the letter-prior sections are added)."""
+    compute: Compute | None = None
+    """Its metric formulas on a score table: `{"expected", "greedy", "ci95", …}` (wrapped by
+    `letter_metrics`). Exactly one of `compute` and `run_metrics`."""
+    run_metrics: RunMetrics | None = None
+    """Its whole metrics hook, for a bench whose formulas read more of the run than the score table
+    (GlobalOpinionQA and OpinionQA read the survey side stored in `prompts.parquet`); it calls
+    `letter_metrics` itself. Exactly one of `compute` and `run_metrics`."""
     figures: Callable[[Run, Path], list[Figure]] = no_figures
     """A run's figures, written into the given directory."""
     extra_metrics: Extra | None = None
@@ -234,6 +242,9 @@ class ForcedChoice(BenchHead):
     group, its own metrics of position (one or two sentences; empty: nothing)."""
 
     def __post_init__(self) -> None:
+        if (self.compute is None) == (self.run_metrics is None):
+            raise ValueError(f"bench {self.kind!r}: give exactly one of `compute` (formulas on a score table) and "
+                             "`run_metrics` (a metrics hook reading the run)")
         reworded = [f for f in self.factors if f not in SETTING_FACTORS]
         if reworded and self.reword is None:
             raise ValueError(f"bench {self.kind!r} admits the factors {reworded}, which reword its message: give it "
@@ -244,7 +255,11 @@ def forced_choice_task(bench: ForcedChoice, presentation: Presentation, judging:
     """The `Task` of a forced-choice bench: letter answers, the letter tables and metric header,
     the letter-prior blocks around its own `compute`, the expected tree as headline, its report
     body inside the letter report; `judging` only for a bench that judges generated rationales."""
-    metrics = letter_metrics(bench.compute, bench.spec_type, bench.design)
+    if bench.run_metrics is not None:
+        metrics = bench.run_metrics
+    else:
+        assert bench.compute is not None  # ForcedChoice.__post_init__: exactly one of the two
+        metrics = letter_metrics(bench.compute, bench.spec_type, bench.design)
     if bench.extra_metrics is not None:
         metrics = _with_extra(metrics, bench.extra_metrics)
     return Task(kind=bench.kind, title=bench.title, answers=Answers.LETTERS,

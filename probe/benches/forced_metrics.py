@@ -17,6 +17,7 @@ from probe.benches.task import (
     bench_spec,
 )
 from probe.metrics.core import AnalysisOptions, Measured, merged, replicates_of
+from probe.metrics.preference import PARALLEL_TREES
 from probe.metrics.letters import LetterAnalysis, LetterOptions, analyse
 from probe.metrics.text_agreement import (
     Agreement,
@@ -91,7 +92,8 @@ def letter_metrics(compute: Compute, spec_type: type, design: Design
         if not is_generation_run(run) and not is_text_only_run(run):
             own = merged(own, order_blocks(table, design, opts, spec, own.get("ci95")))
         return merged(own, letter_blocks(compute, table, design, opts, spec, is_generation_run(run),
-                                         own.get("ci95"), letters_read=not is_text_only_run(run)))
+                                         own.get("ci95"), letters_read=not is_text_only_run(run),
+                                         parallel={k: own[k] for k in PARALLEL_TREES if isinstance(own.get(k), dict)}))
 
     return metrics
 
@@ -109,7 +111,8 @@ def shown_mass(table: ScoreTable) -> tuple[np.ndarray, np.ndarray]:
 
 
 def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: AnalysisOptions, spec: Any,
-                  generated: bool, ci95: dict[str, Any] | None, letters_read: bool = True) -> Measured:
+                  generated: bool, ci95: dict[str, Any] | None, letters_read: bool = True,
+                  parallel: dict[str, dict[str, Any]] | None = None) -> Measured:
     """The letter-prior decomposition (`probe.metrics.letters`) and the `debiased` tree.
 
     The debiased tree is the bench's own `compute` on the debiased choice distribution `q`
@@ -134,6 +137,9 @@ def letter_blocks(compute: Compute, table: ScoreTable, design: Design, opts: Ana
     debiased = compute(replace(table, logprobs=lp), opts, spec)
     if ci95 is not None and opts.n_boot > 0:
         ci95.update({"debiased": (debiased.get("ci95") or {}).get("expected"), **letters.ci})
+    for key, tree in (parallel or {}).items():  # `p`, `sim95`: the debiased reading's beside the others
+        if isinstance(debiased.get(key), dict) and "expected" in debiased[key]:
+            tree["debiased"] = debiased[key]["expected"]
     own = Measured({"debiased": debiased.get("expected"), **letters.blocks}, _renamed(debiased, "debiased"))
     return merged(own, text_blocks(compute, table, design, opts, spec, letters.debiased, ci95, letters_read))
 

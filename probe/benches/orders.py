@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
+from probe.config import Ge, Le, Seed
 from probe.errors import ProbeInputError
 
-__all__ = ["BALANCES", "DEFAULT_CAP", "ORDER_DESIGNS", "ORDER_KEYS", "Balance", "OrderDesign", "OrderName", "Orderings", "design_balance",
+__all__ = ["BALANCES", "DEFAULT_CAP", "MAX_CAP", "OrderCap", "Seed", "ORDER_DESIGNS", "ORDER_KEYS", "Balance", "OrderDesign", "OrderName", "Orderings", "design_balance",
            "design_record", "order_design", "orderings", "plan_orders", "unrank_permutation", "williams_orders", "williams_square"]
 
 OrderName = Literal["rotations", "permutations", "williams", "reverse"]
@@ -39,6 +41,15 @@ ORDER_KEYS: tuple[str, ...] = ("orders", "orders_cap", "orders_sample", "orders_
 and manifest only when `orders` is not `rotations`, so a default run's record stays as it was)."""
 DEFAULT_CAP = 720
 """6! — every ordering of up to six options by default; seven or more need a sample."""
+MAX_CAP = 100_000
+"""The largest `bench.orders_cap` (and so `bench.orders_sample`): more orderings per item and
+condition than any run could score, and a bound on what a run — a dry run too — builds."""
+OrderCap = Annotated[int, Ge(1), Le(MAX_CAP)]
+"""A `bench.orders_cap` or `bench.orders_sample` value."""
+_NUMPY_RANKS = 2 ** 63
+"""Below this many orderings the sample is drawn by numpy (as it always was, so stored runs'
+draws are reproduced); at or above it, where numpy's int64 overflows, by Python's `random`
+over the exact integer range (22 options have 22! ≈ 1.1e21 orderings)."""
 
 BALANCES: dict[str, str] = {
     "rotations": "every option once at every letter (the letter's main effect); not which option precedes which: "
@@ -120,10 +131,23 @@ def _permutations(k: int, design: OrderDesign) -> Orderings:
         raise ProbeInputError(f"bench.orders=permutations: {k} options have {total} orderings, above "
                               f"bench.orders_cap={design.cap}; sample some (bench.orders_sample=N, N ≤ the cap, "
                               "seeded by bench.orders_seed) or raise the cap")
-    rng = np.random.default_rng(design.seed)
     # ranks drawn without replacement, then sorted: the sample reads in lexicographic order
-    ranks = sorted(int(r) for r in rng.choice(total, size=design.sample, replace=False))
+    if total < _NUMPY_RANKS:
+        ranks = sorted(int(r) for r in np.random.default_rng(design.seed).choice(total, size=design.sample,
+                                                                                  replace=False))
+    else:
+        ranks = sorted(_distinct_ranks(total, design.sample, design.seed))
     return Orderings(tuple(unrank_permutation(r, k) for r in ranks), sampled=True)
+
+
+def _distinct_ranks(total: int, n: int, seed: int) -> set[int]:
+    """`n` distinct ranks uniform in `[0, total)`, for a `total` past int64 (`random.sample`
+    needs the population's length as a C integer): drawn until `n` differ — with `n` ≤
+    `MAX_CAP` and `total` ≥ 2**63 a repeat is all but impossible, so this is `n` draws."""
+    rng, ranks = random.Random(seed), set[int]()
+    while len(ranks) < n:
+        ranks.add(rng.randrange(total))
+    return ranks
 
 
 def unrank_permutation(rank: int, k: int) -> tuple[int, ...]:

@@ -14,11 +14,12 @@ from probe.benches.ccd.task import TASK as _CCD
 from probe.benches.disco.task import TASK as _DISCO
 from probe.benches.globalopinion.task import TASK as _GLOBALOPINION
 from probe.benches.locqa.task import TASK as _LOCQA
+from probe.benches.opinionqa.task import TASK as _OPINIONQA
 from probe.benches.task import Task
 from probe.errors import ProbeInputError
 from probe.results.manifest import Manifest
 
-BUILTIN: tuple[Task, ...] = (_DISCO, _CCD, _LOCQA, _BLEND, _GLOBALOPINION)
+BUILTIN: tuple[Task, ...] = (_DISCO, _CCD, _LOCQA, _BLEND, _GLOBALOPINION, _OPINIONQA)
 """The benches shipped with probe (their configs are generated into `conf/bench/`)."""
 _TASKS: dict[str, Task] = {}
 

@@ -106,6 +106,16 @@ class Column:
     constant_in: tuple[str, ...] = ()
     """Metric blocks in which the value is constant by construction (DiSCo's PPR is 1/K in
     `debiased`): `probe compare` leaves it out of those blocks' tables, whose Δ would be 0 [0, 0]."""
+    is_value: bool | None = None
+    """Whether the column stands for the number at `path` (so `probe compare` pairs it, checkpoint
+    curves and factor runs read it); None: only when `cell` is None (a custom cell's text may read
+    another block or value). True for a custom cell that shows the value at `path` with more
+    beside it (DiSCo's KL with its test of no preference)."""
+
+    @property
+    def numeric(self) -> bool:
+        """The column stands for the number at `path` (see `is_value`)."""
+        return self.cell is None if self.is_value is None else self.is_value
 
 
 @dataclass(frozen=True)

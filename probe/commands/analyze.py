@@ -14,7 +14,7 @@ import sys
 
 from probe.commands import cmdline
 from probe.benches.registry import task_of
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
 from probe.metrics.core import AnalysisOptions
 from probe.pipeline.analysis import analyze_run, suffix_of
 from probe.report.summary import run_summary
@@ -35,8 +35,9 @@ def _body(argv: list[str]) -> int:
     options = "".join(f", analysis.{k}={v}" for k, v in sorted(command.overrides.items()))
     suffix = suffix_of(command.overrides)
     markdown, page = report_files(suffix)
-    print(f"probe analyze: {metrics['n_prompts']} prompts of {run_dir}{options}\n{run_summary(task, metrics)}\n"
-          f"probe analyze: wrote {metrics_file(suffix)}, {markdown} and {page}")
+    head = printable(f"{metrics['n_prompts']} prompts of {run_dir}{options}")
+    print(f"probe analyze: {head}\n"
+          f"{run_summary(task, metrics)}\nprobe analyze: wrote {metrics_file(suffix)}, {markdown} and {page}")
     return 0
 
 

@@ -35,7 +35,8 @@ from probe.benches.forced import (
     is_text_only_run,
 )
 from probe.benches.task import Answers, Task
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
+from probe.escape import inert_markdown, terminal_text
 from probe.files import write_json, write_text
 from probe.viz.markdown import terminal_line
 from probe.viz.plain import plain_text
@@ -110,7 +111,7 @@ def _headline_paths(a: StoredRun, task: Task, metrics: list[str] | None, flavour
     tree = task.scoring.headline(measured)[0]
     block = flavour or headline_block(task, measured)
     return [c.path for c in task.presentation.sweep_columns
-            if c.cell is None and block not in c.constant_in and is_number(get_path(tree, c.path))]
+            if c.numeric and block not in c.constant_in and is_number(get_path(tree, c.path))]
 
 
 def _p(p: float, n_boot: int) -> str:
@@ -196,23 +197,23 @@ def _body(argv: list[str]) -> int:
         return _choice_agreement(command.paths[0], command.paths[1], opts, command.overrides.get("out"))
     note = scoring_path_note(StoredRun.open(command.paths[0]), StoredRun.open(command.paths[1]))
     if note:
-        print(note + "\n")
+        print(terminal_text(note) + "\n")
     block = command.overrides.get("block")
     flavour = None if block is None else str(block)
     per_variant = compare_variants(*command.paths, flavour=flavour, common=common, **opts)
     if per_variant:  # two factor runs: every variant's headline, variant by variant
-        print("\n".join(f"Variant {name}:\n\n{comparison_text(c)}" for name, c in per_variant), end="")
+        print(terminal_text("\n".join(f"Variant {name}:\n\n{comparison_text(c)}" for name, c in per_variant)), end="")
         markdown = "\n".join(f"### Variant {name}\n\n{comparison_markdown(c)}" for name, c in per_variant)
         record: dict[str, Any] = {"variants": {name: asdict(c) for name, c in per_variant}}
     else:
         result = compare_runs(*command.paths, flavour=flavour, common=common, **opts)
-        print(comparison_text(result), end="")
+        print(terminal_text(comparison_text(result)), end="")
         markdown, record = comparison_markdown(result), asdict(result)
     if "out" in command.overrides:
         out = claim_output_dir(Path(str(command.overrides["out"])), COMMAND)
         write_json(out / COMPARISON, record)
-        write_text(out / COMPARISON_TABLE, markdown)
-        print(f"probe compare: wrote {out / COMPARISON} and {out / COMPARISON_TABLE}", file=sys.stderr)
+        write_text(out / COMPARISON_TABLE, inert_markdown(markdown))
+        print(printable(f"probe compare: wrote {out / COMPARISON} and {out / COMPARISON_TABLE}"), file=sys.stderr)
     return 0
 
 
@@ -232,9 +233,9 @@ def _choice_agreement(path_a: Path, path_b: Path, opts: dict[str, object], out: 
                               "backend.mode=letters+text")
     options = a.options(opts)
     result = generated_choice_agreement(a, b, task.design, options)
-    print(f"A = {a.path}\nB = {b.path}\nbootstrap over A's items, {options.n_boot} resamples, seed "
+    print(terminal_text(f"A = {a.path}\nB = {b.path}\n") + f"bootstrap over A's items, {options.n_boot} resamples, seed "
           f"{options.seed}, temperature {options.temperature:g}\n", end="")
-    print(plain_text(choice_agreement_markdown(result.block, result.ci, options.n_boot)), end="")
+    print(terminal_text(plain_text(choice_agreement_markdown(result.block, result.ci, options.n_boot))), end="")
     if out is not None:
         folder = claim_output_dir(Path(str(out)), COMMAND)
         write_json(folder / AGREEMENT, {"agreement": result.block, "ci95": result.ci})

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from probe.commands import cmdline
-from probe.errors import ProbeInputError
+from probe.errors import ProbeInputError, printable
 from probe.report.sweep import write_sweep_report
 from probe.results.layout import REPORT, SWEEP_REPORT
 
@@ -25,7 +25,7 @@ def _body(argv: list[str]) -> int:
         raise ProbeInputError("expected a multirun directory and/or run directories")
     out = Path(str(command.overrides["out"])) if "out" in command.overrides else command.paths[0] / SWEEP_REPORT
     html = write_sweep_report(command.paths, out)
-    print(f"probe report: wrote {html} and {out / REPORT}")
+    print(printable(f"probe report: wrote {html} and {out / REPORT}"))
     return 0
 
 

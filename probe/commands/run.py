@@ -25,7 +25,7 @@ from probe.commands.overrides import check
 from probe.commands.rundir import discard
 from probe.config import build, package_conf_dir
 from probe.errors import ProbeInputError, no_room, printable
-from probe.judges.http import redacted
+from probe.judges.credentials import redacted
 from probe.judges.spec import judge_kind
 from probe.models import ModelSpec
 from probe.models.availability import check_available
@@ -117,7 +117,7 @@ def _main(cfg: DictConfig) -> None:
             print(f"probe: run directory kept: {out} (this run's files so far); resume with: {_resume_command()}",
                   file=sys.stderr)
         sys.exit(2)
-    print(_last_line(written, config.dry_run))
+    print(printable(_last_line(written, config.dry_run)))  # a path is data too
 
 
 def _written(config: RunConfig, record: dict[str, str]) -> Path:

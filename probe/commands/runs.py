@@ -37,7 +37,8 @@ def lines(found: list[RunLine], root: Path) -> list[str]:
                                   r.conditions, r.status, r.headline, r.caveat, _relative(r.path, root))))
             for r in found]
     widths = [max(len(row[i]) for row in [head, *rows]) for i in range(len(head) - 1)]
-    budget = TERMINAL_WIDTH - 2 * len(widths) - 12  # leave a short path room on the line
+    # leave the paths room on the line: the longest, up to 12 characters (a longer one overflows)
+    budget = TERMINAL_WIDTH - 2 * len(widths) - min(12, max(len(row[-1]) for row in [head, *rows]))
     shift = int(labelled)
     # the caveat gives way first, then the headline, then the label
     for column, least in ((7 + shift, 8), (6 + shift, 12), *(((2, 12),) if labelled else ())):

@@ -19,25 +19,32 @@ from probe.errors import ProbeInputError, printable
 from probe.files import make_dirs
 from probe.report.entries import find_runs
 from probe.benches.registry import task_of
-from probe.results.layout import MANIFEST, SAMPLES_PAGE, claim_output_dir
+from probe.results.layout import MANIFEST, SAMPLES_PAGE, claim_output_dir, claim_output_file
 from probe.results.run import Run, load_run
 from probe.types import Design
 from probe.viz.samples import SampleSet, sample_set, write_samples_html
 
 
+COMMAND = "probe view"
+"""Whose output a directory `probe view` writes into holds (`claim_output_dir`, `claim_output_file`)."""
+
+
 def write_view(path: Path, out_dir: Path | None = None) -> tuple[Path, list[Path]]:
     """Write the sample browser over the finished runs at or below `path` into `out_dir`
     (default `path`; another directory must be new, empty or hold an earlier page of this
-    command: `claim_output_dir`); returns the page and the unfinished runs left out."""
+    command: `claim_output_dir`; `path` itself, when it is no run, may hold no `samples.html` but
+    this command's own: `claim_output_file`); returns the page and the unfinished runs left out."""
     runs, unfinished = find_runs([path])
     root = path if (path / MANIFEST).is_file() else None
     sets = [_samples(load_run(run), _label(run, path, root)) for run in runs]
-    if out_dir is None or Path(out_dir).resolve() == Path(path).resolve():
-        out_dir = make_dirs(Path(path))  # the run or sweep's own page, beside the runs it shows
-    else:
-        out_dir = claim_output_dir(Path(out_dir), "probe view")
+    if out_dir is not None and Path(out_dir).resolve() != Path(path).resolve():
+        page = claim_output_dir(Path(out_dir), COMMAND) / SAMPLES_PAGE
+    elif root is not None:
+        page = make_dirs(Path(path)) / SAMPLES_PAGE  # a run's own page: a file of the run's layout
+    else:  # a sweep's or a user's folder: its page only where no file of theirs is
+        page = claim_output_file(Path(path) / SAMPLES_PAGE, COMMAND)
     title = f"probe samples — {path.resolve().name}"
-    return write_samples_html(out_dir / SAMPLES_PAGE, title, sets), unfinished
+    return write_samples_html(page, title, sets), unfinished
 
 
 def _samples(run: Run, label: str) -> SampleSet:

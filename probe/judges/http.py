@@ -21,17 +21,16 @@ from __future__ import annotations
 import email.utils
 import json
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from urllib.parse import unquote
 
 import anyio
 import httpx
 
 from probe.errors import ProbeInputError
 from probe.judges.base import FAILED_REQUEST
+from probe.judges.credentials import split_credentials
 
 RETRYABLE = {408, 409, 425, 429, 500, 502, 503, 504}
 FATAL = {401: "the key was refused: check the variable judge.api_key_env names",
@@ -53,25 +52,6 @@ class _Retry(Exception):
 
 class _GiveUp(Exception):
     """A failure retrying cannot fix (a 4xx other than the fatal ones, an oversized body)."""
-
-
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@]+@")
-
-
-def redacted(text: str) -> str:
-    """`text` with the credentials of every URL in it (`http://user:pass@host` → `http://***@host`)
-    replaced: they must not land in a manifest, a run key, the recorded config or a log."""
-    return _USERINFO.sub(r"\g<scheme>***@", text)
-
-
-def split_credentials(url: str) -> tuple[str, tuple[str, str] | None]:
-    """`url` without its user info, and that user info as basic-auth `(user, password)` (None:
-    none): httpx logs each request's URL, so the credentials travel in the header instead."""
-    parsed = httpx.URL(url)
-    if not parsed.userinfo:
-        return url, None
-    user, _, password = parsed.userinfo.decode().partition(":")
-    return str(parsed.copy_with(userinfo=b"")), (unquote(user), unquote(password))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from typing import Annotated, Any, ClassVar, Protocol
 from probe.config import Ge, Gt, Le
 from probe.errors import ProbeInputError
 from probe.judges.base import Judge
-from probe.judges.http import HTTPChat, HTTPChatSpec, redacted
+from probe.judges.credentials import redacted
+from probe.judges.http import HTTPChat, HTTPChatSpec
 from probe.judges.llm import LLMJudge
 from probe.judges.registry import deterministic_judge, judge_names
 

@@ -178,6 +178,7 @@ def expected_greedy_ci(
     n_boot: int,
     seed: int,
     finish: Callable[[str, Any], Any] | None = None,
+    infer: Infer | None = None,
 ) -> Measured:
     """The `expected`, `greedy` and `ci95` blocks of a forced-choice `metrics.json`.
 
@@ -187,6 +188,8 @@ def expected_greedy_ci(
     adjusts both trees of a flavour alike (e.g. names a metric by flavour), so point estimates,
     intervals and replicates keep one shape. `ci95` holds percentile intervals over items, `{}`
     when n_boot = 0; the replicates behind them are returned with the blocks (`Measured`).
+    `infer`, when given and n_boot > 0, adds a bench's inference (`Infer`): its parallel trees
+    (`p`, `sim95`) land under their own top-level keys by flavour, like `ci95`.
     """
     out = Measured()
     boot_w = bootstrap_weights(n_items, n_boot, seed) if n_boot > 0 else None
@@ -202,8 +205,30 @@ def expected_greedy_ci(
         if boot_w is not None:
             out.replicates[flavour] = tree(flavour, sums, boot_w)
             ci[flavour] = percentile_ci(out.replicates[flavour])
+            if infer is not None:
+                for key, part in infer(Inferring(flavour, sums, out[flavour], out.replicates[flavour],
+                                                 ci[flavour])).items():
+                    out.setdefault(key, {})[flavour] = part
     out["ci95"] = ci
     return out
+
+
+@dataclass(frozen=True)
+class Inferring:
+    """What a bench's `Infer` hook sees for one flavour; it may add entries to `point`,
+    `replicates` and `ci` in place (a bias-corrected estimate and its interval)."""
+
+    flavour: str
+    sums: Any
+    """The per-item sums (`reduce`'s result) of this flavour."""
+    point: dict[str, Any]
+    replicates: dict[str, Any]
+    ci: dict[str, Any]
+
+
+Infer = Callable[[Inferring], dict[str, Any]]
+"""A bench's inference beyond the percentile intervals: `{tree name: tree}` for this flavour
+(e.g. `{"p": {...}, "sim95": {...}}`, see `probe.metrics.preference`)."""
 
 
 def wsum(w: np.ndarray, a: np.ndarray) -> np.ndarray:

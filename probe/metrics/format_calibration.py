@@ -111,6 +111,12 @@ class Tally:
     """Replicates with a `format…` verdict for some group."""
     flagged: dict[int, int] = field(default_factory=dict)
     """Per planted group, replicates that flag it `format…`."""
+    spread: int = 0
+    own_planted: int = 0
+    """Replicates whose own-term count (`own_p_holm`) holds every planted group."""
+    own_spill: int = 0
+    """Replicates whose own-term count holds a group with nothing planted (a spillover counted)."""
+    """Replicates whose shares' KL spread over the wordings is called beyond item noise (`spread_p`)."""
 
     def coverage(self, family: str) -> float:
         """Mean share of the family's intervals holding the truth."""
@@ -131,6 +137,12 @@ def score(result: FormatRobustness, true: Truth, world: World, tally: Tally) -> 
         tally.hits.setdefault(family, []).append(float(np.mean(values)))
     verdicts = {a.group: a.verdict or "" for a in result.across}
     tally.any_format += any(v.startswith("format") for v in verdicts.values())
+    tally.spread += result.spread_p is not None and result.spread_p < 0.05
+    if result.own_p_holm is not None:
+        planted = {f"g{g}" for g, _, _ in world.interaction}
+        moved = {g for g, p in zip(result.groups, result.own_p_holm) if p < 0.05}
+        tally.own_planted += bool(planted) and planted <= moved
+        tally.own_spill += bool(moved - planted)
     for group, _, _ in world.interaction:
         tally.flagged[group] = tally.flagged.get(group, 0) + verdicts[f"g{group}"].startswith("format")
     tally.n_rep += 1
@@ -164,5 +176,5 @@ def table_rows(worlds: dict[str, World], n_rep: int = 200, seed: int = 0) -> lis
         tally = calibrate(world, n_rep=n_rep, seed=seed)
         power = ", ".join(f"g{g}: {n / tally.n_rep:.3f}" for g, n in tally.flagged.items()) or "–"
         rows.append([name, *(f"{tally.coverage(f):.3f}" for f in ("shares", "effects", "components")),
-                     f"{tally.any_format / tally.n_rep:.3f}", power])
+                     f"{tally.any_format / tally.n_rep:.3f}", power, f"{tally.spread / tally.n_rep:.3f}"])
     return rows

@@ -21,6 +21,8 @@ from probe.metrics.variance_split import kendall_w, term_sums_of_squares, terms
 
 LEVEL = 0.95
 """Every interval's nominal coverage."""
+ALPHA = 0.05
+"""Level of the stepwise own-term tests (`stepwise_own`)."""
 PERM_CHUNK = 128
 """Permutations evaluated at once (bounds memory: a chunk holds `[chunk, item, variant, group]`)."""
 
@@ -61,6 +63,71 @@ class PermutationTest:
     kendall_w_p: float
     """How often a permutation's W is at most the observed one (a low W: the wordings disagree)."""
     n_perm: int
+    p_own: np.ndarray | None = None
+    """`[group]` Holm-adjusted p of each group's interaction on the own-term scale, stepwise
+    (`stepwise_own`)."""
+    spread_p: float = float("nan")
+    """How often a permutation's range over the variants of the shares' KL from uniform is at least
+    the observed one: the spread of the published divergence over wordings, beyond item noise."""
+
+
+OWN_FLOOR = 1e-9
+"""Shares are floored here before their logarithm (a greedy reading can give a group share 0)."""
+
+
+def own_terms(means: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:
+    """`[..., variant, group]` shares → each group's log-ratio against the geometric mean of the
+    others, `log S_g − mean_{h≠g, h∉exclude} log S_h` (absent groups, NaN, left out). Shares are
+    compositional: when one group's share moves under a wording the others' move with it, through
+    the common normaliser, which cancels in a log-ratio; another group's move reaches it only as
+    1/(G − 1) of that move, and not at all once that group is in `exclude` (`[group]` bool)."""
+    logs = np.log(np.maximum(np.nan_to_num(means, nan=1.0), OWN_FLOOR))
+    present = ~np.isnan(means)
+    ref = present if exclude is None else present & ~np.asarray(exclude, bool)
+    total = np.where(ref, logs, 0.0).sum(axis=-1, keepdims=True)
+    n = ref.sum(axis=-1, keepdims=True)
+    own_total, own_n = total - np.where(ref, logs, 0.0), n - ref
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(present & (own_n > 0), logs - own_total / np.maximum(own_n, 1), np.nan)
+
+
+def own_statistic(means: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:
+    """`interaction_statistic` on the own-term scale (`own_terms`), NaN-safe: `[..., group]`."""
+    lr = own_terms(means, exclude)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nansum((lr - np.nanmean(lr, axis=-2, keepdims=True)) ** 2, axis=-2)
+
+
+def stepwise_own(observed: np.ndarray, null: np.ndarray, alpha: float) -> np.ndarray:
+    """`[group]` Holm-adjusted p of each group's own-term interaction, found step by step: the
+    most significant group is taken as a driver, then the others are tested again on log-ratios
+    that leave the drivers out of their reference (so a group that moved only because a driver
+    did is not counted), until none is significant. `observed [1, V, G]`, `null [P, V, G]` the
+    shares of the within-item permutations. The first step controls the family-wise error; the
+    later ones name further drivers given the earlier ones."""
+    n_groups = observed.shape[-1]
+    drivers = np.zeros(n_groups, bool)
+    out = np.ones(n_groups)
+    while not drivers.all():
+        t_obs, t_null = own_statistic(observed, drivers)[0], own_statistic(null, drivers)
+        rest = np.nonzero(~drivers)[0]
+        p = (1 + (t_null[:, rest] >= t_obs[rest] - 1e-12 * np.maximum(1.0, t_obs[rest])).sum(axis=0)) / (1 + len(null))
+        adjusted = holm(p)
+        best = int(np.argmin(adjusted))
+        if adjusted[best] >= alpha:
+            out[rest] = adjusted
+            break
+        out[rest[best]], drivers[rest[best]] = adjusted[best], True
+    return out
+
+
+def kl_range(means: np.ndarray) -> np.ndarray:
+    """`[..., variant, group]` shares → `[...]` max − min over the variants of KL(shares ‖ uniform)."""
+    n = (~np.isnan(means)).sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kl = np.where(means > 0, means * np.log(means * n), 0.0).sum(axis=-1)
+    return kl.max(axis=-1) - kl.min(axis=-1)
 
 
 def permutation_test(shares: np.ndarray, shown: np.ndarray, n_perm: int, seed: int) -> PermutationTest:
@@ -74,6 +141,8 @@ def permutation_test(shares: np.ndarray, shown: np.ndarray, n_perm: int, seed: i
     observed = exposure_means(ones, shares, shown)
     t_obs = interaction_statistic(observed)[0]
     w_obs = float(kendall_w(observed)[0])
+    r_obs, r_above = float(kl_range(observed)[0]), 0
+    kept: list[np.ndarray] = []
     rng = np.random.default_rng([seed, 47])
     above, above_table, w_sum, w_below, done = np.zeros(shares.shape[-1]), 0, 0.0, 0, 0
     den = shown.sum(axis=0)
@@ -89,9 +158,12 @@ def permutation_test(shares: np.ndarray, shown: np.ndarray, n_perm: int, seed: i
         w = kendall_w(means)
         w_sum += float(np.nansum(w))
         w_below += int((w <= w_obs + 1e-12).sum())
+        r_above += int((kl_range(means) >= r_obs - 1e-12 * max(1.0, r_obs)).sum())
+        kept.append(means)
         done += size
     return PermutationTest(p_group=(1 + above) / (1 + n_perm), p_table=(1 + above_table) / (1 + n_perm),
-                           kendall_w_null=w_sum / n_perm, kendall_w_p=(1 + w_below) / (1 + n_perm), n_perm=n_perm)
+                           kendall_w_null=w_sum / n_perm, kendall_w_p=(1 + w_below) / (1 + n_perm), n_perm=n_perm,
+                           spread_p=(1 + r_above) / (1 + n_perm), p_own=stepwise_own(observed, np.concatenate(kept), ALPHA))
 
 
 def holm(p: np.ndarray) -> np.ndarray:

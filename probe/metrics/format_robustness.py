@@ -182,6 +182,13 @@ class FormatRobustness:
     """Kendall's W expected if the wording did not matter (mean over the permutations)."""
     kendall_w_p: float | None = None
     n_perm: int = 0
+    spread_p: float | None = None
+    own_p_holm: tuple[float, ...] | None = None
+    """Per group (in `groups` order), the Holm-adjusted p of its interaction with the wording on
+    the own-term scale (`format_inference.own_terms`: its log-ratio against the others' geometric
+    mean): what the *In short* counts, never a group moved only by another's move."""
+    """Permutation p-value of the range over the wordings of the shares' KL from uniform
+    (`format_inference.kl_range`): the published divergence moves with the wording beyond item noise."""
 
     def cell(self, variant: str, group: str) -> CellShare:
         """The share of `group` under `variant`."""
@@ -258,7 +265,9 @@ def analyse(cube: ShareCube, factorial: Factorial, n_boot: int = 5000, seed: int
         components=_components(point["group_ss"][0].sum(axis=0), _collapse(noise.sum(axis=0), len(factorial.factors)),
                                boot, factorial, s.size),
         p_interaction=test.p_table if test else None, kendall_w_null=test.kendall_w_null if test else None,
-        kendall_w_p=test.kendall_w_p if test else None, n_perm=test.n_perm if test else 0)
+        kendall_w_p=test.kendall_w_p if test else None, n_perm=test.n_perm if test else 0,
+        spread_p=test.spread_p if test else None,
+        own_p_holm=tuple(float(v) for v in test.p_own) if test and test.p_own is not None else None)
 
 
 def _collapse(by_term: np.ndarray, n_factors: int) -> np.ndarray:

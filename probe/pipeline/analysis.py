@@ -15,6 +15,7 @@ from probe.analyses.registry import analyses
 from probe.analyses.view import StoredRun
 from probe.files import refuse_links_inside, write_json, write_text
 from probe.metrics.core import AnalysisOptions
+from probe.metrics.preference import enclose
 from probe.report.run_report import RunAnalyses, write_run_report
 from probe.results.layout import FIGURES, metrics_file, report_files
 from probe.results.manifest import write_manifest
@@ -54,6 +55,7 @@ def analyze_run(run_dir: Path, analysis: Mapping[str, Any] | None = None,
                                **stored.measure(opts)}
     results = _compute(stored, opts, [u for u in units if u.in_metrics])
     metrics.update({name: result for name, result in results.items() if result is not None})
+    metrics = enclose(metrics)  # every stored interval holds its own stored estimate
     # Overrides are a re-analysis: written beside the run's own metrics, never over them.
     write_json(run_dir / metrics_file(suffix), metrics)
     stored = replace(stored, metrics=metrics)  # metrics.json's, tables not read again

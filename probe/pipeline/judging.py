@@ -21,6 +21,7 @@ from probe.errors import ProbeInputError
 from probe.files import make_dirs, write_text
 from probe.judges import Judge, JudgeRequest, JudgeResult, make_judge
 from probe.judges.spec import RUN_POLICY, TRANSPORT_KEYS
+from probe.judges.credentials import redacted
 from probe.judges.registry import has_task, judge_task
 from probe.models import LoadedModel, load_model
 from probe.pipeline.spec import RunConfig

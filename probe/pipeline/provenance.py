@@ -15,7 +15,7 @@ from typing import Any
 
 from probe.backends.specs import backend_record
 from probe.benches.sources import data_digest
-from probe.judges.http import redacted
+from probe.judges.credentials import redacted
 from probe.pipeline.judging import judge_config, verdict_config
 from probe.pipeline.context import RunContext
 from probe.prompts.render import template_hash, tokenizer_hash

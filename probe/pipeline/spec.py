@@ -18,6 +18,7 @@ from probe.benches.task import Task
 from probe.config import Ge, Gt, Le, Seed, ZeroOrGe, build
 from probe.errors import ProbeInputError
 from probe.judges import JudgeSpec
+from probe.judges.credentials import check_url
 from probe.judges.registry import judge_choices
 from probe.metrics.core import MAX_BOOT, MIN_BOOT, AnalysisOptions
 from probe.models import ModelSpec, check_source
@@ -221,6 +222,8 @@ class RunConfig:
 
 def _judge_fits(cfg: RunConfig) -> None:
     task, judge = cfg.bench.task, cfg.judge
+    if judge.base_url:  # read by the URL libraries before anything is written (its credentials too)
+        check_url(judge.base_url)
     if not cfg.judged:
         return
     if judge.name not in task.judging.judges:

@@ -20,13 +20,14 @@ import math
 import re
 import stat
 import string
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import product
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
+from probe.bounded import depth_limited_loader, loads_json, loads_yaml
 from probe.errors import ProbeInputError, bounded_repr, os_errors
 
 PROTOCOL = "protocol"
@@ -233,13 +234,14 @@ def _read_small(path: Path) -> str:
 def _parse(path: Path, text: str) -> object:
     if path.suffix == ".json":
         try:
-            return json.loads(text, object_pairs_hook=lambda pairs: _unique(path, pairs))
+            return _bounded(lambda: loads_json(text, str(path), lambda pairs: _unique(path, pairs)))
         except json.JSONDecodeError as e:
             raise FactorError(f"{path}: not valid JSON: {e}") from e
     import yaml  # PyYAML, which Hydra installs; only a levels file needs it
 
-    class _Loader(yaml.SafeLoader):
-        """Safe YAML that refuses a key given twice in one mapping (plain YAML keeps the last)."""
+    class _Loader(depth_limited_loader()):  # type: ignore[misc]
+        """Safe YAML, at most `MAX_DEPTH` deep, that refuses a key given twice in one mapping
+        (plain YAML keeps the last)."""
 
     def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, object]:
         loader.flatten_mapping(node)
@@ -248,9 +250,17 @@ def _parse(path: Path, text: str) -> object:
 
     _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        return _bounded(lambda: loads_yaml(text, str(path), _Loader))
     except yaml.YAMLError as e:
         raise FactorError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from e
+
+
+def _bounded(parse: Callable[[], object]) -> object:
+    """`parse()`, its too-deep refusal as the levels file's own error type."""
+    try:
+        return parse()
+    except ProbeInputError as e:
+        raise FactorError(str(e)) from None
 
 
 def _unique(path: Path, pairs: Sequence[tuple[object, object]]) -> dict[object, object]:

@@ -29,7 +29,7 @@ def checkpoint_series(entries: Sequence[StoredRun], task: Task) -> list[list[Sto
 
 
 def _columns(task: Task) -> list[Column]:
-    return [c for c in task.presentation.sweep_columns if c.cell is None]
+    return [c for c in task.presentation.sweep_columns if c.numeric]
 
 
 def checkpoint_table(entries: Sequence[StoredRun], task: Task) -> str | None:

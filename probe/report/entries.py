@@ -15,6 +15,7 @@ from probe.analyses.cells import is_number, metric_cell
 from probe.analyses.view import StoredRun
 from probe.benches.registry import task_of
 from probe.benches.task import Column
+from probe.bounded import loads_yaml
 from probe.errors import ProbeInputError
 from probe.metrics.core import get_path
 from probe.report.format_run import summary_leaves
@@ -90,8 +91,8 @@ def _overrides(run: Path) -> dict[str, str] | None:
     try:
         if not path.is_file():
             return None
-        recorded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        recorded = loads_yaml(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ProbeInputError) as e:  # ProbeInputError: too deep
         log.warning("%s: unreadable (%s); its overrides are not compared", path, e)
         return {}
     out = {}

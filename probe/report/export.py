@@ -14,7 +14,9 @@ and `verdicts` (`{"<task>.<field>": value}`, judged runs). Undefined numbers are
 
 `jsonl` writes one JSON object a line; `csv` and `parquet` one row per record with the nested
 keys flattened (`probabilities.A`, `readings.expected.group`, `variant.levels.labels`) and what
-stays a list or an object (a `human` country's shares) as JSON text.
+stays a list or an object (a `human` country's shares) as JSON text. In `csv`, a text cell a
+spreadsheet would run as a formula (starting `=`, `+`, `-`, `@`, a tab or a carriage return) gets
+a leading `'` (`probe.escape.spreadsheet_cell`); `jsonl` and `parquet` keep every text as stored.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ import pyarrow.parquet as pq
 
 from probe.analyses.view import StoredRun
 from probe.benches.task import Answers
+from probe.bounded import loads_json
 from probe.errors import ProbeInputError
+from probe.escape import spreadsheet_cell
 
 FORMATS = ("jsonl", "csv", "parquet")
 """The export formats (`--format`)."""
@@ -60,7 +64,7 @@ def _decoded(value: Any, column: str, prompt_id: int) -> Any:
     if value is None:
         return None
     try:
-        return json.loads(value)
+        return loads_json(value, f"prompts.parquet, prompt {prompt_id}, field {column!r}")
     except (TypeError, json.JSONDecodeError) as e:
         raise ProbeInputError(f"prompts.parquet, prompt {prompt_id}, field {column!r}: expected JSON text, got "
                               f"{str(value)[:40]!r} ({e})") from None
@@ -184,7 +188,9 @@ def export_bytes(run: StoredRun, fmt: str) -> tuple[bytes, int]:
         return stream.getvalue().encode("utf-8"), n
     frame = flat_table(run)
     if fmt == "csv":
-        # every text quoted: a prompt may hold a bare carriage return, which unquoted ends a row
+        # no cell a spreadsheet runs (an option `=cmd|…`); every text quoted: a prompt may hold a
+        # bare carriage return, which unquoted ends a row
+        frame = frame.map(lambda v: spreadsheet_cell(v) if isinstance(v, str) else v)
         return frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC).encode("utf-8"), len(frame)
     if fmt == "parquet":
         sink = pa.BufferOutputStream()

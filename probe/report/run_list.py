@@ -92,9 +92,11 @@ def describe(path: Path) -> RunLine:
 
 
 def _headline(run: StoredRun) -> str:
-    """The first of the bench's headline columns that has a value, with its label."""
+    """The first of the bench's headline columns that has a value, with its label; a test's
+    `, p = 0.29` reads ` p=.29` (the listing is one terminal line: the p-value must not be the
+    part cut, and a p-value's leading zero is the one character it can spare)."""
     for column in run.task.presentation.sweep_columns:
         value = metric_cell(run.task, run.metrics, column)
         if value != "–":
-            return f"{column.label} {value}"
+            return f"{column.label} {value.replace(', p = 0.', ' p=.').replace(', p = ', ' p=')}"
     return "–"

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from probe.benches.task import Task
+from probe.escape import terminal_text
 from probe.metrics.core import get_path
 from probe.metrics.letters import NONE
 from probe.report.entries import metric_cell
@@ -20,7 +21,8 @@ LOW_LETTER_MASS = 0.5
 
 
 def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
-    """Headline columns (the sweep table's) with 95% intervals, then any warnings."""
+    """Headline columns (the sweep table's) with 95% intervals, then any warnings; terminal-safe
+    (`probe.escape.terminal_text`)."""
     lines = [f"{task.title}, {metrics.get('model')} on {metrics.get('bench')}: {scope(metrics)}"]
     for column in task.presentation.sweep_columns:
         value = metric_cell(task, metrics, column)
@@ -29,7 +31,7 @@ def run_summary(task: Task, metrics: Mapping[str, Any]) -> str:
     if "format" in metrics:  # a factor run: the group share of the variance and the verdicts
         lines.append(f"  {summary_line(metrics['format'])}")
     said = warnings(metrics, task.judging.errors(metrics), task.presentation.caveats(metrics))
-    return "\n".join(lines + [f"  warning: {w}" for w in said])
+    return terminal_text("\n".join(lines + [f"  warning: {w}" for w in said]))  # a model or group name is data
 
 
 def scope(metrics: Mapping[str, Any]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from probe.analyses.registry import analyses, sweep_columns
+from probe.escape import terminal_text
 from probe.analyses.view import StoredRun
 from probe.benches.registry import task_of, tasks
 from probe.benches.task import Task
@@ -114,7 +115,7 @@ def pair_table(entries: Sequence[StoredRun], task: Task) -> str | None:
         if base is None:
             continue
         columns = [c for c in task.presentation.pair_columns
-                   if c.cell is None and is_number(value(e, c)) and is_number(value(base, c))]
+                   if c.numeric and is_number(value(e, c)) and is_number(value(base, c))]
         diffs, reason = paired_or_reason(e, base, [c.path for c in columns])
         if reason:
             notes.append(f"- {e.label} vs {base.label}: {reason}")
@@ -245,4 +246,4 @@ def sweep_headlines(entries: Sequence[StoredRun], unfinished: Sequence[Path] = (
             if any(e.metrics.get("letter_warnings") for e in mine) else [""]
     if unfinished:
         lines += [f"{len(unfinished)} run(s) did not finish (no DONE): " + ", ".join(map(str, unfinished)), ""]
-    return "\n".join(lines).rstrip("\n")
+    return terminal_text("\n".join(lines).rstrip("\n"))  # run labels and names are data

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
+from probe.results.io import parquet_source
 from probe.results.layout import GENERATIONS, JUDGEMENTS, PROMPTS
 from probe.results.scores import ScoreTable, read_prompts, write_table
 
@@ -46,14 +47,14 @@ def write_judgements(run_dir: Path, rows: Sequence[dict[str, Any]], schema: pa.S
 def read_judgements(run_dir: Path) -> list[dict[str, Any]]:
     """The rows of `judgements.parquet` (empty when the run judged nothing)."""
     path = run_dir / JUDGEMENTS
-    return pq.read_table(path).to_pylist() if path.is_file() else []
+    return pq.read_table(parquet_source(path)).to_pylist() if path.is_file() else []
 
 
 def read_generation_table(run_dir: Path, letters: Sequence[str]) -> tuple[ScoreTable, list[dict[str, Any]]]:
     """Valid generations as a one-hot `ScoreTable` (log p = 0 for the chosen letter, −inf else),
     so generation runs go through the same metric code; and the invalid rows, kept for the report."""
     prompts = read_prompts(run_dir)
-    gens = pq.read_table(run_dir / GENERATIONS).sort_by("prompt_id").to_pylist()
+    gens = pq.read_table(parquet_source(run_dir / GENERATIONS)).sort_by("prompt_id").to_pylist()
     if [g["prompt_id"] for g in gens] != prompts.prompt_id.tolist():
         raise ProbeInputError(f"{run_dir}: {GENERATIONS} and {PROMPTS} hold different prompt ids")
     valid = np.array([g["parsed_letter"] is not None for g in gens], dtype=bool)

@@ -1,7 +1,9 @@
 """A stored run's files checked before a command reads them: every table a readable parquet
 file, `prompts.parquet` holding the number of prompts the manifest records, the answer tables
-one row per prompt, and `scores.parquet` one value per letter in every row, none of its
-log-probs above 0. A damaged file (cut by a full disk, edited, copied half-way) fails
+one row per prompt, and the rows what a row must be: `scores.parquet` with every column its
+readers need, one value per letter in every row, none of its log-probs above 0 and a prompt's
+letter probabilities summing to at most 1; `prompts.parquet`'s `order` a permutation of the
+options each prompt shows. A damaged file (cut by a full disk, edited, copied half-way) fails
 here with one line naming the run and the file, never as a traceback from deep inside a read
 or, worse, as numbers.
 """
@@ -16,8 +18,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
+from probe.results.io import parquet_source
 from probe.results.layout import GENERATIONS, JUDGEMENTS, PATCHING_PAIRS, PROMPTS, SCORES
 from probe.results.manifest import Manifest
+from probe.results.schemas import ARGMAX_COLUMNS, SCORES_SCHEMA
 
 TABLES = (PROMPTS, SCORES, GENERATIONS, JUDGEMENTS, PATCHING_PAIRS)
 """The parquet tables a run directory can hold."""
@@ -29,6 +33,14 @@ LOGPROB_SLACK = 1e-3
 """Nats above 0 a stored log-prob may show before it is refused: a log-softmax value is never
 positive (a sum of them neither), so `+5` or `1e308` is an edited or damaged file; the slack
 only spares a backend's last-bit rounding."""
+LETTER_MASS_SLACK = 1e-3
+"""How far above 1 a prompt's letter probabilities may sum before the row is refused: each is a
+full-vocabulary probability of a distinct token, so together they are at most 1; the slack
+spares float32 rounding of the stored log-probs."""
+REQUIRED_SCORES = tuple(n for n in SCORES_SCHEMA.names if n not in ARGMAX_COLUMNS)
+"""The `scores.parquet` columns every run has (the argmax columns are null in older runs)."""
+TEXT_SCORES = ("text_logprobs", "text_n_tokens", "text_n_bytes")
+"""A text reading's columns: all of them or none."""
 
 
 def damaged(run_dir: Path, name: str, why: str) -> ProbeInputError:
@@ -40,7 +52,7 @@ def damaged(run_dir: Path, name: str, why: str) -> ProbeInputError:
 def read_parquet(run_dir: Path, name: str) -> pa.Table:
     """`run_dir/name` read whole; a file pyarrow cannot read is a one-line `ProbeInputError`."""
     try:
-        return pq.read_table(run_dir / name)
+        return pq.read_table(parquet_source(run_dir / name))
     except (pa.ArrowException, OSError, ValueError) as e:  # ArrowInvalid is a ValueError too
         raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
     except RecursionError:  # deeply nested cells
@@ -54,7 +66,7 @@ def table_rows(run_dir: Path, name: str) -> int | None:
     if not path.is_file():
         return None
     try:
-        return int(pq.ParquetFile(path).metadata.num_rows)
+        return int(pq.ParquetFile(parquet_source(path)).metadata.num_rows)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
 
@@ -71,14 +83,20 @@ def check_tables(run_dir: Path, manifest: Manifest) -> None:
             raise damaged(run_dir, name, f"{rows[name]} rows for the {rows[PROMPTS]} prompts of {PROMPTS}")
     if rows[SCORES] is not None:
         check_score_lists(run_dir)
+    if rows[PROMPTS] is not None and "order" in pq.read_schema(parquet_source(run_dir / PROMPTS)).names:
+        check_orders(run_dir)
 
 
 def check_score_lists(run_dir: Path) -> None:
     """`scores.parquet`'s list columns hold one value per letter in every row, and no log-prob is
     above 0 (`LOGPROB_SLACK`); NaN and ±inf are the readers' to refuse (`probe.results.scores`)."""
-    names = pq.read_schema(run_dir / SCORES).names
-    table = read_parquet_columns(run_dir, SCORES, [c for c in SCORE_LISTS if c in names])
-    for name in table.column_names:
+    names = pq.read_schema(parquet_source(run_dir / SCORES)).names
+    wanted = [*REQUIRED_SCORES, *(TEXT_SCORES if any(c in names for c in TEXT_SCORES) else ())]
+    missing = [c for c in wanted if c not in names]
+    if missing:
+        raise damaged(run_dir, SCORES, f"it has no {missing[0]} column; a run's scores table holds {wanted}")
+    table = read_parquet_columns(run_dir, SCORES, ["prompt_id", *(c for c in SCORE_LISTS if c in names)])
+    for name in table.column_names[1:]:
         lengths = pc.min_max(pc.list_value_length(table.column(name)))
         low, high = lengths["min"].as_py(), lengths["max"].as_py()
         if low != high:
@@ -89,12 +107,67 @@ def check_score_lists(run_dir: Path) -> None:
             if above.size:
                 raise damaged(run_dir, SCORES, f"{above.size} of its {name} are above 0 (largest {above.max():g}); a "
                                                "log-prob is never positive")
+    if table.num_rows and "letter_logprobs" in table.column_names:
+        _check_letter_mass(run_dir, table)
+
+
+def _check_letter_mass(run_dir: Path, table: pa.Table) -> None:
+    """Every prompt's letter probabilities sum to at most 1 (`LETTER_MASS_SLACK`): the letters are
+    distinct tokens of one next-token distribution. Rows with a NaN or ±inf (or the null rows of a
+    text-only run) are the readers' to refuse."""
+    column = table.column("letter_logprobs")
+    if column.null_count == table.num_rows:
+        return
+    values = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.float64)
+    lp = values.reshape(table.num_rows - column.null_count, -1)
+    mass = np.exp(lp).sum(axis=1)
+    # NaN compares False; a +inf log-prob (mass inf) is the readers' non-finite refusal, which says more
+    bad = np.flatnonzero((mass > 1 + LETTER_MASS_SLACK) & np.isfinite(lp).all(axis=1))
+    if bad.size:
+        ids = table.column("prompt_id").filter(pc.invert(pc.is_null(column))).to_numpy()
+        raise damaged(run_dir, SCORES, f"row of prompt_id {int(ids[bad[0]])}, column letter_logprobs: its letter "
+                                       f"probabilities sum to {mass[bad[0]]:.4g} (at most 1: one next-token "
+                                       f"distribution); {bad.size} such row(s)")
+
+
+def check_orders(run_dir: Path) -> None:
+    """Every row's `order` of `prompts.parquet` reorders the options its item shows: indices in
+    0..k−1, then the padding −1 (`NOT_SHOWN`) of a run whose items have fewer options than its
+    widest, with k and the multiset of indices the same in every prompt of one item. A bench whose
+    options are distinct (every forced-choice rotation) thus stores a permutation in each row; one
+    that shows a candidate in several slots (an answer two groups share) stores the same repeats in
+    every prompt of the item, so the rule holds for both without naming either."""
+    table = read_parquet_columns(run_dir, PROMPTS, ["prompt_id", "item_id", "order"])
+    column = table.column("order")
+    if not table.num_rows:
+        return
+    lengths = pc.list_value_length(column).to_numpy(zero_copy_only=False)
+    if column.null_count or lengths.min() != lengths.max():
+        raise damaged(run_dir, PROMPTS, "its order lists are null or ragged")
+    order = pc.list_flatten(column).to_numpy(zero_copy_only=False).astype(np.int64).reshape(table.num_rows, -1)
+    width = order.shape[1]
+    shown = (order >= 0).sum(axis=1)
+    inside = np.arange(width)[None, :] < shown[:, None]
+    # Shown slots first, each index below the number shown; padding exactly NOT_SHOWN after them.
+    ranged = np.where(inside, (order >= 0) & (order < shown[:, None]), order == -1).all(axis=1)
+    items = np.unique(table.column("item_id").to_numpy(zero_copy_only=False).astype(str), return_inverse=True)[1]
+    first = np.zeros(items.max() + 1, dtype=np.int64)
+    first[items[::-1]] = np.arange(table.num_rows)[::-1]  # each item's first row: its reference
+    multiset = np.sort(np.where(inside, order, width), axis=1)
+    same = (multiset == multiset[first[items]]).all(axis=1) & (shown == shown[first[items]])
+    bad = np.flatnonzero(~ranged | ~same)
+    if bad.size:
+        row = int(bad[0])
+        raise damaged(run_dir, PROMPTS, f"row of prompt_id {table.column('prompt_id')[row].as_py()}, column order: "
+                                        f"{order[row].tolist()[:12]} is not a permutation of the "
+                                        f"{shown[first[items]][row]} options its item shows (indices 0..k−1 as in "
+                                        f"the item's other prompts, then −1 padding); {bad.size} such row(s)")
 
 
 def read_parquet_columns(run_dir: Path, name: str, columns: list[str]) -> pa.Table:
     """The `columns` of the parquet table `run_dir/name`; an unreadable file is a one-line error."""
     try:
-        return pq.read_table(run_dir / name, columns=columns)
+        return pq.read_table(parquet_source(run_dir / name), columns=columns)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise damaged(run_dir, name, f"not a readable parquet file: {_first_line(e)}") from None
 

@@ -16,12 +16,22 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from safetensors import SafetensorError, safe_open
 
+from probe.bounded import loads_json
 from probe.errors import ProbeInputError
+from probe.escape import FORMULA_START
 from probe.files import open_new
 
-FORMULA_START = r"^[=+\-@\t\r]"
-"""A text cell starting with one of these is read as a formula by spreadsheet programs (OWASP,
-"CSV Injection")."""
+
+
+def parquet_source(path: Path) -> str | pa.BufferReader:
+    """What pyarrow reads `path` from: the path itself, or — for a path that is not UTF-8 (a
+    directory named in another encoding), which pyarrow's file system cannot open — the file's
+    bytes, so a good run there reads as it does anywhere else."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return pa.BufferReader(Path(path).read_bytes())
+    return str(path)
 
 
 def write_table(path: Path, table: pa.Table) -> None:
@@ -32,7 +42,8 @@ def write_table(path: Path, table: pa.Table) -> None:
 
 def write_csv(path: Path, table: pa.Table) -> None:
     """Write `table` as CSV (atomically), every text cell that starts with `=`, `+`, `-`, `@`, a tab
-    or a carriage return prefixed with a single quote, as OWASP advises, so a model or culture
+    or a carriage return prefixed with a single quote (`probe.escape.spreadsheet_cell`'s rule, on
+    whole columns), as OWASP advises, so a model or culture
     named `=HYPERLINK(…)` is shown as text, not run as a formula. Only text columns are touched:
     numbers stay numbers (a negative value is written `-0.5`, unquoted, and read as a number);
     text is always quoted, so a comma inside a cell never starts another."""
@@ -64,11 +75,9 @@ def read_json_object(path: Path) -> dict[str, Any]:
     `ProbeInputError` naming the file (its whole path: the run too) when it is unreadable,
     truncated, nested too deeply or not an object."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = loads_json(path.read_text(encoding="utf-8"), str(path))  # at most MAX_DEPTH deep
     except json.JSONDecodeError as e:
         raise ProbeInputError(f"{path}: invalid or truncated JSON ({e.msg} at line {e.lineno}, column {e.colno})") from None
-    except RecursionError:
-        raise ProbeInputError(f"{path}: JSON nested too deeply to read; not a file probe wrote") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ProbeInputError(f"{path}: unreadable ({type(e).__name__}: {e})") from None
     if not isinstance(obj, dict):

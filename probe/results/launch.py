@@ -9,6 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from probe.bounded import loads_yaml
+from probe.errors import ProbeInputError
 from probe.results.labels import read_label
 from probe.results.layout import HYDRA_CONFIG
 
@@ -28,8 +30,8 @@ def read_launch(run_dir: Path) -> Launched:
     older probe, whose dry runs wrote none) — `probe runs` lists the run either way."""
     path = Path(run_dir) / HYDRA_CONFIG
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        config = loads_yaml(path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ProbeInputError):  # ProbeInputError: nested too deep
         return Launched()
     if not isinstance(config, dict):
         return Launched()

@@ -18,6 +18,7 @@ A run directory, in the order a run fills it:
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -142,4 +143,27 @@ def claim_output_dir(path: Path, command: str) -> Path:
                               "of its own), and it writes only into a new or empty directory or one holding its own "
                               "earlier output, so nothing of yours is overwritten: choose another (out=DIR)")
     write_text(mark, f"{command}\n")
+    return path
+
+
+def owner_mark(path: Path) -> Path:
+    """The marker beside a file a command wrote into a directory it did not make
+    (`.samples.html.probe-output` beside `samples.html`): it names the command (`claim_output_file`)."""
+    return path.with_name(f".{path.name}{OUTPUT_MARK}")
+
+
+def claim_output_file(path: Path, command: str) -> Path:
+    """`path` for `command` to write, in a directory it did not make (a sweep directory, a user's
+    folder): free, or holding `command`'s own earlier file (its `owner_mark`). Anything else
+    there — a user's own `samples.html`, a link, a directory, another command's file — is refused
+    with one line before anything is written, so no file of the user's is ever replaced."""
+    path, mark = Path(path), owner_mark(Path(path))
+    refuse_link(mark)
+    owner = mark.read_text(encoding="utf-8", errors="replace").strip() if mark.is_file() else None
+    if os.path.lexists(path) and (owner != command or os.path.islink(path) or not path.is_file()):
+        whose = f"it holds {owner!r}'s output" if owner else f"{command} did not write it (no {mark.name} beside it)"
+        raise ProbeInputError(f"{path} exists and {whose}; {command} never replaces a file it does not own: move it "
+                              "away or write elsewhere (out=DIR)")
+    if owner != command:
+        write_text(mark, f"{command}\n")
     return path

@@ -14,7 +14,6 @@ own code reads the typed attributes only.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -27,6 +26,7 @@ from probe.backends.reading import Capabilities, Reading
 from probe.backends.specs import capabilities_of
 from probe.errors import ProbeInputError
 from probe.files import write_json
+from probe.results.io import read_json_object
 from probe.results.labels import read_label
 from probe.results.layout import MANIFEST
 from probe.results.records import (
@@ -297,8 +297,9 @@ def _tuple(value: Any) -> tuple[Any, ...] | None:
 
 
 def read_manifest(run_dir: Path) -> Manifest:
-    """The manifest of the run directory `run_dir` (its file must exist)."""
-    return Manifest.from_json(json.loads((Path(run_dir) / FILE).read_text()))
+    """The manifest of the run directory `run_dir` (its file must exist; one that is not a JSON
+    object, or nests too deeply, is a one-line `ProbeInputError` naming it)."""
+    return Manifest.from_json(read_json_object(Path(run_dir) / FILE))
 
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> None:

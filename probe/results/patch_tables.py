@@ -21,7 +21,7 @@ from safetensors.numpy import save
 
 from probe.errors import ProbeInputError
 from probe.files import atomic_write_bytes
-from probe.results.io import write_table
+from probe.results.io import parquet_source, write_table
 from probe.results.layout import PATCHING_PAIRS, PATCHING_TENSORS
 
 PAIRS_SCHEMA = pa.schema([("pair", pa.int64()), ("item_id", pa.string()), ("rotation", pa.int64()),
@@ -74,7 +74,7 @@ def load_patching(run_path: str | Path) -> tuple[np.ndarray, np.ndarray, pa.Tabl
     if np.isnan(logprobs).any():
         raise ProbeInputError(f"{tensors}: field 'logprobs': expected log-probs, got NaN at pair "
                               f"{int(np.argwhere(np.isnan(logprobs))[0][0])}")
-    pairs = pq.read_table(table_path)
+    pairs = pq.read_table(parquet_source(table_path))
     for name, dtype in PAIR_COLUMNS.items():
         if name not in pairs.column_names:
             raise ProbeInputError(f"{table_path}: expected column {name!r}; columns: {pairs.column_names}")

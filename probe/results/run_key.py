@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from probe.files import write_json
+from probe.results.io import read_json_object
 from probe.results.layout import RUN_KEY
 
 
@@ -24,7 +25,7 @@ def as_stored(key: dict[str, Any]) -> dict[str, Any]:
 def read_run_key(run_dir: Path) -> dict[str, Any] | None:
     """The key stored in `run_dir` (None: no run claimed it)."""
     path = Path(run_dir) / RUN_KEY
-    return json.loads(path.read_text()) if path.is_file() else None
+    return read_json_object(path) if path.is_file() else None
 
 
 def write_run_key(run_dir: Path, key: dict[str, Any]) -> None:

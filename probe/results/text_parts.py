@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from probe.errors import ProbeInputError
-from probe.results.io import write_table
+from probe.results.io import parquet_source, write_table
 from probe.results.layout import SCORES
 from probe.results.schemas import SCORES_SCHEMA
 
@@ -94,7 +94,7 @@ def write_text_scores(run_dir: Path, parts: pa.Table, cells: Sequence[TextCell],
     ]
     ids = [c.prompt_id for c in cells]
     if letter_reading:
-        table = pq.read_table(path).sort_by("prompt_id")
+        table = pq.read_table(parquet_source(path)).sort_by("prompt_id")
         if table.column("prompt_id").to_pylist() != ids:
             raise ProbeInputError(f"{path}: its prompt ids are not the text reading's design cells")
     else:

@@ -1,8 +1,9 @@
 """One self-contained HTML page from a probe markdown report and its figures.
 
-The markdown is rendered by `markdown-it-py` (CommonMark plus pipe tables, raw HTML off), so
-every name and value from the data is HTML-escaped and quotes, lists and tables read as the
-markdown means them. Figures are embedded as base64 data URIs,
+The markdown is rendered by `markdown-it-py` (CommonMark plus pipe tables, raw HTML, links and
+images off), so every name and value from the data is HTML-escaped, never a link (a country
+named `[Evil](https://evil.example)` reads as that text), and quotes, lists and tables read as
+the markdown means them (the page's own links, `links`, are written here, not from markdown). Figures are embedded as base64 data URIs,
 so the page needs no other file, no network and no JavaScript to show its content; one tiny
 inline script only records, after load, how many images decoded (`data-images-loaded` on
 `<body>`), which the render test reads.
@@ -47,9 +48,9 @@ _NUMBER = re.compile(r"^[-+−]?[\d.,]+%?$|^\[[-\d.,\s]+\]$")
 
 def _parser() -> MarkdownIt:
     """CommonMark with pipe tables and raw HTML off (`js-default`): every `<`, `>` and `&` of the
-    data is escaped, never read as markup; images are off too, so no markdown can make the page
-    load anything."""
-    return MarkdownIt("js-default").disable("image")
+    data is escaped, never read as markup; links, autolinks and images are off too, so no
+    markdown can put a link on the page or make it load anything (probe's reports hold none)."""
+    return MarkdownIt("js-default").disable(["image", "link", "autolink"])
 
 
 def markdown_to_html(markdown: str) -> str:

@@ -5,11 +5,11 @@ never shifts a column."""
 from __future__ import annotations
 
 import math
-import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from probe.escape import inert_markdown, markdown_cell
 from probe.metrics.core import SMALL_N
 
 _MARKS = "¹²³⁴⁵⁶⁷⁸⁹"
@@ -155,7 +155,7 @@ def invalid_section(invalid: list[dict[str, Any]], show: int = 20) -> str:
 def row(cells: Sequence[Any]) -> str:
     """One markdown table row; a `|` inside a cell (e.g. the label `|B_R − 1|`, a run named with
     one) is escaped, so it never shifts the columns."""
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(markdown_cell(c) for c in cells) + " |"
 
 
 def table(head: Sequence[Any], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -205,14 +205,7 @@ def split_table(head: Sequence[Any], rows: Sequence[Sequence[Any]], keep: int, w
     return [table([head[i] for i in cols], [[r[i] for i in cols] for r in rows]) for cols in parts]
 
 
-_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
-_CODE_SPAN = re.compile(r"(`[^`\n]*`)")
-
-
 def inert_html(markdown: str) -> str:
-    """`markdown` with every `<` that could open an HTML tag or comment written `&lt;` (outside code
-    spans, where a renderer shows text as typed): a group or model named `<img src=x onerror=…>`
-    reads as text in `report.md`, as the HTML pages escape it. A `<` before a digit or a space
-    (`p < 0.001`) opens no tag and stays."""
-    return "".join(part if _CODE_SPAN.fullmatch(part) else _TAG_START.sub("&lt;", part)
-                   for part in _CODE_SPAN.split(markdown))
+    """`markdown` made inert where data could be markup (`probe.escape.inert_markdown`): no raw
+    HTML tag, no link, no control character; every report's markdown is written through it."""
+    return inert_markdown(markdown)

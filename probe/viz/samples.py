@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from probe.bounded import loads_json
 from probe.files import atomic_write_bytes
 from probe.results.run import Run
 from probe.types import Design
@@ -124,7 +125,7 @@ def _records(run: int, s: SampleSet) -> list[dict[str, Any]]:
         shown = [_clean(row[c]) for c in labels] or None
         out.append({
             "vi": _clean(row.get("variant")), "var": _variant_label(row), "lv": _levels(row), "labels": shown,
-            "obj": [[c, _object(row[c])] for c in objects if _clean(row[c]) is not None],
+            "obj": [[c, _object(row[c], c)] for c in objects if _clean(row[c]) is not None],
             "r": run, "id": int(row["prompt_id"]), "cond": _clean(row.get(cond) if cond else None),
             "target": _clean(row.get(target) if target else None), "prompt": _clean(row.get("prompt")),
             "groups": [_clean(row[c]) for c in groups] or None, "opts": [_clean(row[c]) for c in options] or None,
@@ -154,10 +155,10 @@ def _levels(row: dict[str, Any]) -> str | None:
     return ", ".join(f"{k}={v}" for k, v in levels.items()) if isinstance(levels, dict) else None
 
 
-def _object(value: Any) -> list[list[str]]:
+def _object(value: Any, column: str) -> list[list[str]]:
     """A JSON-object field as `[key, value text]` rows (a list value's numbers at 3 decimals)."""
     try:
-        parsed = json.loads(value) if isinstance(value, str) else value
+        parsed = loads_json(value, f"prompts.parquet, column {column!r}") if isinstance(value, str) else value
     except json.JSONDecodeError:
         return [["(not JSON)", str(value)]]
     if not isinstance(parsed, dict):

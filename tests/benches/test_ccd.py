@@ -18,8 +18,9 @@ from probe.errors import ProbeInputError
 from probe.files import sha256_file
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# gini_corrected: the bias-corrected Gini beside the plug-in (probe.metrics.preference); only with a bootstrap
 M_KEYS = {"shares", "position_shares", "position_chi2", "position_V", "cluster_position_V",
-          "mean_cluster_position_V", "domain_chi2", "domain_residuals", "entropy_bits", "gini"}
+          "mean_cluster_position_V", "domain_chi2", "domain_residuals", "entropy_bits", "gini", "gini_corrected"}
 
 
 def _bad(mutate) -> list[dict]:

@@ -66,3 +66,23 @@ def test_a_drawn_world_s_sums_by_hand() -> None:
     assert sums.specificity.present[0].tolist() == [1, 1, 0, 0, 0, 0]
     assert np.all(sums.uniform[0, :2] > 0) and np.all(sums.uniform[0, 2:] == 0)
     assert sums.ordinal.present[:, 0, :2].all()  # question 0 is a scale
+
+
+def test_a_generic_cue_makes_no_country_specific() -> None:
+    """Every cue pulls toward the question's mean answer whatever country it names (30 countries):
+    the placebo specificity's interval lies above 0 for at most 5% of the countries, where the old
+    contrast with the other countries (`relative_closeness`) fires for central countries."""
+    from probe.benches.globalopinion.calibration import GENERIC
+    from probe.benches.globalopinion.metrics import evaluate
+    from probe.metrics.core import bootstrap_weights, percentile_ci
+
+    rng, above, rel_above, n = np.random.default_rng(5), 0, 0, 0
+    for r in range(4):
+        sums = draw(GENERIC, 60, rng)
+        ci = percentile_ci(evaluate(sums, bootstrap_weights(60, 300, r)))["cross_national"]
+        for country, (lo, _) in ci["specificity"].items():
+            n += 1
+            above += lo > 0
+            rel_above += ci["relative_closeness"][country][0] > 0
+    assert n >= 100 and above / n <= 0.05, (above, n)
+    assert rel_above > above, (rel_above, above)

@@ -164,12 +164,16 @@ def test_specificity_of_a_content_reading_model_by_hand() -> None:
     def s(t: str | None, c: str) -> float:
         return float(similarity(P[t], H[c]))
 
-    spec_x = (s("X", "X") - s("X", "Y")) - (s(None, "X") - s(None, "Y"))
-    spec_y = (s("Y", "Y") - s("Y", "X")) - (s(None, "Y") - s(None, "X"))
+    # the placebo comparison: naming X against naming Y, both read against X's people
+    spec_x, spec_y = s("X", "X") - s("Y", "X"), s("Y", "Y") - s("X", "Y")
+    rel_x = (s("X", "X") - s("X", "Y")) - (s(None, "X") - s(None, "Y"))
+    rel_y = (s("Y", "Y") - s("Y", "X")) - (s(None, "Y") - s(None, "X"))
     got = m["cross_national"]
     assert math.isclose(got["specificity"]["X"], spec_x, abs_tol=1e-6)
     assert math.isclose(got["specificity"]["Y"], spec_y, abs_tol=1e-6)
     assert math.isclose(got["mean"]["specificity"], (spec_x + spec_y) / 2, abs_tol=1e-6) and spec_x > 0
+    assert math.isclose(got["relative_closeness"]["X"], rel_x, abs_tol=1e-6)
+    assert math.isclose(got["relative_closeness"]["Y"], rel_y, abs_tol=1e-6)
     matrix = out["cue_matrix"]
     assert math.isclose(matrix["similarity"]["X"]["Y"], s("X", "Y"), abs_tol=1e-6)
     assert matrix["questions"] == {"X": {"X": 1, "Y": 1}, "Y": {"X": 1, "Y": 1}}
@@ -179,12 +183,14 @@ def test_specificity_of_a_content_reading_model_by_hand() -> None:
 
 # --- ranking, the conclusion ---
 
-def metrics_of(lift: dict[str, float], n: dict[str, int]) -> dict:
+def metrics_of(lift: dict[str, float], n: dict[str, int], p: float | None = 0.001) -> dict:
+    """Hand-made metrics; `p` the stored test of equal lifts (a country is named only below 0.05)."""
     sims = {c: 0.5 + v for c, v in lift.items()}
     tree = {"default": {"lift": lift, "similarity": sims, "uniform": dict.fromkeys(lift, 0.5),
                         "mean": {"lift": 0.01, "similarity": 0.5, "uniform": 0.49, "macro_lift": 0.02}}}
     return {"bench": "globalopinion", "model": "m", "expected": tree, "debiased": tree, "n_questions": {"default": n},
-            "ci95": {}, "n_items": 9, "n_prompts": 90, "n_pairs": {"default": sum(n.values())}}
+            "ci95": {}, "n_items": 9, "n_prompts": 90, "n_pairs": {"default": sum(n.values())},
+            **({} if p is None else {"p": {b: {"default": {"lift": p}} for b in ("expected", "debiased")}})}
 
 
 def test_ranking_leaves_out_thin_and_non_national_countries() -> None:
@@ -202,6 +208,10 @@ def test_ranking_leaves_out_thin_and_non_national_countries() -> None:
     assert bold == ["Kenya", "South Korea", "Kenya", "South Korea"]  # expected and debiased readings
     assert "0.300 (n = 1, no interval)" in text and "[0.300, 0.300]" not in text
     assert "| Nigeria (`Nigeria (Non-national sample)`), *non-national sample* |" in text
+    for p in (0.5, None):  # the test does not reject, or none was stored: no country is named
+        quiet = {**metrics_of(lift, n, p), "ranking": block}
+        first = report(quiet).split("\n")[2]
+        assert "**" not in first.removeprefix("**In short:**") and "no country is singled out" in first
 
 
 def test_a_run_with_no_ranked_country_says_so() -> None:

@@ -45,4 +45,4 @@ def test_every_builtin_bench_spec_opens_with_the_shared_header() -> None:
         defaults = spec()
         assert defaults.kind == kind and defaults.name == kind  # each bench names itself by default
         assert all(field_docs(spec).get(n) for n in names[:3]), kind
-    assert downloaded == len(BUILTIN) - 1  # all but the hub-hosted one
+    assert downloaded == len(BUILTIN) - 2  # all but the hub-hosted one and OpinionQA (never downloaded: a user path)

@@ -26,6 +26,11 @@ def _bench_args(kind: str, tmp: Path) -> list[str]:
         return ["bench=demo", "bench.limit=2"]
     if kind == "ccd":
         return ["bench=ccd", f"bench.path={write_json_file(tmp / 'ccd.json', ccd_items(2))}"]
+    if kind == "opinionqa":
+        from opinionqa_files import write_wave
+
+        return ["bench=opinionqa", f"bench.path={write_wave(tmp / 'wave')}", "bench.personas=[portray]",
+                "bench.attributes=[SEX]"]
     root = shared_dir()
     if root is None:
         pytest.skip("the LocQA, BLEnD and GlobalOpinionQA files need $PROBE_SHARED_DIR/data")

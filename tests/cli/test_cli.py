@@ -149,7 +149,7 @@ def test_metrics_contract(run_dir: Path) -> None:
     assert m["bench"] == "disco" and m["model"] == "tiny"
     assert (m["n_items"], m["n_prompts"]) == (N_ITEMS, 52 * N_ITEMS)
     assert set(m["letter_mass"]) == {"mean", "share_below_half"}
-    keys = {"C0": {"CSD", "KL", "Gini", "SPD", "letter_probs"},
+    keys = {"C0": {"CSD", "KL", "Gini", "KL_corrected", "Gini_corrected", "SPD", "letter_probs"},
             "C1": {"CR", "CR_by_culture", "SL", "SL_rate", "SPD_compliance"},
             "C2": {"CR", "CR_by_culture", "PSI", "PSI_by_culture", "gain_by_culture", "CSD", "SPD",
                    "SPD_compliance"},

@@ -64,12 +64,13 @@ def recompute(run_dir: Path, score: Callable[[dict], list[float]] = lambda r: r[
     return {cond: {c: float(np.mean(v)) for c, v in by.items()} for cond, by in sims.items()}
 
 
-def survey_order_and_specificity(run_dir: Path) -> tuple[dict[str, dict[str, float]], float]:
+def survey_order_and_specificity(run_dir: Path) -> tuple[dict[str, dict[str, float]], float, float]:
     """Written without the bench's code: per condition and country, the mean similarity of the
     rotation-0 distribution (options in the survey's order, softmax over its K letters) to the
-    country's shares; and the cue's overall specificity, the mean over (question with ≥ 2
-    countries, cued country X) of [s(cue X, X) − mean_{Y≠X} s(cue X, Y)] − [the same under
-    default], on the rotation-mean distributions."""
+    country's shares; the cue's overall specificity, the mean over (question with ≥ 2 cued
+    countries, cued country X) of s(cue X, X) − mean_{Y≠X} s(cue Y, X) (the placebo comparison);
+    and its relative closeness, the mean of [s(cue X, X) − mean_{Y≠X} s(cue X, Y)] − [the same
+    under default], on the rotation-mean distributions."""
     prompts = pq.read_table(run_dir / "prompts.parquet").to_pylist()
     scores = {r["prompt_id"]: r["letter_logprobs"] for r in pq.read_table(run_dir / "scores.parquet").to_pylist()}
     human = {p["item_id"]: json.loads(p["human"]) for p in prompts if p["human"] is not None}
@@ -93,15 +94,19 @@ def survey_order_and_specificity(run_dir: Path) -> tuple[dict[str, dict[str, flo
     for (item, cond, target), dist in first.items():
         for country in ([target] if cond == "cross_national" else list(human[item])):
             sims.setdefault(cond, {}).setdefault(country, []).append(sim(dist, human[item][country]))
-    specs = []
+    specs, rels = [], []
     for (item, cond, x), dists in mean.items():
         others = [y for y in human[item] if y != x]
         if cond != "cross_national" or not others or (item, "default", None) not in mean:
             continue
         cue, base = np.mean(dists, axis=0), np.mean(mean[(item, "default", None)], axis=0)
         contrast = [sim(p, human[item][x]) - np.mean([sim(p, human[item][y]) for y in others]) for p in (cue, base)]
-        specs.append(contrast[0] - contrast[1])
-    return {c: {k: float(np.mean(v)) for k, v in by.items()} for c, by in sims.items()}, float(np.mean(specs))
+        rels.append(contrast[0] - contrast[1])
+        placebo = [sim(np.mean(mean[(item, cond, y)], axis=0), human[item][x]) for y in others if (item, cond, y) in mean]
+        if placebo:
+            specs.append(sim(cue, human[item][x]) - np.mean(placebo))
+    return ({c: {k: float(np.mean(v)) for k, v in by.items()} for c, by in sims.items()}, float(np.mean(specs)),
+            float(np.mean(rels)))
 
 
 def test_tiny_run_matches_an_independent_recomputation(tmp_path: Path) -> None:
@@ -120,11 +125,12 @@ def test_tiny_run_matches_an_independent_recomputation(tmp_path: Path) -> None:
     gain = metrics["expected"]["cross_national"]["gain"]
     assert all(abs(gain[c] - (expected["cross_national"][c] - expected["default"][c])) <= 1e-9 for c in gain)
     assert metrics["ranking_tau"] is not None and metrics["debiased"] is not None
-    survey, spec = survey_order_and_specificity(out)
+    survey, spec, rel = survey_order_and_specificity(out)
     for cond in ("default", "cross_national"):
         got = metrics["expected"][cond]["survey_order"]["similarity"]
         assert set(got) == set(survey[cond]) and all(abs(got[c] - v) <= 1e-9 for c, v in survey[cond].items())
     assert abs(metrics["expected"]["cross_national"]["mean"]["specificity"] - spec) <= 1e-9
+    assert abs(metrics["expected"]["cross_national"]["mean"]["relative_closeness"] - rel) <= 1e-9
     # the ranking: national samples with ≥ 2 questions, by lift; the headline names ranked countries only
     n, lift = metrics["n_questions"]["default"], metrics["expected"]["default"]["lift"]
     ranked = metrics["ranking"]["ranked"]
@@ -133,7 +139,10 @@ def test_tiny_run_matches_an_independent_recomputation(tmp_path: Path) -> None:
     names = {metrics["countries"][c]["name"]: c for c in ranked}
     first = (out / "report.md").read_text().split("\n")[2]
     bold = re.findall(r"\*\*([^*]+)\*\*", first.removeprefix("**In short:**"))
-    assert bold and all(b in names and n[names[b]] >= 2 for b in bold)
+    # countries are named (in bold) only when the test of equal lifts rejects: never by chance
+    rejects = metrics["p"]["expected"]["default"]["lift"] < 0.05
+    assert bool(bold) == rejects and all(b in names and n[names[b]] >= 2 for b in bold)
+    assert rejects or "no country is singled out" in first
     assert (out / "figures" / "country_lift.png").is_file()
     # re-analysis from the stored tables gives the same numbers
     proc = run_probe(["analyze", str(out)], cwd=REPO,

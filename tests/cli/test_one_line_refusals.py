@@ -369,3 +369,45 @@ def test_a_ten_megabyte_option_is_prompt_too_long_before_tokenizing(tmp_path: Pa
     with pytest.raises(ProbeInputError, match=r"user message: 100000\d\d characters, .*: prompt too long"):
         run(run_config(_config(f"bench.path={data}", bench="globalopinion"), tmp_path / "run"))
     assert not list((tmp_path / "run").iterdir())  # nothing written (the command line then removes it)
+
+
+def _pairs(point: object, interval: object, where: str):  # type: ignore[no-untyped-def]
+    """Every (where, value, [lo, hi]) pair of a point tree and its interval tree."""
+    if isinstance(interval, dict):
+        for k, v in interval.items():
+            yield from _pairs(point.get(k) if isinstance(point, dict) else None, v, f"{where}.{k}")
+    elif isinstance(interval, list) and len(interval) == 2 and not isinstance(interval[0], list):
+        yield where, point, interval
+    elif isinstance(interval, list):
+        points = point if isinstance(point, list) else [None] * len(interval)
+        for i, (p, v) in enumerate(zip(points, interval)):
+            yield from _pairs(p, v, f"{where}[{i}]")
+
+
+def _walk(tree: object, where: str = ""):  # type: ignore[no-untyped-def]
+    """Every dict of the tree that holds a `ci95`, with its path."""
+    if isinstance(tree, dict):
+        if isinstance(tree.get("ci95"), dict):
+            yield where, tree
+        for k, v in tree.items():
+            yield from _walk(v, f"{where}.{k}")
+    elif isinstance(tree, list):
+        for i, v in enumerate(tree):
+            yield from _walk(v, f"{where}[{i}]")
+
+
+def test_every_stored_number_lies_inside_its_own_stored_interval(finished: Path) -> None:
+    """The whole of metrics.json (2 items, 20 resamples: the intervals a percentile bootstrap gets
+    most wrong): every value with an interval twin lies inside it, and the tests of no preference
+    are stored beside the intervals."""
+    m = json.loads((finished / "metrics.json").read_text())
+    checked = 0
+    for where, node in _walk(m):
+        for key, interval in node["ci95"].items():
+            for path, value, (lo, hi) in _pairs(node.get(key), interval, f"{where}.{key}"):
+                if isinstance(value, (int, float)) and lo is not None and hi is not None:
+                    checked += 1
+                    assert lo <= value <= hi, (path, value, lo, hi)
+    assert checked > 100
+    assert 0 < m["p"]["expected"]["C0"]["KL"] <= 1 and "debiased" in m["p"]
+    assert m["ci95"]["expected"]["C0"]["KL"] == m["ci95"]["expected"]["C0"]["KL_corrected"]

@@ -265,9 +265,13 @@ def test_report_and_summary_of_a_factor_run(runs: dict[str, Path]) -> None:
     top = max(block["across"], key=lambda g: block["across"][g]["mean"])
     n_over = block["across"][top]["n_over"]
     counts = block["verdict_counts"]
-    answer = (f"Wording (36 wordings): {counts['format-dependent'] + counts['format-reverses']} of 4 cultures' "
-              f"preferences depend on it ({counts['format-reverses']} reverse), {counts['robust']} hold in every "
-              f"wording, {counts['none']} show none")
+    own = block["own_term_p_holm"]  # counted: each culture's own term (log-ratio), never a spillover
+    moved = [g for g, p in own.items() if p < 0.05]
+    answer = f"Wording (36 wordings): {len(moved)} of 4 cultures' own preferences depend on it"
+    shares = (f"on the share scale {counts['format-dependent'] + counts['format-reverses']} verdicts are "
+              f"format-dependent ({counts['format-reverses']} reverse), {counts['robust']} hold in every wording, "
+              f"{counts['none']} show none")
+    assert shares in section.split("\n")[2]
     assert section.split("\n")[2].startswith(answer) and "No wording is a letter reading" in section.split("\n")[2]
     opening = next(line for line in report.split("\n") if line.startswith("**In short:**"))
     assert answer in opening and report.index(opening) < report.index("## Does it survive")

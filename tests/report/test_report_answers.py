@@ -62,11 +62,15 @@ def test_the_first_paragraph_concludes_in_both_readings(demo: tuple[Path, str], 
     first = lines[2]
     assert first.startswith("**In short:** Expected reading (probability-weighted picks): with no cue (C0)")
     kl, ci = metrics["debiased"]["C0"]["KL"], metrics["ci95"]["debiased"]["C0"]["KL"]
-    assert "Debiased reading (letter prior removed): with no cue (C0) the picks spread " in first
-    assert f"(KL {kl:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] nats;" in first
+    p = metrics["p"]["debiased"]["C0"]["KL"]
+    debiased = first.split("Debiased reading (letter prior removed): with no cue (C0) ")[1]
+    assert f"KL {kl:.3f} [{ci[0]:.3f}, {ci[1]:.3f}] nats" in debiased and f"p = {p:.3g}" in debiased
     csd = metrics["debiased"]["C0"]["CSD"]
     top = max(csd, key=csd.get)
-    assert f"most {top} {csd[top]:.3f}" in first.split("Debiased reading")[1]
+    if p < 0.05:  # a culture is named only when the test of no preference rejects
+        assert debiased.startswith("the picks spread ") and f"most {top} {csd[top]:.3f}" in debiased
+    else:
+        assert debiased.startswith("there is no detectable preference") and f"most {top}" not in debiased
     cr = metrics["debiased"]["C2"]["CR"]
     assert f"(CR {cr:.3f} [" in first
     # the tiny model's letters drive its answers: the conclusion points at the debiased reading
@@ -225,9 +229,10 @@ def test_probe_runs_lists_the_run(demo: tuple[Path, str], metrics: dict, capsys:
     kl, ci = metrics["expected"]["C0"]["KL"], metrics["ci95"]["expected"]["C0"]["KL"]
     assert lines[0].split() == ["bench", "model", "mode", "vars", "conds", "status", "headline", "caveat", "path"]
     cells = lines[1].split()
-    assert cells[:10] == ["demo", "tiny", "letters", "–", str(len(metrics["letter_prior"])), "done", "KL",
-                          f"{kl:.3f}", f"[{ci[0]:.3f},", f"{ci[1]:.3f}]"]
-    assert cells[-1] == "demo-run" and " ".join(cells[10:-1]) in CAVEATS
+    p = metrics["p"]["expected"]["C0"]["KL"]
+    assert cells[:11] == ["demo", "tiny", "letters", "–", str(len(metrics["letter_prior"])), "done", "KL",
+                          f"{kl:.3f}", f"[{ci[0]:.3f},", f"{ci[1]:.3f}]", f"p={p:.2g}".replace("=0.", "=.")]
+    assert cells[-1] == "demo-run" and " ".join(cells[11:-1]) in CAVEATS
     assert max(map(len, lines)) <= 100
     assert runs_command.main(["--help"]) == 0 and "probe runs [DIR]" in capsys.readouterr().out
 

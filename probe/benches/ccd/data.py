@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from probe.benches.ccd.judging import GLOBE_DIMENSIONS
 from probe.benches.ccd.designs import latin_square_orders
-from probe.benches.orders import DEFAULT_CAP
+from probe.benches.orders import DEFAULT_CAP, OrderCap
 from probe.benches.spec_header import DownloadedBench
 from probe.benches.sources import MAX_DOWNLOAD_BYTES, fetch
 from probe.config import Ge, Seed
@@ -66,11 +66,11 @@ class CCDSpec(DownloadedBench):
     """Answer-text reading (backend.mode=text|letters+text): hybrid (options listed, the answer's text asked) | cloze (the question alone)."""
     orders: Literal["rotations", "permutations", "williams", "reverse", "latin_square"] = "rotations"
     """Option orderings (docs/concepts/orders.md): rotations (10, = design cyclic) | permutations (10! — sample with orders_sample) | williams (10) | reverse (2) | latin_square (= design latin_square)."""
-    orders_cap: Annotated[int, Ge(1)] = DEFAULT_CAP
+    orders_cap: OrderCap = DEFAULT_CAP
     """Most orderings per item a design may present; more is refused unless `permutations` samples."""
-    orders_sample: Annotated[int, Ge(1)] | None = None
+    orders_sample: OrderCap | None = None
     """Under `permutations` above the cap: draw this many orderings without replacement (null: refuse)."""
-    orders_seed: int = 0
+    orders_seed: Seed = 0
     """Seed of the `orders_sample` draw (recorded in the manifest)."""
 
 

@@ -20,7 +20,8 @@ import numpy as np
 
 from probe.benches.ccd.data import CLUSTERS, DOMAINS
 from probe.errors import ProbeInputError
-from probe.metrics.core import AnalysisOptions, expected_greedy_ci, gini, ratio, symmetric_kl, wsum
+from probe.metrics.core import AnalysisOptions, Inferring, expected_greedy_ci, gini, ratio, symmetric_kl, wsum
+from probe.metrics.preference import ShareBlock, ShareNull, share_inference
 from probe.results.layout import METRICS
 from probe.results.scores import ScoreTable
 
@@ -195,7 +196,21 @@ def compute(table: ScoreTable, opts: AnalysisOptions) -> dict[str, Any]:
     """
     n_items = len(np.unique(table.item_id.astype(str)))
     return expected_greedy_ci(table.logprobs, n_items, lambda probs: item_sums(table, probs),
-                              lambda sums, w: evaluate(sums, w, opts), opts.temperature, opts.n_boot, opts.seed)
+                              lambda sums, w: evaluate(sums, w, opts), opts.temperature, opts.n_boot, opts.seed,
+                              infer=lambda inf: share_inference(inf, [share_block(inf)], opts.seed))
+
+
+def share_block(inf: Inferring) -> ShareBlock:
+    """CCD-Bench's null of "no preference": the cluster shares, tested by their Gini and their
+    entropy's shortfall from log2 G (both 0 when every cluster gets 1/G); the Gini is a
+    divergence from uniform (plug-in, biased upward: a corrected twin). With one ordering per
+    item (Latin square) the within-item exchange also moves clusters between letters, so under a
+    letter prior the test is conservative (its size stays below 0.05)."""
+    s: ItemSums = inf.sums
+    sel, app = s.chosen.sum(axis=-1), s.shown.sum(axis=-1)
+    stats = {"gini": gini, "entropy_bits": lambda x: np.log2(x.shape[-1]) - entropy_bits(x)}
+    return ShareBlock(path=(), shares="shares", null=ShareNull(sel=sel, app=app, statistics=stats),
+                      groups=tuple(s.clusters), divergences=("gini",))
 
 
 def pluralism(judgements: Sequence[Mapping[str, Any]], top: int = 10) -> dict[str, Any]:

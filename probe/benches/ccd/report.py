@@ -79,11 +79,31 @@ def _reading(m: dict[str, Any], block: str, head: str) -> str:
     if not shares or gini is None or gini != gini:
         return ""
     interval = get_path((m.get("ci95") or {}).get(block), "gini")
-    word = next(w for bound, w in EVEN if gini < bound)
-    top, low = max(shares, key=shares.get), min(shares, key=shares.get)
     ci = f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval and interval[0] is not None else ""
+    p = get_path((m.get("p") or {}).get(block), "gini")
+    band = get_path((m.get("sim95") or {}).get(block), "shares") or {}
+    uniform = 1 / len(shares)
+    if p is None or p >= ALPHA:  # no test, or no detectable preference: naming a cluster would be chance
+        test = "" if p is None else f"no detectable preference (test of no preference p = {p:.3g}); "
+        dev = max(abs(v - uniform) for v in shares.values())
+        return (f"{head}: {test}the picks over the {len(shares)} GLOBE clusters have Gini {gini:.3f}{ci} (0 = even); "
+                f"the largest deviation of a cluster's share from uniform {uniform:.3f} is {dev:.3f}; no cluster is "
+                "singled out.")
+    fixed = get_path(m.get(block), "gini_corrected")
+    word = next(w for bound, w in EVEN if (gini if fixed is None else fixed) < bound)
+    top, low = max(shares, key=shares.get), min(shares, key=shares.get)
+
+    def share(c: str) -> str:
+        lo_hi = band.get(c)
+        return f"{shares[c]:.3f}" + (f" [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if lo_hi else "")
+
     return (f"{head}: the picks spread {word} over the {len(shares)} GLOBE clusters (Gini {gini:.3f}{ci}, 0 = "
-            f"even); most {top} {shares[top]:.3f}, least {low} {shares[low]:.3f}, uniform {1 / len(shares):.3f}.")
+            f"even; test of no preference p = {p:.3g}); most {top} {share(top)}, least {low} {share(low)} "
+            f"(simultaneous 95% intervals), uniform {uniform:.3f}.")
+
+
+ALPHA = 0.05
+"""A cluster is named as most or least picked only when the test of no preference rejects at this level."""
 
 
 def report(m: dict[str, Any]) -> str:

@@ -80,13 +80,9 @@ def _reading(m: Mapping[str, Any], block: str, long: bool) -> str:
     kl, csd = get_path(tree, "C0.KL"), get_path(tree, "C0.CSD") or {}
     shares = {c: v for c, v in csd.items() if not undefined(v)}
     if not undefined(kl) and shares:
-        word = next(w for bound, w in EVEN if kl < bound)
-        top, low = max(shares, key=shares.get), min(shares, key=shares.get)
         what = ("cultural selection distribution, CSD; Kullback–Leibler (KL) divergence from uniform" if long
                 else "KL")
-        clauses.append(f"with no cue (C0) the picks spread {word} over the {len(shares)} cultures ({what} "
-                       f"{_with_ci(kl, get_path(cis, 'C0.KL'))} nats; most {top} {shares[top]:.3f}, least {low} "
-                       f"{shares[low]:.3f}, uniform {1 / len(shares):.3f})")
+        clauses.append(_evenness(m, block, kl, shares, what))
     cond = next((c for c in ("C2", "C1") if not undefined(get_path(tree, f"{c}.CR"))), None)
     if cond is not None:
         cr, interval = get_path(tree, f"{cond}.CR"), get_path(cis, f"{cond}.CR")
@@ -96,6 +92,37 @@ def _reading(m: Mapping[str, Any], block: str, long: bool) -> str:
         clauses.append(f"cued with {cue} ({cond}) it picks the cued culture {_chance(cr, interval, k)} "
                        f"({what} {_with_ci(cr, interval)}; chance {1 / k:.2f})")
     return f"{head} {'; '.join(clauses)}." if clauses else ""
+
+
+ALPHA = 0.05
+"""A culture is named as most or least chosen only when the test of no preference rejects at this level."""
+
+
+def _evenness(m: Mapping[str, Any], block: str, kl: float, shares: Mapping[str, float], what: str) -> str:
+    """The C0 clause: the KL with its interval and the test of no preference; the most and least
+    chosen cultures, with their simultaneous 95% intervals, only when the test rejects, else the
+    largest deviation from uniform with its band and no culture named (one would be by chance)."""
+    cis = (m.get("ci95") or {}).get(block) or {}
+    p = get_path((m.get("p") or {}).get(block), "C0.KL")
+    band = get_path((m.get("sim95") or {}).get(block), "C0.CSD") or {}
+    uniform = 1 / len(shares)
+    kl_text = f"{what} {_with_ci(kl, get_path(cis, 'C0.KL'))} nats"
+    if p is None:  # no test stored (no bootstrap): the numbers alone, no culture named
+        return f"with no cue (C0) the picks over the {len(shares)} cultures have {kl_text} (uniform share {uniform:.3f})"
+    test = f"test of no preference p = {p:.3g}"
+    if p >= ALPHA:
+        dev = max(abs(v - uniform) for v in shares.values())
+        half = max(((hi - lo) / 2 for lo, hi in band.values() if not undefined(lo)), default=float("nan"))
+        within = f", each share within ±{half:.3f} at 95% over all cultures at once" if not undefined(half) else ""
+        return (f"with no cue (C0) there is no detectable preference among the {len(shares)} cultures ({test}; "
+                f"{kl_text}; the largest deviation of a culture's share from uniform {uniform:.3f} is {dev:.3f}"
+                f"{within}; no culture is singled out)")
+    fixed = get_path(m.get(block), "C0.KL_corrected")  # the bias-corrected KL words the evenness
+    word = next(w for bound, w in EVEN if (kl if fixed is None else fixed) < bound)
+    top, low = max(shares, key=shares.get), min(shares, key=shares.get)
+    return (f"with no cue (C0) the picks spread {word} over the {len(shares)} cultures ({kl_text}, {test}; "
+            f"most {top} {_with_ci(shares[top], band.get(top))}, least {low} {_with_ci(shares[low], band.get(low))}, "
+            f"simultaneous 95% intervals; uniform {uniform:.3f})")
 
 
 def _with_ci(value: float, interval: Any) -> str:

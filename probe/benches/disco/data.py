@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 import huggingface_hub
 
-from probe.benches.orders import DEFAULT_CAP, OrderName
+from probe.benches.orders import DEFAULT_CAP, OrderCap, OrderName, Seed
 from probe.benches.spec_header import BenchHeader
 from probe.config import Ge, NonEmpty
 from probe.errors import ProbeInputError
@@ -97,11 +97,11 @@ class DiscoSpec(BenchHeader):
     """Answer-text reading (backend.mode=text|letters+text): hybrid (options listed, the answer's text asked) | cloze (the question alone)."""
     orders: OrderName = "rotations"
     """Option orderings per item and condition (docs/concepts/orders.md): rotations (4) | permutations (24) | williams (4) | reverse (2)."""
-    orders_cap: Annotated[int, Ge(1)] = DEFAULT_CAP
+    orders_cap: OrderCap = DEFAULT_CAP
     """Most orderings per item a design may present; more is refused unless `permutations` samples."""
-    orders_sample: Annotated[int, Ge(1)] | None = None
+    orders_sample: OrderCap | None = None
     """Under `permutations` above the cap: draw this many orderings without replacement (null: refuse)."""
-    orders_seed: int = 0
+    orders_seed: Seed = 0
     """Seed of the `orders_sample` draw (recorded in the manifest)."""
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from probe.benches.disco.data import HIGH_RESOURCE, LOW_RESOURCE
 from probe.metrics.core import (
+    Inferring,
     expected_greedy_ci,
     gini,
     jsd_bits,
@@ -24,6 +25,7 @@ from probe.metrics.core import (
     ratio,
     wsum,
 )
+from probe.metrics.preference import ShareBlock, ShareNull, share_inference
 from probe.probs import exposure_shares
 from probe.results.scores import ScoreTable
 
@@ -209,7 +211,28 @@ def compute(table: ScoreTable, opts: DiscoAnalysis) -> dict[str, Any]:
     n_items = len(np.unique(table.item_id.astype(str)))
     return expected_greedy_ci(table.logprobs, n_items, lambda probs: item_sums(table, probs),
                               lambda sums, w: evaluate(sums, w, opts), opts.temperature, opts.n_boot, opts.seed,
-                              finish=_name_csc)
+                              finish=_name_csc, infer=lambda inf: share_inference(inf, share_blocks(inf, opts), opts.seed))
+
+
+def share_blocks(inf: Inferring, opts: DiscoAnalysis) -> list[ShareBlock]:
+    """DiSCo's nulls of "no preference": the CSD at C0 (KL, Gini, |SPD|) and at C2 (|SPD|);
+    KL and Gini are divergences from uniform (plug-in, biased upward: a corrected twin)."""
+    s: ItemSums = inf.sums
+    blocks = []
+    for name in ("C0", "C2"):
+        present = s.app[name].sum(axis=0) > 0
+        if not present.any() or name not in inf.point:
+            continue
+        groups = tuple(str(c) for c in np.array(s.cultures)[present])
+        stats: dict[str, Any] = {"KL": kl_to_uniform, "Gini": gini} if name == "C0" else {}
+        hi = [i for i, c in enumerate(groups) if c in opts.high]
+        lo = [i for i, c in enumerate(groups) if c in opts.low]
+        if hi and lo:
+            stats["SPD"] = lambda x, hi=hi, lo=lo: np.abs(x[..., hi].mean(axis=-1) - x[..., lo].mean(axis=-1))
+        null = ShareNull(sel=s.sel[name][:, present], app=s.app[name][:, present], statistics=stats)
+        blocks.append(ShareBlock(path=(name,), shares="CSD", null=null, groups=groups,
+                                 divergences=("KL", "Gini") if name == "C0" else ()))
+    return blocks
 
 
 def _name_csc(flavour: str, tree: dict[str, Any]) -> dict[str, Any]:

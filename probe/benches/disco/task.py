@@ -67,16 +67,30 @@ def _debiased(path: str) -> Callable[[Mapping[str, Any]], str]:
     return cell
 
 
+def _tested(path: str, block: str = "expected") -> Callable[[Mapping[str, Any]], str]:
+    """A divergence from uniform with its interval and the test of no preference
+    (`0.012 [0.000, 0.031], p = 0.41`): the value alone says nothing about whether there is one."""
+    def cell(m: Mapping[str, Any]) -> str:
+        value = get_path(m.get(block), path)
+        if value is None:
+            return "–"
+        text = value_ci(value, get_path((m.get("ci95") or {}).get(block), path))
+        p = get_path((m.get("p") or {}).get(block), path)
+        return text if p is None else f"{text}, p = {p:.2g}"
+
+    return cell
+
+
 SPD_UNDEFINED = "SPD undefined: the items hold no high-resource or no low-resource culture"
 NO_DEBIASED = "no debiased value: the run's letter prior could not be estimated (its report says why), or C0/C1 was not run"
-SWEEP_COLUMNS = (Column("KL", "C0.KL"), Column("Gini", "C0.Gini"), Column("CR(C1)", "C1.CR"),
+SWEEP_COLUMNS = (Column("KL", "C0.KL", cell=_tested("C0.KL"), is_value=True), Column("Gini", "C0.Gini"), Column("CR(C1)", "C1.CR"),
                  Column("CR(C2)", "C2.CR"), Column("PSI", "C2.PSI"),
                  Column("SPD(C0)", "C0.SPD", undefined=SPD_UNDEFINED), Column("SPD(C2)", "C2.SPD", undefined=SPD_UNDEFINED),
                  Column("SPD reduction", "SPD_reduction", undefined=SPD_UNDEFINED),
                  Column("SPD_compliance(C2)", "C2.SPD_compliance", undefined=SPD_UNDEFINED),
                  Column("JSD (bits)", "C3.JSD"), Column("PPR", "C3.PPR", constant_in=("debiased",)),
                  Column("CSC (greedy)", "C3.CSC", cell=_greedy_csc, undefined="no CSC: C3 was not run"),
-                 Column("KL, debiased", "C0.KL", cell=_debiased("C0.KL"), undefined=NO_DEBIASED),
+                 Column("KL, debiased", "C0.KL", cell=_tested("C0.KL", "debiased"), undefined=NO_DEBIASED),
                  Column("CR(C1), debiased", "C1.CR", cell=_debiased("C1.CR"), undefined=NO_DEBIASED),
                  *forced.letter_columns("C0"), *forced.text_columns("C0"))
 
@@ -95,7 +109,9 @@ TASK = forced.forced_choice_task(
     Presentation(
         sweep_columns=SWEEP_COLUMNS,
         sweep_note=("Expected (probability-weighted) metrics with 95% bootstrap CIs over items; debiased = the "
-                    "letter prior removed. † on CSC: the letter drives C3's answers, and a letter-locked model "
+                    "letter prior removed. KL's interval is bias-corrected (it reaches 0 when the CSD may be "
+                    "uniform) and p is the test of no cultural preference (cultures exchanged within items): "
+                    "a KL with p ≥ 0.05 is no detectable preference. † on CSC: the letter drives C3's answers, and a letter-locked model "
                     "scores CSC = 1 by construction."),
         pair_columns=(Column("KL", "C0.KL"), Column("CR(C1)", "C1.CR"), Column("CR(C2)", "C2.CR"),
                       Column("PSI", "C2.PSI"), Column("SPD(C0)", "C0.SPD"), Column("SPD(C2)", "C2.SPD"),

@@ -54,6 +54,9 @@ class World:
     """Fraction of the favoured country's (country 0's) shares in the model's own distribution."""
     cue_noise: float = 0.25
     """Fraction of a fresh random distribution mixed into every cued distribution (any X)."""
+    generic: float = 0.0
+    """Fraction of the question's mean human answer mixed into every cued distribution, whatever
+    country is named: a generic cue (toward the centre), not a specific one."""
     primacy: tuple[float, ...] = (1.6, 1.0, 1.0, 0.8)
     """Multiplier of each option's probability when read once in the survey's order."""
     ask: tuple[float, ...] = (0.95, 0.8, 0.7, 0.6, 0.5, 0.25)
@@ -62,6 +65,8 @@ class World:
 
 NULL = World(cue_pull=0.0)
 PLANTED = World(cue_pull=0.1)
+GENERIC = World(cue_pull=0.0, generic=0.4, n_countries=30, ask=(0.5,) * 30)
+"""Every cue pulls toward the question's mean answer, whatever it names: no country's cue is specific."""
 
 
 @dataclass
@@ -103,8 +108,9 @@ def draw(world: World, n_items: int, rng: np.random.Generator) -> Sums:
         scale = i % 2 == 0
         for j in asked:
             name, h = countries[j], shares[countries[j]]
-            cue = ((1 - world.cue_noise - world.cue_pull) * p0 + world.cue_noise * rng.dirichlet(np.ones(k))
-                   + world.cue_pull * h)
+            centre_h = np.mean([shares[countries[y]] for y in asked], axis=0)
+            cue = ((1 - world.cue_noise - world.cue_pull - world.generic) * p0
+                   + world.cue_noise * rng.dirichlet(np.ones(k)) + world.cue_pull * h + world.generic * centre_h)
             dists[(item, "cross_national", name)] = cue
             uniform[i, j] = similarity(np.full(k, 1.0 / k), h)
             for di, p in enumerate((p0, cue)):

@@ -97,10 +97,16 @@ def opening(m: Mapping[str, Any]) -> list[str]:
     return opening_paragraphs(parts, TERMS)
 
 
+ALPHA = 0.05
+"""A country is named as gained most or least on only when the test of equal lifts rejects at this level."""
+
+
 def _name(m: Mapping[str, Any], label: str, block: str, cond: str) -> str:
-    """A ranked country in bold by its display name, with its lift, similarity and question count."""
+    """A ranked country in bold by its display name, with its lift (simultaneous 95% interval over
+    the ranked countries where stored), similarity and question count."""
     n = at(m, label, "n_questions", cond)
-    interval = None if n == 1 else at(m, label, "ci95", block, cond, "lift")  # one question: no interval
+    band = at(m, label, "sim95", block, cond, "lift")
+    interval = None if n == 1 else (band or at(m, label, "ci95", block, cond, "lift"))  # one question: no interval
     lift = value_ci(at(m, label, block, cond, "lift"), interval) + (", n = 1, no interval" if n == 1 else "")
     return (f"**{table_name(label)}** (lift {lift}, similarity {fmt(at(m, label, block, cond, 'similarity'))}, "
             f"{n} question{'s' * (n != 1)})")
@@ -123,13 +129,21 @@ def _reading(m: Mapping[str, Any], block: str) -> str:
     top, low = order[0][0], order[-1][0]
     means = (f"mean lift {_mean(m, block, cond, 'lift')} over all (question, country) pairs, macro lift "
              f"{_mean(m, block, cond, 'macro_lift')}")
+    p = get_path(m, "p", block, cond, RANK_BY)
+    if p is None or undefined(p) or p >= ALPHA:  # no country stands out: naming one would be chance
+        test = "" if p is None or undefined(p) else f" (test of equal lifts p = {p:.3g})"
+        lifts = [v for _, v in order]
+        return (f"{head} {CONDITION_WORDS[cond]} (`{cond}`), no detectable difference between the {len(order)} ranked "
+                f"countries' lifts over a uniform model{test}: they span {min(lifts):.3f} to {max(lifts):.3f} and no "
+                f"country is singled out; {means}.")
     if block != "expected":  # the second reading: the same facts, said short
         return f"{head} highest lift {_name(m, top, block, cond)}, lowest {_name(m, low, block, cond)}; {means}."
     return (f"{head} {CONDITION_WORDS[cond]} (`{cond}`), ranked by lift over a uniform model among the "
             f"{len(order)} countries with at least {rank.get('min_questions')} "
             f"question{'s' * (rank.get('min_questions') != 1)}"
             f"{' (national samples)' if rank.get('samples') == 'national' else ''}, the model's answers gain most "
-            f"on {_name(m, top, block, cond)} and least on {_name(m, low, block, cond)}; {means} "
+            f"on {_name(m, top, block, cond)} and least on {_name(m, low, block, cond)} (test of equal lifts "
+            f"p = {p:.3g}; simultaneous 95% intervals); {means} "
             f"(similarity {_mean(m, block, cond, 'similarity')} against {fmt(get_path(m, block, cond, 'mean', 'uniform'))}"
             f" for a uniform model).")
 
@@ -158,4 +172,10 @@ def _specificity(m: Mapping[str, Any]) -> str:
                    "countries",
                0: "naming a country does not measurably move the model toward that country rather than toward "
                   "the question's other countries"}[side(value, interval)]
-    return f"Cue specificity {value_ci(value, interval)}: {verdict}."
+    per = get_path(m, "p", "expected", "cross_national", "specificity") or {}
+    spec = get_path(m, "expected", "cross_national", "specificity") or {}
+    called = [c for c, p in per.items() if p < 0.05 and (spec.get(c) or 0) > 0]
+    count = (f" Per country, naming it brings the model closer to its people than naming another country does for "
+             f"{len(called)} of the {len(per)} countries cued on {(m.get('ranking') or {}).get('min_questions')} or more "
+             "questions (bootstrap tests, Holm-adjusted)." if per else "")
+    return f"Cue specificity {value_ci(value, interval)}: {verdict}.{count}"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from probe.benches.orders import DEFAULT_CAP, OrderName
+from probe.benches.orders import DEFAULT_CAP, OrderCap, OrderName, Seed
 from probe.benches.spec_header import DownloadedBench
 from probe.benches.sources import fetch
 from probe.config import Ge, nearest
@@ -97,6 +97,8 @@ class GlobalOpinionSpec(DownloadedBench):
     """Remove non-answer codes (every spelling of don't know / refused / no answer, and Missing; …, Not asked, Not applicable) from the prompt and the shares, renormalised."""
     drop_volunteered: bool = False
     """Remove the options not read to respondents (marked (VOL) or (DO NOT READ)) from the prompt and the shares, renormalised."""
+    strip_question: bool = False
+    """Strip leading and trailing whitespace from each question's text; false keeps it verbatim, as Durmus et al.'s published prompt has it."""
     min_questions: Annotated[int, Ge(1)] = 5
     """Questions a country needs to be ranked; countries with fewer are listed apart, never named in the headline."""
     rank_samples: Literal["national", "all"] = "national"
@@ -107,11 +109,11 @@ class GlobalOpinionSpec(DownloadedBench):
     """Answer-text reading (backend.mode=text|letters+text): cloze (the question alone, each option's text its continuation) | hybrid (options listed, the answer's text asked)."""
     orders: OrderName = "rotations"
     """Option orderings per question (docs/concepts/orders.md): rotations (K) | permutations (K!) | williams (K or 2K) | reverse (2: the scale's order and its reverse)."""
-    orders_cap: Annotated[int, Ge(1)] = DEFAULT_CAP
+    orders_cap: OrderCap = DEFAULT_CAP
     """Most orderings per question a design may present; more is refused unless `permutations` samples."""
-    orders_sample: Annotated[int, Ge(1)] | None = None
+    orders_sample: OrderCap | None = None
     """Under `permutations` above the cap: draw this many orderings without replacement (null: refuse)."""
-    orders_seed: int = 0
+    orders_seed: Seed = 0
     """Seed of the `orders_sample` draw (recorded in the manifest)."""
 
 
@@ -152,16 +154,17 @@ def resolve_source(spec: GlobalOpinionSpec, cache_dir: Path) -> Path:
 
 
 def load_questions(path: Path, sum_tolerance: float = 0.02, drop_refusals: bool = False,
-                   drop_volunteered: bool = False) -> tuple[list[Question], Counts]:
+                   drop_volunteered: bool = False, strip_question: bool = False) -> tuple[list[Question], Counts]:
     """Read and validate the whole file; all-zero distributions (and questions left with none) are
-    skipped; non-answer and volunteered options removed when asked (`Drop`)."""
+    skipped; non-answer and volunteered options removed when asked (`Drop`). Question text is kept
+    verbatim unless `strip_question`."""
     rows = _read_rows(path)
     counts: dict[str, int] = {"questions_read": len(rows)}
     seen: dict[tuple[str, tuple[str, ...]], int] = {}
     questions = []
     for number, row in enumerate(rows, start=1):
         q, options = _question(row, number, f"{path}: row {number}", sum_tolerance,
-                               Drop(drop_refusals, drop_volunteered), counts)
+                               Drop(drop_refusals, drop_volunteered, strip_question), counts)
         key = (" ".join(q.item.question.split()), options)
         if key in seen:
             raise ProbeInputError(f"{path}: row {number}, field 'question': duplicate of row {seen[key]} "
@@ -280,6 +283,13 @@ def parse_options(text: str, where: str) -> list[str]:
         raise ProbeInputError(f"{where}, field 'options': expected 2 to {MAX_OPTIONS} options, got {len(out)}")
     if any(not o for o in out):
         raise ProbeInputError(f"{where}, field 'options': an option is empty: {out}")
+    seen: dict[str, int] = {}
+    for i, text in enumerate(out):  # as DiSCo's loader: the model cannot tell two such options apart,
+        key = " ".join(text.split()).casefold()  # and their shares and text mass would be counted twice
+        if key in seen:
+            raise ProbeInputError(f"{where}, field 'options': option {i + 1} ({bounded_repr(text)}) repeats option "
+                                  f"{seen[key] + 1} (up to case and spacing); every option of a question must differ")
+        seen[key] = i
     return out
 
 
@@ -289,6 +299,8 @@ class Drop:
 
     refusals: bool = False
     volunteered: bool = False
+    strip_question: bool = False
+    """Not an option class: whether the question's text loses its outer whitespace (`bench.strip_question`)."""
 
     def drops(self, option: str) -> str | None:
         """The counter an option is removed under (None: kept)."""
@@ -302,8 +314,8 @@ class Drop:
 def _question(row: dict[str, str], number: int, where: str, tolerance: float, drop: Drop,
               counts: dict[str, int]) -> tuple[Question, tuple[str, ...]]:
     """One row's question (non-answer and volunteered options removed when asked) and its full option list."""
-    question = row["question"].strip()
-    if not question:
+    question = row["question"].strip() if drop.strip_question else row["question"]
+    if not question.strip():
         raise ProbeInputError(f"{where}, field 'question': empty")
     source = row["source"].strip()
     if source not in SOURCES:

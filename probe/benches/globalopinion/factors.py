@@ -20,13 +20,13 @@ gives the plain lifts for an analysis that reads any response.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
 from probe.benches.globalopinion.measures import similarity
+from probe.benches.globalopinion.metrics import human_shares
 from probe.benches.globalopinion.prompts import HUMAN
 from probe.metrics.factorial_shares import ShareCube
 from probe.metrics.variant_shares import VARIANT, analysed_condition
@@ -47,7 +47,7 @@ def lifts(table: ScoreTable, design: Design, names: Sequence[str], temperature: 
     human: dict[str, dict[str, list[float]]] = {}
     for item, text in zip(table.item_id, table.column(HUMAN)):
         if text is not None and str(item) not in human:
-            human[str(item)] = json.loads(str(text))
+            human[str(item)] = human_shares(text, item)
     item_ids = np.array([str(i) for i in table.item_id], dtype=object)
     variant = np.asarray(table.column(VARIANT))
     rows = []

@@ -35,7 +35,8 @@ from probe.benches.globalopinion.measures import ordinal_similarity, similarity
 from probe.benches.globalopinion.scales import scale_positions
 from probe.benches.globalopinion.prompts import CONDITION, HUMAN, ROTATION, TARGET
 from probe.benches.globalopinion.specificity import Specificity, cue_matrix, cue_specificity
-from probe.errors import ProbeInputError
+from probe.bounded import loads_json
+from probe.errors import ProbeInputError, bounded_repr
 from probe.metrics.core import (
     AnalysisOptions,
     Measured,
@@ -56,8 +57,23 @@ def read_human(prompts: Any) -> dict[str, dict[str, np.ndarray]]:
     out: dict[str, dict[str, np.ndarray]] = {}
     for item, text in zip(prompts.column("item_id").to_pylist(), prompts.column(HUMAN).to_pylist()):
         if text is not None and item not in out:
-            out[item] = {c: np.asarray(v, dtype=np.float64) for c, v in json.loads(text).items()}
+            out[item] = {c: np.asarray(v, dtype=np.float64) for c, v in human_shares(text, item).items()}
     return out
+
+
+def human_shares(text: object, item: object) -> dict[str, list[float]]:
+    """One stored `human` cell (JSON text: country → answer shares), read at most `MAX_DEPTH` deep
+    and checked to be that shape: an edited cell is a one-line `ProbeInputError` naming the item."""
+    where = f"prompts.parquet, item {item!r}, column {HUMAN!r}"
+    try:
+        value = loads_json(str(text), where)
+    except json.JSONDecodeError as e:
+        raise ProbeInputError(f"{where}: not JSON ({e.msg})") from None
+    if not isinstance(value, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)
+            for v in value.values()):
+        raise ProbeInputError(f"{where}: expected an object of country → list of shares, got {bounded_repr(value)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -215,6 +231,10 @@ def evaluate(s: Sums, w: np.ndarray) -> dict[str, Any]:
             out["cross_national"]["specificity"] = _by_country(s, ratio(wsum(w, sp.value), wsum(w, sp.present)),
                                                                sp.present)
             out["cross_national"]["mean"]["specificity"] = ratio(wsum(w, sp.value.sum(1)), wsum(w, sp.present.sum(1)))
+        if sp.relative_present.any():
+            rel, rel_n = sp.relative, sp.relative_present
+            out["cross_national"]["relative_closeness"] = _by_country(s, ratio(wsum(w, rel), wsum(w, rel_n)), rel_n)
+            out["cross_national"]["mean"]["relative_closeness"] = ratio(wsum(w, rel.sum(1)), wsum(w, rel_n.sum(1)))
     return out
 
 

@@ -95,3 +95,25 @@ def agreements(m: Mapping[str, Any], ranked: list[str]) -> dict[str, float | Non
 
 def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and bool(np.isfinite(v))
+
+
+def ranking_tests(m: Mapping[str, Any], replicates: Mapping[str, Any], ranked: list[str]) -> dict[str, Any]:
+    """`p` and `sim95` entries of the ranking: per reading (`expected`, `debiased`), the test that
+    the ranked countries' lifts are all equal (`p.<reading>.<condition>.lift`: no country stands
+    out) and their simultaneous 95% band (`sim95.<reading>.<condition>.lift.<country>`), from the
+    bootstrap replicates behind `ci95` (`probe.metrics.preference.equal_values`)."""
+    from probe.metrics.preference import equal_values
+
+    cond = condition_of(m)
+    p: dict[str, Any] = {}
+    sim: dict[str, Any] = {}
+    for block in ("expected", "debiased"):
+        lift, reps = get_path(m, block, cond, RANK_BY) or {}, get_path(replicates, block, cond, RANK_BY) or {}
+        names = [c for c in ranked if c in lift and c in reps and lift[c] is not None and np.isfinite(lift[c])]
+        if len(names) < 2:
+            continue
+        value, band = equal_values(np.array([lift[c] for c in names]),
+                                   np.stack([np.asarray(reps[c], dtype=np.float64) for c in names], axis=-1))
+        p[block] = {cond: {RANK_BY: value}}
+        sim[block] = {cond: {RANK_BY: {c: [float(band[0, i]), float(band[1, i])] for i, c in enumerate(names)}}}
+    return {"p": p, "sim95": sim}

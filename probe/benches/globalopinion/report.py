@@ -125,9 +125,10 @@ def _cue_section(m: Mapping[str, Any]) -> list[str]:
                         get_path(m, "ci95", "expected", "cross_national", "mean", key))
 
     spec = ("" if get_path(m, "expected", "cross_national", "mean", "specificity") is None else
-            f" `cue specificity` = [sim(cue X, X) − mean over the question's other countries Y of sim(cue X, Y)] − the "
-            f"same under `default`, over questions with at least two countries: above 0, naming X moves the model "
-            f"toward X rather than toward the others; mean {mean('specificity')} (expected), "
+            f" `cue specificity` = sim(cue X, X) − mean over the question's other cued countries Y of sim(cue Y, X), "
+            f"the placebo comparison (the same target X, another country named), over questions with at least two "
+            f"cued countries: above 0, naming X brings the model closer to X's people than naming another country "
+            f"does; a cue that moves the model alike whatever it names gives exactly 0; mean {mean('specificity')} (expected), "
             f"{value_ci(get_path(m, 'debiased', 'cross_national', 'mean', 'specificity'), get_path(m, 'ci95', 'debiased', 'cross_national', 'mean', 'specificity'))} (debiased).")
     return ["", "## Naming the country (cross_national)", "",
             "`cue gain` = a country's similarity when the question is cued with it (\"How would someone from "

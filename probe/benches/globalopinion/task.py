@@ -38,12 +38,13 @@ from probe.benches.globalopinion.prompts import (
     reword,
     text_message,
 )
-from probe.benches.globalopinion.ranking import agreements, countries_block, ranking_block
+from probe.benches.globalopinion.ranking import agreements, countries_block, ranking_block, ranking_tests
+from probe.benches.globalopinion.specificity import specificity_tests
 from probe.benches.orders import plan_orders
 from probe.benches.task import Column, PreparedBench, Presentation, bench_spec
 from probe.errors import ProbeInputError
 from probe.files import sha256_file
-from probe.metrics.core import AnalysisOptions
+from probe.metrics.core import AnalysisOptions, replicates_of
 from probe.metrics.tree import MetricsTree
 from probe.prompts.factors import BUILTIN_FACTORS
 from probe.results.run import Run
@@ -59,7 +60,8 @@ def prepare(spec: GlobalOpinionSpec, generate: bool, cache_dir: Path) -> Prepare
     if not spec.conditions:
         raise ProbeInputError("bench.conditions: empty; choose default and/or cross_national")
     path = resolve_source(spec, cache_dir)
-    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals, spec.drop_volunteered)
+    questions, counts = load_questions(path, spec.sum_tolerance, spec.drop_refusals, spec.drop_volunteered,
+                                       spec.strip_question)
     chosen = select(questions, spec)
     if not chosen:
         raise ProbeInputError(f"{path}: no question left after bench.source={spec.source} and bench.countries")
@@ -102,6 +104,11 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
     if out.get("expected") is not None:
         out["ranking"] = ranking_block(out, bench_spec(GlobalOpinionSpec, run.manifest.bench.config))
         out.update(agreements(out, out["ranking"]["ranked"]))
+        tests = ranking_tests(out, replicates_of(out), out["ranking"]["ranked"])
+        spec = bench_spec(GlobalOpinionSpec, run.manifest.bench.config)
+        for block, tree in specificity_tests(out, replicates_of(out), spec.min_questions).items():
+            tests["p"].setdefault(block, {}).update(tree)
+        out.update(tests)
     else:
         out["ranking_tau"] = None
     if not forced.is_generation_run(run) and out.get("expected") is not None:
@@ -111,10 +118,6 @@ def metrics(run: Run, mask: np.ndarray | None, opts: AnalysisOptions) -> Metrics
         out["model_entropy"] = near_uniform(table, opts)
         out["near_uniform"] = out["model_entropy"] > NEAR_UNIFORM
     return out
-
-
-def _unused_compute(table: ScoreTable, opts: AnalysisOptions, spec: Any) -> dict[str, Any]:
-    raise AssertionError("GlobalOpinionQA computes through its own metrics hook (the shares are in the run)")
 
 
 def _top(m: Mapping[str, Any], tree: str = "expected", n: int = 3, furthest: bool = False) -> str:
@@ -146,7 +149,7 @@ def _mean(path: str) -> Column:
 
 _TASK = forced.forced_choice_task(
     forced.ForcedChoice(kind="globalopinion", title="GlobalOpinionQA", spec_type=GlobalOpinionSpec, prepare=prepare,
-                        compute=_unused_compute, report=report.report, figures=figures.run_figures,
+                        run_metrics=metrics, report=report.report, figures=figures.run_figures,
                         design_columns=DESIGN_COLUMNS, design=DESIGN, text_message=text_message,
                         factors=tuple(BUILTIN_FACTORS), reword=reword),
     Presentation(
@@ -165,4 +168,4 @@ _TASK = forced.forced_choice_task(
         groups=GroupNoun("country", "countries"), caveats=caveats),
 )
 assert _TASK.factors is not None  # the builder gives every forced-choice task its factors
-TASK = replace(_TASK, scoring=replace(_TASK.scoring, metrics=metrics), factors=replace(_TASK.factors, cube=factor_cube))
+TASK = replace(_TASK, factors=replace(_TASK.factors, cube=factor_cube))

@@ -1,0 +1,1 @@
+"""OpinionQA (Santurkar et al., ICML 2023): whose opinions a model reflects, group by group."""
