@@ -9,12 +9,14 @@ another directory) is refused with one line, never written through.
 
 from __future__ import annotations
 
+import csv
 import errno
 import hashlib
 import json
 import math
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -163,3 +165,15 @@ def utf8_error(path: Path) -> str:
         except UnicodeDecodeError as e:
             return f"line {number}, byte {e.start + 1} of the line: {e.reason}"
     return "no invalid byte found on a second read"
+
+
+@contextmanager
+def wide_csv_fields(limit: int = 1 << 30) -> Iterator[None]:
+    """The `csv` module's field size limit raised to `limit` while a reader runs, then restored.
+    The limit is process-wide: a reader that left it raised would change what every other CSV
+    reader of the process accepts (DiSCo refuses a field over the default limit, naming its line)."""
+    old = csv.field_size_limit(min(sys.maxsize, limit))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)

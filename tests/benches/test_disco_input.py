@@ -268,3 +268,17 @@ def test_a_non_utf8_byte_names_its_line(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes().replace(b"item-2", b"item-\xe9"))
     with pytest.raises(ProbeInputError, match=r"latin1.csv: not valid UTF-8 \(line 4, byte \d+ of the line"):
         load_items(path)
+
+
+def test_a_wide_csv_reader_leaves_the_process_limit_as_it_was(tmp_path: Path) -> None:
+    """GlobalOpinionQA and OpinionQA read fields up to 1 GiB; the limit is restored after, so
+    DiSCo's oversized-field refusal does not depend on which bench a process loaded before."""
+    from probe.files import wide_csv_fields
+
+    before = csv.field_size_limit()
+    with wide_csv_fields():
+        assert csv.field_size_limit() == 1 << 30
+    assert csv.field_size_limit() == before
+    with pytest.raises(RuntimeError), wide_csv_fields():
+        raise RuntimeError("a reader that fails")
+    assert csv.field_size_limit() == before

@@ -16,7 +16,6 @@ import ast
 import csv
 import math
 import re
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from probe.benches.spec_header import DownloadedBench
 from probe.benches.sources import fetch
 from probe.config import Ge, nearest
 from probe.errors import ProbeInputError, bounded_repr
-from probe.files import utf8_error
+from probe.files import utf8_error, wide_csv_fields
 from probe.types import LETTERS, Item, Option
 
 HUB_REVISION = "cb2880488749218abb81802a94c2c62ebfde2f35"
@@ -207,9 +206,8 @@ def select(questions: Sequence[Question], spec: GlobalOpinionSpec) -> list[Quest
 
 def _read_rows(path: Path) -> list[dict[str, str]]:
     """The data rows as dicts; a row with too few or too many fields is an error naming it."""
-    csv.field_size_limit(min(sys.maxsize, 1 << 30))
     try:
-        with path.open(encoding="utf-8-sig", newline="") as f:
+        with wide_csv_fields(), path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f, strict=True)
             header = next(reader, None)
             if header is None or [h.strip() for h in header] != list(COLUMNS):

@@ -23,13 +23,12 @@ import ast
 import csv
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 from probe.benches.opinionqa.survey import OVERALL, Question, by_option
 from probe.errors import ProbeInputError, bounded_repr
-from probe.files import utf8_error
+from probe.files import utf8_error, wide_csv_fields
 
 INFO_COLUMNS = ("key", "question", "references", "option_mapping", "option_ordinal")
 DATA_SUFFIX = "_data.json"
@@ -81,9 +80,8 @@ def _literal(text: str, where: str) -> Any:
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
-    csv.field_size_limit(min(sys.maxsize, 1 << 30))
     try:
-        with path.open(encoding="utf-8-sig", newline="") as f:
+        with wide_csv_fields(), path.open(encoding="utf-8-sig", newline="") as f:
             return list(csv.DictReader(f, strict=True))
     except UnicodeDecodeError:
         raise ProbeInputError(f"{path}: not valid UTF-8 ({utf8_error(path)})") from None

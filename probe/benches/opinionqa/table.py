@@ -22,14 +22,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from probe.benches.opinionqa.survey import OVERALL, Question, by_option, count_value
 from probe.errors import ProbeInputError, bounded_repr
-from probe.files import utf8_error
+from probe.files import utf8_error, wide_csv_fields
 
 REQUIRED = ("question_id", "question", "options", "attribute", "group")
 JSON_CELLS = ("options", "positions", "refusal", "counts", "shares", "n")
@@ -78,8 +77,7 @@ def _rows(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                     if line.strip():
                         yield f"{path}: line {n}", _object(line, f"{path}: line {n}")
         elif path.suffix == ".csv":
-            csv.field_size_limit(min(sys.maxsize, 1 << 30))
-            with path.open(encoding="utf-8-sig", newline="") as f:
+            with wide_csv_fields(), path.open(encoding="utf-8-sig", newline="") as f:
                 for n, row in enumerate(csv.DictReader(f, strict=True), start=1):
                     yield f"{path}: row {n}", {k: _cell(k, v, f"{path}: row {n}") for k, v in row.items()
                                                if v not in (None, "")}
