@@ -26,6 +26,9 @@ from probe.models.tiny import TinySpec
 from probe.prompts.render import render_prompts
 from probe.results.mech import ActivationWriter
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 

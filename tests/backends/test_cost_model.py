@@ -27,6 +27,9 @@ from probe.models.tiny import TinySpec, build_model
 from probe.benches.disco.perf import gemma3_12b_text_config
 from probe.prompts.render import render_prompts
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TINY = TinySpec()  # llama: hidden 64, 2 layers, 2 heads of 32, 1 kv head, MLP 128, vocab 512
 # a pass of three rows: paths of 10, 10 and 4 tokens, nodes of 3, 5 and 2; prompts end in two

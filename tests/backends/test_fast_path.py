@@ -26,6 +26,9 @@ from probe.models.tiny import TinySpec
 from probe.prompts.render import render_prompts
 from probe.types import RenderedPrompt
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 EXACT = 1e-5  # nats: the fast path's bound against the eager path
 LETTERS = ("A", "B", "C", "D")
 

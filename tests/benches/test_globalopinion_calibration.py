@@ -14,6 +14,9 @@ import pytest
 
 from probe.benches.globalopinion.calibration import NULL, PLANTED, SPECIFICITY, TRACKED, Tally, calibrate, draw, truth
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPS = 150
 RARE = ("default.lift.c5", "default.ordinal.mean.similarity")
 """Intervals over few questions (country c5 is asked in ~25% of them; the scale half) cover less."""

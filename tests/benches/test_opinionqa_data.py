@@ -157,6 +157,7 @@ def test_globalopinion_maps_to_the_survey_table(tmp_path: Path) -> None:
 
 
 @pytest.mark.real
+@pytest.mark.slow  # seven real tokenizers loaded: several seconds
 def test_the_cue_on_the_reference_tokenizers(tmp_path: Path) -> None:
     """The paper's `Answer:` passes the letter preflight of four of the seven reference tokenizers
     (Llama 3 and Qwen merge `:A`, and the preflight refuses it with the tokens it saw);

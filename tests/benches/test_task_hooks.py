@@ -17,6 +17,9 @@ from conftest import TESTS, ccd_items, run_probe, shared_dir, write_json_file
 from probe.benches.registry import tasks
 from probe.benches.task import Column, Task
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 BASE = ["model=tiny", "analysis.n_boot=20", "progress=false"]
 
 

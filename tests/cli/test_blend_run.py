@@ -19,6 +19,9 @@ from probe.benches.blend.conclusion import TERMS, opening
 from probe.benches.blend.judging import gives, unique_gold
 from probe.pipeline.analysis import analyze_run
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 SMALL = ("bench.countries=[US,China,Spain]", "bench.limit=3")
 
 

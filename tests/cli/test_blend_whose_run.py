@@ -19,6 +19,9 @@ from probe.benches.blend.data import COUNTRIES
 from probe.benches.blend.whose_conclusion import TERMS
 from probe.pipeline.analysis import analyze_run
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 WHOSE = ("bench.mode=whose_answer", "backend.mode=text")
 
 

@@ -24,6 +24,9 @@ from probe.benches.globalopinion.prompts import PREFILL, build_prompts
 from probe.prompts.render import RenderSettings, render_prompts
 from probe.types import LETTERS
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

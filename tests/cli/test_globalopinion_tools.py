@@ -28,6 +28,9 @@ from probe.commands.view import main as view
 from probe.errors import ProbeInputError
 from probe.results.run import load_run
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 MEANS = ("default.mean.similarity", "default.mean.lift", "default.mean.macro_lift", "cross_national.mean.gain",
          "cross_national.mean.specificity")

@@ -19,6 +19,9 @@ from probe.errors import ProbeInputError
 from probe.pipeline.analysis import analyze_run
 from probe.prompts.parse import strip_thinking
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 M_KEYS = {"B_US", "B_US_macro", "B_R", "B_R_dev", "B_R_dev_macro", "taxonomy", "no_answer_rate",
           "no_answer_rate_non_english", "multiplicity",

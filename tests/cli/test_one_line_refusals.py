@@ -315,7 +315,7 @@ def test_compare_refuses_one_variant_name_with_two_wordings() -> None:
         variants = [{"index": 0, "name": "protocol", "texts": {}, "labels": ["A", "B"], "cue": "c"},
                     {"index": 1, "name": "instruction=mine", "texts": {"instruction": text}, "labels": ["A", "B"],
                      "cue": "c"}]
-        return SimpleNamespace(path=Path(path), run=SimpleNamespace(manifest=SimpleNamespace(raw={"variants": variants})))
+        return SimpleNamespace(path=Path(path), manifest=SimpleNamespace(raw={"variants": variants}))
 
     same = shared_variants(stored("Reply {labels}", "a"), stored("Reply {labels}", "b"))  # type: ignore[arg-type]
     assert same == [("protocol", 0, 0), ("instruction=mine", 1, 1)]

@@ -15,6 +15,9 @@ from conftest import probe_env, run_probe
 from opinionqa_files import GROUPS, QUESTIONS, counts, write_table, write_wave
 from scipy.stats import wasserstein_distance
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 ARGS = ["model=tiny", "bench=opinionqa", "analysis.n_boot=60", "progress=false", "bench.personas=[qa,bio,portray]"]
 

@@ -19,6 +19,9 @@ from probe.metrics.preference import enclose, exchanged_sums, floor_interval
 from probe.metrics.preference_calibration import LetterWorld, design, draw_logprobs, population_shares
 from probe.results.scores import ScoreTable
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 CULTURES = ["Algeria", "Assam", "China", "Ethiopia", "Greece", "Indonesia", "South_Korea", "Spain"]
 NULL = LetterWorld()
 PLANTED = LetterWorld(preference=(0.7, 0.47, 0.23, 0.0, 0.0, -0.23, -0.47, -0.7))

@@ -25,6 +25,9 @@ from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
 from probe.prompts.factors import FactorError
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 TOL = 1e-5  # nats: a variant's letter log-probs do not depend on the other variants in the plan
 BASE = ("bench.limit=2", "bench.conditions=[C0]")
 FACTORIAL = "factors=[labels,cue,instruction]"

@@ -14,6 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import probe_env, run_probe
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["model=tiny", "bench=demo", "shard_size=16", "analysis.n_boot=100", "progress=false"]
 

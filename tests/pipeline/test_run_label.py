@@ -19,6 +19,9 @@ from probe.report.sweep import sweep_headlines, sweep_markdown
 from probe.results.labels import MAX_LABEL, check_label, label_slug
 from probe.results.manifest import read_manifest
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LABEL = "base *T* | 0.5"
 """Markdown characters and a table's `|`: the report and the sweep table must show them as typed."""

@@ -27,6 +27,9 @@ from probe.pipeline.shard_merge import merge_shards
 from probe.pipeline.shard_plan import Shard, shard_prompts
 from probe.types import Prompt, RenderedPrompt
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # 12 of the demo's 24 items (624 prompts): three shards of whole items, every condition
 ARGS = ["model=tiny", "bench=demo", "bench.limit=12", "analysis.n_boot=100", "progress=false",

@@ -26,6 +26,9 @@ from probe.pipeline.spec import run_config
 from probe.results.run import load_run
 from probe.types import LETTERS
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 TOL = 1e-4  # nats, fp32 (docs/concepts/answer-text.md)
 LETTER_COLUMNS = ["prompt_id", "letter_logprobs", "letter_mass", "greedy_letter", "greedy_valid", "argmax_token_id",
                   "argmax_token", "argmax_logprob"]

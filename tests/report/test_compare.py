@@ -28,6 +28,9 @@ from probe.pipeline.analysis import analyze_run
 from probe.report.paired_runs import compare
 from probe.report.sweep import load_entries, sweep_markdown, write_sweep_report
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BOOST = np.log(3.0)
 

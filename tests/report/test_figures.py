@@ -26,6 +26,9 @@ from probe.report.sweep import sweep_figures
 from probe.viz.figures import Figure
 from probe.viz.html import caption_html, markdown_to_html, write_html
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 CAPTIONS = {**DISCO_CAPTIONS, **CCD_CAPTIONS}
 
 

@@ -17,6 +17,9 @@ import torch
 from probe.errors import ProbeInputError
 from probe.probs import unscorable
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 
 def _run(out: Path, monkeypatch: pytest.MonkeyPatch, disco_csv: Path, *overrides: str,
          model: Callable[[Any], None] | None = None, scores: Callable[[Any], Any] | None = None) -> Path:
