@@ -18,6 +18,9 @@ from conftest import blend_dir, disco_rows, run_probe, write_csv
 
 from probe.errors import ProbeInputError
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 US = ("annotations/US_data.json", "questions/US_questions.csv", "prompts/US_prompts.csv")
 

@@ -22,6 +22,9 @@ from conftest import run_probe
 
 from probe.judges.http import HTTPChat, HTTPChatSpec, JudgeEndpointError
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 OK = json.dumps({"choices": [{"message": {"content": '{"dimensions": []}'}}]}).encode()
 

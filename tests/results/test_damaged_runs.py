@@ -23,6 +23,9 @@ from probe.errors import ProbeInputError
 from probe.pipeline.execute import run
 from probe.pipeline.spec import run_config
 
+# Everyday tier: left out (its runs or simulated worlds take several seconds); the full tier runs it.
+pytestmark = pytest.mark.slow
+
 OVERRIDES = ["model=tiny", "bench=demo", "bench.limit=2", "analysis.n_boot=20", "progress=false"]
 
 
