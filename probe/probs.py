@@ -5,7 +5,8 @@ read from it. Pure numpy, shared by the results API and the metrics.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -71,3 +72,21 @@ def exposure_shares(sel: np.ndarray, shown: np.ndarray) -> np.ndarray:
     rate = ratio(sel, shown)
     total = np.sum(np.where(shown > 0, rate, 0.0), axis=-1, keepdims=True)
     return ratio(rate, total)
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+def source_option_means(cells: Sequence[K], order: np.ndarray, probs: np.ndarray) -> tuple[list[K], np.ndarray]:
+    """Per distinct cell (first-seen order), the mean over its prompts of the probability each
+    source option got: `order[prompt, position]` is the source option shown at that position
+    (−1: padding), `probs[prompt, position]` its probability. `[cell, K_max]`, for the readings
+    that compare a model's answer distribution with a survey's over the same options."""
+    keys: dict[K, int] = {}
+    index = np.array([keys.setdefault(c, len(keys)) for c in cells], dtype=np.int64)
+    acc = np.zeros((len(keys), order.shape[1]))
+    shown = order >= 0
+    rows = np.broadcast_to(index[:, None], order.shape)
+    np.add.at(acc, (rows[shown], order[shown]), probs[shown])
+    n = np.bincount(index, minlength=len(keys)).astype(np.float64)
+    return list(keys), acc / n[:, None]

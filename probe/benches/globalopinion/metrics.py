@@ -45,6 +45,7 @@ from probe.metrics.core import (
     ratio,
     wsum,
 )
+from probe.probs import source_option_means
 from probe.results.scores import ScoreTable
 
 Human = Mapping[str, Mapping[str, np.ndarray]]
@@ -117,16 +118,8 @@ Key = tuple[str, str, str | None]
 
 def model_distributions(table: ScoreTable, probs: np.ndarray) -> tuple[list[Key], np.ndarray]:
     """Per (item, condition, target): the rotation-mean distribution over source options `[group, K_max]`."""
-    keys: dict[Key, int] = {}
-    index = np.array([keys.setdefault((str(i), str(c), t), len(keys))
-                      for i, c, t in zip(table.item_id, table.column(CONDITION), table.column(TARGET))], dtype=np.int64)
-    order = np.asarray(table.order)
-    acc = np.zeros((len(keys), order.shape[1]))
-    shown = order >= 0
-    rows = np.broadcast_to(index[:, None], order.shape)
-    np.add.at(acc, (rows[shown], order[shown]), probs[shown])
-    n = np.bincount(index, minlength=len(keys)).astype(np.float64)
-    return list(keys), acc / n[:, None]
+    cells = [(str(i), str(c), t) for i, c, t in zip(table.item_id, table.column(CONDITION), table.column(TARGET))]
+    return source_option_means(cells, np.asarray(table.order), probs)
 
 
 def item_sums(table: ScoreTable, probs: np.ndarray, human: Human) -> Sums:

@@ -41,6 +41,7 @@ from probe.benches.opinionqa.spec import OpinionQASpec
 from probe.benches.opinionqa.survey import OVERALL, Stored, from_json
 from probe.errors import ProbeInputError
 from probe.metrics.core import AnalysisOptions, Measured, expected_greedy_ci, nanmean, ratio, wsum
+from probe.probs import source_option_means
 from probe.results.scores import ScoreTable
 
 Human = Mapping[str, Stored]
@@ -141,16 +142,9 @@ Key = tuple[str, str, Any]
 
 def model_distributions(table: ScoreTable, probs: np.ndarray) -> dict[Key, np.ndarray]:
     """Per (item, condition, target): the ordering-mean distribution over the item's options."""
-    keys: dict[Key, int] = {}
-    index = np.array([keys.setdefault((str(i), str(c), t), len(keys))
-                      for i, c, t in zip(table.item_id, table.column(CONDITION), table.column(TARGET))], np.int64)
-    order = np.asarray(table.order)
-    acc = np.zeros((len(keys), order.shape[1]))
-    shown = order >= 0
-    rows = np.broadcast_to(index[:, None], order.shape)
-    np.add.at(acc, (rows[shown], order[shown]), probs[shown])
-    n = np.bincount(index, minlength=len(keys)).astype(np.float64)
-    return dict(zip(keys, acc / n[:, None]))
+    cells = [(str(i), str(c), t) for i, c, t in zip(table.item_id, table.column(CONDITION), table.column(TARGET))]
+    keys, means = source_option_means(cells, np.asarray(table.order), probs)
+    return dict(zip(keys, means))
 
 
 @dataclass
